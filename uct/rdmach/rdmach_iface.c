@@ -1,0 +1,408 @@
+/*
+ * rdmach iface: owns the segment whose rings this process receives on, polls them, and keeps
+ * the peer segments it has mapped.
+ */
+#include "rdmach_uct.h"
+
+#include <ucs/arch/cpu.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <errno.h>
+#include <unistd.h>
+
+static uct_iface_ops_t uct_rdmach_iface_ops;
+
+ucs_config_field_t uct_rdmach_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_rdmach_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_sm_iface_config_table)},
+
+    {"RING_SIZE", "512",
+     "Slots in each per-connection ring (a power of two). The ring lives in the receiver's\n"
+     "memory and is written only by its sender.",
+     ucs_offsetof(uct_rdmach_iface_config_t, ring_size), UCS_CONFIG_TYPE_UINT},
+
+    {"SLOT_SIZE", "256",
+     "Bytes per ring slot, a multiple of 64. A short active message fits one slot.",
+     ucs_offsetof(uct_rdmach_iface_config_t, slot_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"CHUNK_SIZE", "16k",
+     "Largest bcopy/zcopy active message, i.e. the pipelining chunk: UCP splits larger eager\n"
+     "messages into chunks of this size that flow through the ring back to back.",
+     ucs_offsetof(uct_rdmach_iface_config_t, chunk_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"LAZY_TAIL", "0.25",
+     "Fraction of the ring the receiver consumes before it writes its tail back to the\n"
+     "sender (lazy tail update).",
+     ucs_offsetof(uct_rdmach_iface_config_t, lazy_tail), UCS_CONFIG_TYPE_DOUBLE},
+
+    {"ZCOPY_THRESH", "16k",
+     "Smallest put/get zero-copy transfer (process_vm_readv/writev, the RDMA read/write of\n"
+     "this wire); UCP's rendezvous uses get_zcopy from this size on.",
+     ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"MAX_PEERS", "256",
+     "Rings in this process's segment, i.e. how many senders can connect to it. Costs\n"
+     "address space only until a ring is used.",
+     ucs_offsetof(uct_rdmach_iface_config_t, max_peers), UCS_CONFIG_TYPE_UINT},
+
+    {"SWEEP_INTERVAL", "64",
+     "Progress calls between two sweeps over idle (cold) rings.",
+     ucs_offsetof(uct_rdmach_iface_config_t, sweep_interval), UCS_CONFIG_TYPE_UINT},
+
+    {"IDLE_LIMIT", "256",
+     "Empty polls after which a ring is no longer polled on every progress call.",
+     ucs_offsetof(uct_rdmach_iface_config_t, idle_limit), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_BUDGET", "16",
+     "Records delivered per ring per progress call.",
+     ucs_offsetof(uct_rdmach_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
+
+    {"POLL_ALL", "n",
+     "Poll every connected ring on every progress call, as the seed design does (for\n"
+     "comparison; the default polls only active rings plus doorbells).",
+     ucs_offsetof(uct_rdmach_iface_config_t, poll_all), UCS_CONFIG_TYPE_BOOL},
+
+    {"PEER_CHECK_INTERVAL", "100ms",
+     "How often an endpoint waiting for ring room checks that its peer process is alive.",
+     ucs_offsetof(uct_rdmach_iface_config_t, peer_check_interval), UCS_CONFIG_TYPE_TIME},
+
+    {NULL}
+};
+
+static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+
+    uct_base_iface_query(&iface->super.super, attr);
+
+    attr->iface_addr_len  = sizeof(uct_rdmach_iface_addr_t);
+    attr->device_addr_len = uct_sm_iface_get_device_addr_len();
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
+                            UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+                            UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
+                            UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+
+    attr->cap.am.max_short       = iface->max_short;
+    attr->cap.am.max_bcopy       = iface->chunk_size;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = iface->chunk_size;
+    attr->cap.am.max_hdr         = ucs_min(iface->chunk_size, 256);
+    attr->cap.am.max_iov         = UCT_SM_MAX_IOV;
+    attr->cap.am.opt_zcopy_align = UCS_SYS_CACHE_LINE_SIZE;
+    attr->cap.am.align_mtu       = attr->cap.am.opt_zcopy_align;
+
+    /* put/get are process_vm_writev/readv: synchronous, no ring involved */
+    attr->cap.put.max_short       = iface->max_short;
+    attr->cap.put.max_bcopy       = iface->chunk_size;
+    attr->cap.put.min_zcopy       = iface->zcopy_thresh;
+    attr->cap.put.max_zcopy       = SIZE_MAX;
+    attr->cap.put.max_iov         = UCT_SM_MAX_IOV;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+
+    attr->cap.get.max_short       = 0;
+    attr->cap.get.max_bcopy       = iface->chunk_size;
+    attr->cap.get.min_zcopy       = iface->zcopy_thresh;
+    attr->cap.get.max_zcopy       = SIZE_MAX;
+    attr->cap.get.max_iov         = UCT_SM_MAX_IOV;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+
+    attr->latency             = ucs_linear_func_make(80e-9, 0);
+    attr->bandwidth.dedicated = iface->super.config.bandwidth;
+    attr->bandwidth.shared    = 0;
+    attr->overhead            = 10e-9;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rdmach_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
+{
+    uct_rdmach_iface_t *iface      = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    uct_rdmach_iface_addr_t *raddr = (uct_rdmach_iface_addr_t*)addr;
+
+    raddr->pid    = iface->seg.pid;
+    raddr->fd     = iface->seg.fd;
+    raddr->seg_id = iface->seg.hdr->seg_id;
+    return UCS_OK;
+}
+
+ucs_status_t uct_rdmach_iface_peer(uct_rdmach_iface_t *iface, pid_t pid, int32_t fd,
+                                   uint64_t seg_id, rdmach_shm_seg_t **seg_p)
+{
+    uct_rdmach_peer_t *peer;
+    unsigned i;
+    int ret;
+
+    for (i = 0; i < iface->npeers; ++i) {
+        peer = &iface->peers[i];
+        if ((peer->seg.pid == pid) && (peer->fd == fd) && (peer->seg_id == seg_id)) {
+            *seg_p = &peer->seg;
+            return UCS_OK;
+        }
+    }
+
+    if (iface->npeers == iface->max_peers_mapped) {
+        ucs_error("rdmach: more than %u peer segments mapped (UCX_RDMACH_MAX_PEERS)",
+                  iface->max_peers_mapped);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
+    peer = &iface->peers[iface->npeers];
+    ret  = rdmach_shm_attach(&peer->seg, pid, fd, seg_id);
+    if (ret != 0) {
+        ucs_diag("rdmach: cannot map segment of pid %d fd %d: %s", pid, fd,
+                 (ret == -EPROTO) ? "not a compatible rdmach segment" : strerror(-ret));
+        return (ret == -ESRCH || ret == -ENOENT) ? UCS_ERR_UNREACHABLE : UCS_ERR_IO_ERROR;
+    }
+    peer->fd     = fd;
+    peer->seg_id = seg_id;
+    ++iface->npeers;
+    *seg_p = &peer->seg;
+    return UCS_OK;
+}
+
+static const rdmach_wire_ops_t uct_rdmach_shm_ops = {NULL, NULL};
+
+/* A sender claimed ring 'id' of our segment: find where its tail copy lives. */
+static int uct_rdmach_iface_activate(void *arg, uint32_t id)
+{
+    uct_rdmach_iface_t *iface = arg;
+    rdmach_ring_ctl_t *ctl    = rdmach_shm_ring_ctl(&iface->seg, id);
+    static uint64_t dummy_tail;
+    volatile uint64_t *tail_out = &dummy_tail;
+    rdmach_shm_seg_t *peer;
+    uint64_t credit;
+
+    if (__atomic_load_n(&ctl->owner, __ATOMIC_ACQUIRE) == 0) {
+        return 0;   /* claimed but not yet described */
+    }
+
+    credit = ctl->peer_info[1] >> 32;
+    if (uct_rdmach_iface_peer(iface, (pid_t)ctl->peer_info[0],
+                              (int32_t)(ctl->peer_info[1] & 0xffffffffu),
+                              ctl->peer_info[2], &peer) == UCS_OK) {
+        if (credit < peer->hdr->max_rings) {
+            tail_out = &rdmach_shm_credit(peer, (uint32_t)credit)->tail;
+        } else {
+            uct_rdmach_counters.rx.corrupt++;
+        }
+    }
+    /* a sender we cannot reach still gets its messages delivered; only its credit is lost */
+    rdmach_rx_init(&iface->poller.rx[id], rdmach_shm_ring_slots(&iface->seg, id), ctl,
+                   tail_out, &uct_rdmach_shm_ops, iface);
+    return 1;
+}
+
+static void uct_rdmach_iface_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
+{
+    uct_rdmach_iface_t *iface = arg;
+
+    if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
+        uct_rdmach_counters.rx.corrupt++;   /* from a misbehaving peer: never index am[] */
+        return;
+    }
+    uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id, data, length,
+                       "RX: AM");
+    uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
+}
+
+static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    unsigned count;
+
+    count = rdmach_poller_progress(&iface->poller, &iface->geom,
+                                   iface->seg.hdr->next_ring, uct_rdmach_iface_activate,
+                                   uct_rdmach_iface_deliver, iface);
+    if (ucs_unlikely(!ucs_arbiter_is_empty(&iface->arbiter))) {
+        count += uct_rdmach_ep_dispatch_pending(iface);
+        uct_rdmach_ep_check_blocked(iface);
+    }
+    return count;
+}
+
+/* Every op is complete at return (ring stores, synchronous process_vm): only requests still
+ * waiting in the pending queue keep the iface from being flushed. */
+static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                           uct_completion_t *comp)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ucs_memory_cpu_store_fence();
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rdmach_iface_config_error(const char *msg)
+{
+    ucs_error("rdmach: invalid configuration: UCX_" UCT_RDMACH_PREFIX "%s", msg);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    const uct_rdmach_iface_config_t *config = ucs_derived_of(tl_config,
+                                                             uct_rdmach_iface_config_t);
+    const char *err;
+    int ret;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_rdmach_iface_ops,
+                              &uct_base_iface_internal_ops, md, worker, params, tl_config);
+
+    err = rdmach_geom_init(&self->geom, (uint32_t)ucs_min(config->slot_size, UINT32_MAX),
+                           config->ring_size, config->chunk_size, config->lazy_tail);
+    if (err != NULL) {
+        return uct_rdmach_iface_config_error(err);
+    }
+    if ((config->max_peers == 0) || (config->max_peers > 65536)) {
+        return uct_rdmach_iface_config_error("MAX_PEERS must be between 1 and 65536");
+    }
+    if ((config->sweep_interval == 0) || (config->idle_limit == 0) ||
+        (config->rx_budget == 0)) {
+        return uct_rdmach_iface_config_error(
+                "SWEEP_INTERVAL, IDLE_LIMIT and RX_BUDGET must be at least 1");
+    }
+    if (config->zcopy_thresh == 0) {
+        return uct_rdmach_iface_config_error("ZCOPY_THRESH must be at least 1");
+    }
+
+    self->chunk_size          = config->chunk_size;
+    self->zcopy_thresh        = config->zcopy_thresh;
+    self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
+    self->max_peers_mapped    = config->max_peers * 2;
+    self->npeers              = 0;
+    self->next_credit         = 0;
+    self->peer_check_interval = ucs_time_from_sec(config->peer_check_interval);
+    self->next_peer_check     = 0;
+    ucs_arbiter_init(&self->arbiter);
+    ucs_list_head_init(&self->eps);
+
+    self->peers  = ucs_calloc(self->max_peers_mapped, sizeof(*self->peers), "rdmach_peers");
+    self->bounce = ucs_malloc(self->chunk_size, "rdmach_bounce");
+    self->poller.rx  = ucs_calloc(config->max_peers, sizeof(rdmach_rx_t), "rdmach_rx");
+    self->poller.hot = ucs_calloc(config->max_peers, sizeof(uint32_t), "rdmach_hot");
+    if ((self->peers == NULL) || (self->bounce == NULL) || (self->poller.rx == NULL) ||
+        (self->poller.hot == NULL)) {
+        ucs_free(self->peers);
+        ucs_free(self->bounce);
+        ucs_free(self->poller.rx);
+        ucs_free(self->poller.hot);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    ret = rdmach_shm_create(&self->seg, &self->geom, config->max_peers,
+                            ucs_generate_uuid((uintptr_t)self));
+    if (ret != 0) {
+        ucs_error("rdmach: cannot create shared memory segment: %s", strerror(-ret));
+        ucs_free(self->peers);
+        ucs_free(self->bounce);
+        ucs_free(self->poller.rx);
+        ucs_free(self->poller.hot);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    self->poller.nhot           = 0;
+    self->poller.max_rings      = config->max_peers;
+    self->poller.doorbells      = rdmach_shm_doorbells(&self->seg);
+    self->poller.sweep_interval = config->sweep_interval;
+    self->poller.sweep_count    = 0;
+    self->poller.idle_limit     = config->idle_limit;
+    self->poller.budget         = config->rx_budget;
+    self->poller.poll_all       = config->poll_all;
+    self->poller.stats          = &uct_rdmach_counters.rx;
+
+    ucs_debug("rdmach iface %p: %u rings of %u x %u bytes, chunk %zu, segment %zu bytes",
+              self, config->max_peers, self->geom.nslots, self->geom.slot_size,
+              self->chunk_size, self->seg.size);
+    return UCS_OK;
+}
+
+UCS_CLASS_CLEANUP_FUNC(uct_rdmach_iface_t)
+{
+    unsigned i;
+
+    uct_base_iface_progress_disable(&self->super.super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_arbiter_cleanup(&self->arbiter);
+    for (i = 0; i < self->npeers; ++i) {
+        rdmach_shm_detach(&self->peers[i].seg);
+    }
+    rdmach_shm_detach(&self->seg);
+    ucs_free(self->peers);
+    ucs_free(self->bounce);
+    ucs_free(self->poller.rx);
+    ucs_free(self->poller.hot);
+}
+
+UCS_CLASS_DEFINE(uct_rdmach_iface_t, uct_sm_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_rdmach_iface_t, uct_iface_t, uct_md_h, uct_worker_h,
+                                 const uct_iface_params_t*, const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_iface_t, uct_iface_t);
+
+ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                                      unsigned *num_devices_p)
+{
+    return uct_sm_base_query_tl_devices(md, devices_p, num_devices_p);
+}
+
+static uct_iface_ops_t uct_rdmach_iface_ops = {
+    .ep_am_short              = uct_rdmach_ep_am_short,
+    .ep_am_short_iov          = (uct_ep_am_short_iov_func_t)ucs_empty_function_return_unsupported,
+    .ep_am_bcopy              = uct_rdmach_ep_am_bcopy,
+    .ep_am_zcopy              = uct_rdmach_ep_am_zcopy,
+    .ep_put_short             = uct_rdmach_ep_put_short,
+    .ep_put_bcopy             = uct_rdmach_ep_put_bcopy,
+    .ep_put_zcopy             = uct_rdmach_ep_put_zcopy,
+    .ep_get_short             = (uct_ep_get_short_func_t)ucs_empty_function_return_unsupported,
+    .ep_get_bcopy             = uct_rdmach_ep_get_bcopy,
+    .ep_get_zcopy             = uct_rdmach_ep_get_zcopy,
+    .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic64_post         = (uct_ep_atomic64_post_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic64_fetch        = (uct_ep_atomic64_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_short       = (uct_ep_tag_eager_short_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_bcopy       = (uct_ep_tag_eager_bcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_zcopy       = (uct_ep_tag_eager_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_zcopy        = (uct_ep_tag_rndv_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_cancel       = (uct_ep_tag_rndv_cancel_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
+    .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
+    .ep_pending_add           = uct_rdmach_ep_pending_add,
+    .ep_pending_purge         = uct_rdmach_ep_pending_purge,
+    .ep_flush                 = uct_rdmach_ep_flush,
+    .ep_fence                 = uct_sm_ep_fence,
+    .ep_check                 = uct_rdmach_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_rdmach_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_rdmach_ep_t),
+    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
+    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
+    .iface_flush              = uct_rdmach_iface_flush,
+    .iface_fence              = uct_sm_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_rdmach_iface_progress,
+    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
+    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rdmach_iface_t),
+    .iface_query              = uct_rdmach_iface_query,
+    .iface_get_device_address = uct_sm_iface_get_device_address,
+    .iface_get_address        = uct_rdmach_iface_get_address,
+    .iface_is_reachable       = uct_sm_iface_is_reachable
+};
+
+UCT_TL_DEFINE_ENTRY(&uct_rdmach_component, rdmach, uct_rdmach_query_devices,
+                    uct_rdmach_iface_t, UCT_RDMACH_PREFIX, uct_rdmach_iface_config_table,
+                    uct_rdmach_iface_config_t);

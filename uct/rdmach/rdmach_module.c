@@ -1,0 +1,98 @@
+/*
+ * rdmach module: registers the component and transport with the UCX that loaded us, if that
+ * UCX has the internal layout we were compiled against, and writes the counters at exit.
+ *
+ * UCX 1.13.1 loads only modules compiled into its list, so this library is preloaded and its
+ * constructor registers. UCT_SINGLE_TL_INIT is not used: its destructor always unregisters,
+ * and here registration may have been skipped.
+ */
+#include "rdmach_uct.h"
+#include "ucx_ext_counters.h"
+
+#include <uct/api/version.h>
+#include <dlfcn.h>
+#include <stdio.h>
+
+extern uct_tl_t UCT_TL_NAME(rdmach);
+
+uct_rdmach_counters_t uct_rdmach_counters;
+
+static int uct_rdmach_registered;
+
+/* The loaded UCX's version, through UCP when the process has it (libuct has no such call). */
+static void uct_rdmach_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
+{
+    void (*get_version)(unsigned*, unsigned*, unsigned*);
+
+    *major = UCT_VERNO_MAJOR;
+    *minor = UCT_VERNO_MINOR;
+    *release = UCT_VERNO_PATCH;
+    *(void**)&get_version = dlsym(RTLD_DEFAULT, "ucp_get_version");
+    if (get_version != NULL) {
+        get_version(major, minor, release);
+    }
+}
+
+/* UCT's internal ABI is unversioned: check the runtime version and the class sizes. */
+static const char *uct_rdmach_abi_mismatch(void)
+{
+    unsigned major, minor, release;
+
+    uct_rdmach_ucx_version(&major, &minor, &release);
+    if ((major != UCT_VERNO_MAJOR) || (minor != UCT_VERNO_MINOR) ||
+        (release != UCT_VERNO_PATCH)) {
+        return "version";
+    }
+    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t)) ||
+        (uct_base_ep_t_class.size != sizeof(uct_base_ep_t)) ||
+        (uct_sm_iface_t_class.size != sizeof(uct_sm_iface_t))) {
+        return "UCT internal object layout";
+    }
+    return NULL;
+}
+
+static void uct_rdmach_dump_counters(void)
+{
+    static const char *const names[] = {
+        "rx_am", "rx_bytes", "rx_corrupt", "tail_updates", "doorbells",
+#define UCT_RDMACH_COUNTER_NAME(_n) #_n,
+        UCT_RDMACH_TX_COUNTERS(UCT_RDMACH_COUNTER_NAME)
+    };
+    ucx_ext_counters_t c = {
+        .tl     = UCT_RDMACH_NAME,
+        .count  = sizeof(names) / sizeof(names[0]),
+        .names  = names,
+        .values = (uint64_t*)&uct_rdmach_counters
+    };
+
+    UCS_STATIC_ASSERT(sizeof(names) / sizeof(names[0]) * sizeof(uint64_t) ==
+                      sizeof(uct_rdmach_counters_t));
+    ucx_ext_counters_dump(&c);
+}
+
+UCS_F_CTOR static void uct_rdmach_init(void)
+{
+    unsigned major, minor, release;
+    const char *what = uct_rdmach_abi_mismatch();
+
+    if (what != NULL) {
+        uct_rdmach_ucx_version(&major, &minor, &release);
+        fprintf(stderr, "[rdmach] WARNING: not registering the rdmach transport: it was built "
+                "for UCX %d.%d.%d and the loaded UCX %u.%u.%u differs in its %s\n",
+                UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release,
+                what);
+        return;
+    }
+    uct_component_register(&uct_rdmach_component);
+    uct_tl_register(&uct_rdmach_component, &UCT_TL_NAME(rdmach));
+    uct_rdmach_registered = 1;
+}
+
+UCS_F_DTOR static void uct_rdmach_cleanup(void)
+{
+    uct_rdmach_dump_counters();
+    if (uct_rdmach_registered) {
+        uct_tl_unregister(&UCT_TL_NAME(rdmach));
+        uct_component_unregister(&uct_rdmach_component);
+    }
+}

@@ -1,0 +1,303 @@
+/*
+ * rdmach protocol core: the MPICH2 "RDMA channel" FIFO (seed 000), without UCX and without a wire.
+ *
+ * One ring per connection lives in the RECEIVER's memory and is written only by its one sender.
+ *  - The ring is nslots fixed-size slots. A record (header + payload) spans 1..max_span
+ *    consecutive slots and never wraps: when it would cross the end, the sender first writes a
+ *    PAD record covering the rest of the ring.
+ *  - Piggybacked head: the receiver never reads a head pointer. Each record header carries a mark
+ *    (its absolute slot position + 1), stored last with release semantics; the receiver sees a new
+ *    record when the mark at its expected position equals position + 1. Old laps and fresh
+ *    zeroed memory can never match.
+ *  - Local and remote copies of head/tail: the sender keeps head and a cached tail; the receiver
+ *    keeps its position (local tail) and writes it into the sender's tail copy lazily, only after
+ *    lazy_slots slots were consumed since the last update (the seed's lazy tail).
+ *  - Bad input: a record whose header is inconsistent (length beyond its slots, span beyond the
+ *    ring end or max_span, unknown type) is dropped and counted, its payload never read.
+ *
+ * A wire decides where the bytes go: on shared memory the sender stores straight into the mapped
+ * remote ring (post_record == NULL); an RDMA wire builds the record in a local shadow and posts an
+ * RDMA write of the span (post_record != NULL), the tail update likewise (post_tail).
+ *
+ * Many connections: rdmach_poller keeps the receiver's polling cost bounded. Rings with recent
+ * traffic are "hot" and polled every progress call; a sender writing into a cold ring also sets
+ * its doorbell byte (plain store, no atomic), and cold rings are swept every sweep_interval calls
+ * as a safety net for the demotion race. Cost per call: |hot| + nrings/64 + nrings/sweep.
+ */
+#ifndef RDMACH_RING_H
+#define RDMACH_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RDMACH_CACHE_LINE  64
+#define RDMACH_REC_AM      1   /* active message: am_id + payload */
+#define RDMACH_REC_PAD     2   /* filler up to the end of the ring */
+
+#define RDMACH_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define RDMACH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Record header at the start of the first slot of a record. */
+typedef struct rdmach_rec_hdr {
+    uint64_t mark;    /* absolute position + 1; written last (release) */
+    uint32_t length;  /* payload bytes after the header */
+    uint16_t nslots;  /* slots this record spans */
+    uint8_t  type;    /* RDMACH_REC_* */
+    uint8_t  am_id;
+} rdmach_rec_hdr_t;
+
+#define RDMACH_REC_HDR_SIZE sizeof(rdmach_rec_hdr_t)
+
+/* Per-ring control block in the receiver's memory, ahead of the slots. */
+typedef struct rdmach_ring_ctl {
+    /* written once by the sender that claims the ring, then read by the receiver */
+    volatile uint64_t owner;           /* 0: free; else the sender's wire token */
+    uint64_t          peer_info[3];    /* wire-specific: how to reach the sender's tail copy */
+    char              pad0[RDMACH_CACHE_LINE - 4 * sizeof(uint64_t)];
+    /* written by the receiver, read by the sender after each record */
+    volatile uint32_t rx_hot;          /* receiver polls this ring on every progress call */
+    char              pad1[RDMACH_CACHE_LINE - sizeof(uint32_t)];
+} rdmach_ring_ctl_t;
+
+/* Ring geometry; the receiver's geometry rules (a sender adopts it at connect). */
+typedef struct rdmach_geom {
+    uint32_t slot_size;   /* bytes per slot, multiple of 64 */
+    uint32_t nslots;      /* power of two */
+    uint32_t max_span;    /* slots of the largest record */
+    uint32_t lazy_slots;  /* receiver returns credit after this many consumed slots */
+} rdmach_geom_t;
+
+typedef struct rdmach_wire_ops {
+    /* NULL when the ring is mapped (stores are the write); else post the record to the peer */
+    void (*post_record)(void *ctx, uint32_t index, const void *rec, size_t bytes);
+    /* NULL when the tail copy is mapped; else post the new tail to the sender */
+    void (*post_tail)(void *ctx, uint64_t tail);
+} rdmach_wire_ops_t;
+
+/* Sender side of one connection. */
+typedef struct rdmach_tx {
+    uint8_t                 *slots;       /* where records are built (remote ring or shadow) */
+    rdmach_ring_ctl_t       *ctl;         /* remote ring control (mapped) */
+    volatile uint8_t        *doorbell;    /* this ring's doorbell byte at the receiver */
+    volatile uint64_t       *tail_copy;   /* written by the receiver, in the sender's memory */
+    uint64_t                head;         /* local head: next absolute slot position */
+    uint64_t                cached_tail;  /* last tail read from tail_copy */
+    rdmach_geom_t           geom;
+    const rdmach_wire_ops_t *ops;
+    void                    *wire_ctx;
+} rdmach_tx_t;
+
+/* Receiver side of one connection. */
+typedef struct rdmach_rx {
+    uint8_t                 *slots;       /* local ring */
+    rdmach_ring_ctl_t       *ctl;
+    volatile uint64_t       *tail_out;    /* sender's tail copy, when mapped */
+    uint64_t                pos;          /* local tail: next absolute position to read */
+    uint64_t                tail_sent;    /* last tail made visible to the sender */
+    uint32_t                idle_polls;   /* consecutive empty polls while hot */
+    uint16_t                active;       /* claimed and set up */
+    uint16_t                hot;          /* in the poller's hot list (private copy of rx_hot) */
+    const rdmach_wire_ops_t *ops;
+    void                    *wire_ctx;
+} rdmach_rx_t;
+
+typedef struct rdmach_rx_stats {
+    uint64_t msgs, bytes, corrupt, tail_updates, doorbells;
+} rdmach_rx_stats_t;
+
+/* Called for each valid AM record; data is valid only during the call. */
+typedef void (*rdmach_am_cb_t)(void *arg, uint8_t am_id, void *data, uint32_t length);
+
+/* ---- geometry ---- */
+
+/* Returns NULL when valid, else a description of the first violated constraint. */
+const char *rdmach_geom_init(rdmach_geom_t *geom, uint32_t slot_size, uint32_t nslots,
+                             size_t max_payload, double lazy_fraction);
+
+static inline uint32_t rdmach_geom_span(const rdmach_geom_t *geom, size_t payload)
+{
+    return (uint32_t)((RDMACH_REC_HDR_SIZE + payload + geom->slot_size - 1) / geom->slot_size);
+}
+
+static inline size_t rdmach_geom_ring_bytes(const rdmach_geom_t *geom)
+{
+    return (size_t)geom->slot_size * geom->nslots;
+}
+
+/* ---- sender ---- */
+
+void rdmach_tx_init(rdmach_tx_t *tx, const rdmach_geom_t *geom, uint8_t *slots,
+                    rdmach_ring_ctl_t *ctl, volatile uint8_t *doorbell,
+                    volatile uint64_t *tail_copy, const rdmach_wire_ops_t *ops, void *wire_ctx);
+
+static inline uint64_t rdmach_tx_free(const rdmach_tx_t *tx)
+{
+    return tx->geom.nslots - (tx->head - tx->cached_tail);
+}
+
+static inline void rdmach_tx_refresh_tail(rdmach_tx_t *tx)
+{
+    tx->cached_tail = __atomic_load_n(tx->tail_copy, __ATOMIC_ACQUIRE);
+}
+
+/* Slots from head to the ring end. */
+static inline uint32_t rdmach_tx_to_end(const rdmach_tx_t *tx)
+{
+    return tx->geom.nslots - ((uint32_t)tx->head & (tx->geom.nslots - 1));
+}
+
+/* Ensures 'slots' free slots, refreshing the cached tail once if needed. */
+static inline int rdmach_tx_ensure(rdmach_tx_t *tx, uint64_t slots)
+{
+    if (RDMACH_LIKELY(rdmach_tx_free(tx) >= slots)) {
+        return 1;
+    }
+    rdmach_tx_refresh_tail(tx);
+    return rdmach_tx_free(tx) >= slots;
+}
+
+/* Room for any record, including a pad in front of it: the condition pending_add tests. */
+static inline int rdmach_tx_has_room(rdmach_tx_t *tx)
+{
+    return rdmach_tx_ensure(tx, 2u * tx->geom.max_span - 1);
+}
+
+static inline uint8_t *rdmach_tx_slot(const rdmach_tx_t *tx, uint32_t index)
+{
+    return tx->slots + (size_t)index * tx->geom.slot_size;
+}
+
+void rdmach_tx_write_pad(rdmach_tx_t *tx, uint32_t index, uint32_t nslots);
+
+/*
+ * Reserves a record of 'payload' bytes, writing a pad first if it would cross the ring end.
+ * Returns the header where the caller writes the payload (at hdr + 1), or NULL when the ring
+ * lacks room (the caller reports NO_RESOURCE; nothing was written).
+ */
+static inline rdmach_rec_hdr_t *rdmach_tx_reserve(rdmach_tx_t *tx, size_t payload)
+{
+    uint32_t span  = rdmach_geom_span(&tx->geom, payload);
+    uint32_t index = (uint32_t)tx->head & (tx->geom.nslots - 1);
+    uint32_t pad   = (index + span > tx->geom.nslots) ? tx->geom.nslots - index : 0;
+
+    if (RDMACH_UNLIKELY(!rdmach_tx_ensure(tx, (uint64_t)span + pad))) {
+        return NULL;
+    }
+    if (RDMACH_UNLIKELY(pad != 0)) {
+        rdmach_tx_write_pad(tx, index, pad);
+        index = 0;
+    }
+    return (rdmach_rec_hdr_t*)rdmach_tx_slot(tx, index);
+}
+
+
+/* Publishes a reserved record: header fields, then the mark (piggybacked head) last. */
+static inline void rdmach_tx_commit(rdmach_tx_t *tx, rdmach_rec_hdr_t *hdr, uint8_t am_id,
+                                    uint32_t length)
+{
+    uint32_t span = rdmach_geom_span(&tx->geom, length);
+
+    hdr->length = length;
+    hdr->nslots = (uint16_t)span;
+    hdr->type   = RDMACH_REC_AM;
+    hdr->am_id  = am_id;
+    __atomic_store_n(&hdr->mark, tx->head + 1, __ATOMIC_RELEASE);
+    if (tx->ops->post_record != NULL) {
+        tx->ops->post_record(tx->wire_ctx, (uint32_t)tx->head & (tx->geom.nslots - 1), hdr,
+                             RDMACH_REC_HDR_SIZE + length);
+    }
+    tx->head += span;
+    /* a cold ring is not polled every time: ring its doorbell (plain store, the data is the
+     * truth and the doorbell only a hint, so no atomic is needed) */
+    if (RDMACH_UNLIKELY(!tx->ctl->rx_hot)) {
+        *tx->doorbell = 1;
+    }
+}
+
+/* ---- receiver ---- */
+
+void rdmach_rx_init(rdmach_rx_t *rx, uint8_t *slots, rdmach_ring_ctl_t *ctl,
+                    volatile uint64_t *tail_out, const rdmach_wire_ops_t *ops, void *wire_ctx);
+
+/* Makes the consumed position visible to the sender. */
+void rdmach_rx_return_credit(rdmach_rx_t *rx, rdmach_rx_stats_t *stats);
+
+/* Handles a record whose mark matched but whose header is not valid: count, skip, never read. */
+uint32_t rdmach_rx_skip_corrupt(rdmach_rx_t *rx, const rdmach_geom_t *geom,
+                                const rdmach_rec_hdr_t *hdr, rdmach_rx_stats_t *stats);
+
+/* Delivers at most 'budget' records. Returns the number of records consumed. */
+static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, const rdmach_geom_t *geom,
+                                      unsigned budget, rdmach_am_cb_t cb, void *arg,
+                                      rdmach_rx_stats_t *stats)
+{
+    unsigned count = 0;
+
+    while (count < budget) {
+        uint32_t index         = (uint32_t)rx->pos & (geom->nslots - 1);
+        rdmach_rec_hdr_t *hdr  = (rdmach_rec_hdr_t*)(rx->slots + (size_t)index * geom->slot_size);
+        uint32_t span, length;
+
+        if (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) != rx->pos + 1) {
+            break;
+        }
+        span   = hdr->nslots;
+        length = hdr->length;
+        if (RDMACH_UNLIKELY((span == 0) || (span > geom->max_span) ||
+                            (index + span > geom->nslots) ||
+                            (RDMACH_REC_HDR_SIZE + (uint64_t)length >
+                             (uint64_t)span * geom->slot_size) ||
+                            (hdr->type != RDMACH_REC_AM))) {
+            if ((hdr->type == RDMACH_REC_PAD) && (index + span == geom->nslots) && (span != 0)) {
+                rx->pos += span;   /* a valid pad: skip to the ring start */
+            } else {
+                rx->pos += rdmach_rx_skip_corrupt(rx, geom, hdr, stats);
+            }
+        } else {
+            cb(arg, hdr->am_id, hdr + 1, length);
+            rx->pos += span;
+            stats->msgs++;
+            stats->bytes += length;
+        }
+        ++count;
+        if (rx->pos - rx->tail_sent >= geom->lazy_slots) {
+            rdmach_rx_return_credit(rx, stats);
+        }
+    }
+    return count;
+}
+
+/* ---- many connections: bounded polling ---- */
+
+typedef struct rdmach_poller {
+    rdmach_rx_t      *rx;            /* [max_rings] receiver state, by ring id */
+    uint32_t         *hot;           /* ring ids polled every call */
+    uint32_t         nhot;
+    uint32_t         nknown;         /* rings 0..nknown-1 were seen claimed */
+    uint32_t         max_rings;
+    volatile uint8_t *doorbells;     /* [max_rings], in the receiver's shared memory */
+    uint32_t         sweep_interval; /* progress calls between sweeps of cold rings */
+    uint32_t         sweep_count;
+    uint32_t         idle_limit;     /* empty polls before a hot ring is demoted */
+    uint32_t         budget;         /* records per ring per call */
+    int              poll_all;       /* the seed's way: every ring on every call */
+    rdmach_rx_stats_t *stats;
+} rdmach_poller_t;
+
+/* Sets up a newly claimed ring; returns 0 if it is not ready yet. Provided by the glue. */
+typedef int (*rdmach_activate_cb_t)(void *arg, uint32_t ring_id);
+
+unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
+                                uint32_t claimed, rdmach_activate_cb_t activate,
+                                rdmach_am_cb_t cb, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,136 @@
+/*
+ * rdmach shared-memory wire: segment creation and peer attach (connection time only).
+ */
+#include "rdmach_shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RDMACH_PAGE 4096ul
+
+static size_t rdmach_align(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+/* Layout from the geometry; the same function validates a peer's header. */
+static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
+{
+    size_t ring_bytes = (size_t)hdr->slot_size * hdr->nslots;
+
+    hdr->doorbells_off = rdmach_align(sizeof(rdmach_shm_hdr_t), RDMACH_PAGE);
+    hdr->credits_off   = hdr->doorbells_off +
+                         rdmach_align(rdmach_align(hdr->max_rings, 8), RDMACH_PAGE);
+    hdr->rings_off     = hdr->credits_off +
+                         rdmach_align((size_t)hdr->max_rings * sizeof(rdmach_shm_credit_t),
+                                      RDMACH_PAGE);
+    hdr->ring_stride   = rdmach_align(sizeof(rdmach_ring_ctl_t) + ring_bytes, RDMACH_PAGE);
+    hdr->size          = hdr->rings_off + (size_t)hdr->max_rings * hdr->ring_stride;
+}
+
+int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
+                      uint64_t seg_id)
+{
+    rdmach_shm_hdr_t tmp = {0};
+    void *base;
+    int fd, err;
+
+    tmp.slot_size = geom->slot_size;
+    tmp.nslots    = geom->nslots;
+    tmp.max_span  = geom->max_span;
+    tmp.max_rings = max_rings;
+    rdmach_shm_layout(&tmp);
+
+    fd = memfd_create("rdmach", MFD_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (ftruncate(fd, (off_t)tmp.size) != 0) {
+        err = -errno;
+        close(fd);
+        return err;
+    }
+    base = mmap(NULL, tmp.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        err = -errno;
+        close(fd);
+        return err;
+    }
+
+    tmp.seg_id  = seg_id;
+    tmp.version = RDMACH_SHM_VERSION;
+    tmp.pid     = getpid();
+    memcpy(base, &tmp, sizeof(tmp));
+    __atomic_store_n(&((rdmach_shm_hdr_t*)base)->magic, RDMACH_SHM_MAGIC, __ATOMIC_RELEASE);
+
+    seg->hdr  = base;
+    seg->size = tmp.size;
+    seg->fd   = fd;
+    seg->pid  = tmp.pid;
+    return 0;
+}
+
+int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
+{
+    rdmach_shm_hdr_t expect;
+    char path[64];
+    struct stat st;
+    void *base;
+    int pfd, err;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+    pfd = open(path, O_RDWR | O_CLOEXEC);
+    if (pfd < 0) {
+        return -errno;
+    }
+    if (fstat(pfd, &st) != 0) {
+        err = -errno;
+        close(pfd);
+        return err;
+    }
+    if ((size_t)st.st_size < sizeof(rdmach_shm_hdr_t)) {
+        close(pfd);
+        return -EPROTO;
+    }
+    base = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+    close(pfd);
+    if (base == MAP_FAILED) {
+        return -errno;
+    }
+
+    /* never trust the peer's offsets: recompute them from its geometry and compare */
+    expect = *(rdmach_shm_hdr_t*)base;
+    rdmach_shm_layout(&expect);
+    if ((expect.magic != RDMACH_SHM_MAGIC) || (expect.version != RDMACH_SHM_VERSION) ||
+        (expect.seg_id != seg_id) || (expect.pid != pid) ||
+        (expect.slot_size == 0) || (expect.nslots == 0) ||
+        (expect.nslots & (expect.nslots - 1)) || (expect.max_rings == 0) ||
+        (memcmp(&expect.doorbells_off, &((rdmach_shm_hdr_t*)base)->doorbells_off,
+                5 * sizeof(uint64_t)) != 0) ||
+        (expect.size > (size_t)st.st_size)) {
+        munmap(base, st.st_size);
+        return -EPROTO;
+    }
+
+    seg->hdr  = base;
+    seg->size = st.st_size;
+    seg->fd   = -1;
+    seg->pid  = pid;
+    return 0;
+}
+
+void rdmach_shm_detach(rdmach_shm_seg_t *seg)
+{
+    if (seg->hdr != NULL) {
+        munmap(seg->hdr, seg->size);
+        seg->hdr = NULL;
+    }
+    if (seg->fd >= 0) {
+        close(seg->fd);
+        seg->fd = -1;
+    }
+}

@@ -1,0 +1,93 @@
+/*
+ * rdmach shared-memory wire: where the rings live and how peers reach them.
+ *
+ * Each iface owns one segment, a memfd (anonymous shared memory that disappears with its last
+ * mapping, so a killed process leaks nothing). Peers map it through /proc/<pid>/fd/<fd>, the way
+ * UCX's posix transport does, once per peer at connection time; after that every message is
+ * plain stores and loads.
+ *
+ * Segment layout (page aligned parts):
+ *   header       geometry, owner, and the ring allocation counter senders bump to claim a ring
+ *   doorbells    one byte per ring, set by a sender writing into a cold ring
+ *   credits      one cache line per outgoing connection of THIS process: the seed's remote copy
+ *                of the tail, written by the receiver at the other end
+ *   rings        max_rings x (rdmach_ring_ctl_t + nslots * slot_size), each written by its sender
+ * Pages are touched only when used, so max_rings costs address space, not memory.
+ */
+#ifndef RDMACH_SHM_H
+#define RDMACH_SHM_H
+
+#include "rdmach_ring.h"
+
+#include <sys/types.h>
+
+#define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
+#define RDMACH_SHM_VERSION 1
+
+typedef struct rdmach_shm_hdr {
+    uint64_t          magic;
+    uint64_t          seg_id;          /* random, checked by peers against the iface address */
+    uint32_t          version;
+    int32_t           pid;
+    uint32_t          slot_size, nslots, max_span, max_rings;
+    uint64_t          doorbells_off, credits_off, rings_off, ring_stride, size;
+    char              pad[RDMACH_CACHE_LINE];
+    volatile uint32_t next_ring;       /* senders claim ring ids with fetch-and-add */
+} rdmach_shm_hdr_t;
+
+/* One credit line: the tail copy of one outgoing connection. */
+typedef struct rdmach_shm_credit {
+    volatile uint64_t tail;
+    char              pad[RDMACH_CACHE_LINE - sizeof(uint64_t)];
+} rdmach_shm_credit_t;
+
+/* A mapped segment, own or a peer's. */
+typedef struct rdmach_shm_seg {
+    rdmach_shm_hdr_t *hdr;
+    size_t           size;
+    int              fd;       /* own segment: the memfd; peers: -1 */
+    pid_t            pid;
+} rdmach_shm_seg_t;
+
+/* Creates this process's segment. Returns 0 or -errno. */
+int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
+                      uint64_t seg_id);
+
+/* Maps a peer's segment and validates its header and size. Returns 0, -errno, or -EPROTO
+ * for a segment that is not a compatible rdmach segment. */
+int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id);
+
+void rdmach_shm_detach(rdmach_shm_seg_t *seg);
+
+static inline volatile uint8_t *rdmach_shm_doorbells(const rdmach_shm_seg_t *seg)
+{
+    return (volatile uint8_t*)seg->hdr + seg->hdr->doorbells_off;
+}
+
+static inline rdmach_shm_credit_t *rdmach_shm_credit(const rdmach_shm_seg_t *seg, uint32_t i)
+{
+    return (rdmach_shm_credit_t*)((char*)seg->hdr + seg->hdr->credits_off) + i;
+}
+
+static inline rdmach_ring_ctl_t *rdmach_shm_ring_ctl(const rdmach_shm_seg_t *seg, uint32_t id)
+{
+    return (rdmach_ring_ctl_t*)((char*)seg->hdr + seg->hdr->rings_off +
+                                (size_t)id * seg->hdr->ring_stride);
+}
+
+static inline uint8_t *rdmach_shm_ring_slots(const rdmach_shm_seg_t *seg, uint32_t id)
+{
+    return (uint8_t*)(rdmach_shm_ring_ctl(seg, id) + 1);
+}
+
+/* Geometry a sender adopts from the receiver's header. */
+static inline void rdmach_shm_geom(const rdmach_shm_seg_t *seg, rdmach_geom_t *geom,
+                                   uint32_t lazy_slots)
+{
+    geom->slot_size  = seg->hdr->slot_size;
+    geom->nslots     = seg->hdr->nslots;
+    geom->max_span   = seg->hdr->max_span;
+    geom->lazy_slots = lazy_slots;
+}
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * rdmach UCT glue: the types shared by md, iface and ep. Thin on purpose: the protocol is in
+ * rdmach_ring.[ch], the wire in rdmach_shm.[ch].
+ */
+#ifndef RDMACH_UCT_H
+#define RDMACH_UCT_H
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "rdmach_ring.h"
+#include "rdmach_shm.h"
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <uct/sm/base/sm_iface.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/time/time.h>
+
+#define UCT_RDMACH_NAME    "rdmach"
+#define UCT_RDMACH_PREFIX  "RDMACH_"
+
+/* ---- counters (see uct/common/ucx_ext_counters.h for the file contract) ---- */
+
+#define UCT_RDMACH_TX_COUNTERS(_) \
+    _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
+    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) \
+    _(pending_add) _(peer_failed)
+
+typedef struct uct_rdmach_counters {
+    rdmach_rx_stats_t rx;   /* rx_am, rx_bytes, rx_corrupt, tail_updates, doorbells */
+#define UCT_RDMACH_COUNTER_FIELD(_n) uint64_t _n;
+    UCT_RDMACH_TX_COUNTERS(UCT_RDMACH_COUNTER_FIELD)
+} uct_rdmach_counters_t;
+
+extern uct_rdmach_counters_t uct_rdmach_counters;
+
+#define UCT_RDMACH_COUNT(_name, _n) (uct_rdmach_counters._name += (_n))
+
+/* ---- md ---- */
+
+extern uct_component_t uct_rdmach_component;
+
+/* Packed remote key: a registered region of one process, checked on every RMA. */
+typedef struct uct_rdmach_rkey {
+    uint32_t magic;
+    int32_t  pid;
+    uint64_t address;
+    uint64_t length;
+} UCS_S_PACKED uct_rdmach_rkey_t;
+
+#define UCT_RDMACH_RKEY_MAGIC 0x52444d52u   /* "RMDR" */
+
+typedef struct uct_rdmach_memh {
+    uint64_t address;
+    uint64_t length;
+} uct_rdmach_memh_t;
+
+/* ---- iface ---- */
+
+typedef struct uct_rdmach_iface_addr {
+    int32_t  pid;
+    int32_t  fd;
+    uint64_t seg_id;
+} UCS_S_PACKED uct_rdmach_iface_addr_t;
+
+typedef struct uct_rdmach_iface_config {
+    uct_sm_iface_config_t super;
+    unsigned              ring_size;
+    size_t                slot_size;
+    size_t                chunk_size;
+    double                lazy_tail;
+    size_t                zcopy_thresh;
+    unsigned              max_peers;
+    unsigned              sweep_interval;
+    unsigned              idle_limit;
+    unsigned              rx_budget;
+    int                   poll_all;
+    double                peer_check_interval;
+} uct_rdmach_iface_config_t;
+
+/* A peer segment mapped by this iface (for rings we send into, or tail copies we write). */
+typedef struct uct_rdmach_peer {
+    rdmach_shm_seg_t seg;
+    int32_t          fd;
+    uint64_t         seg_id;
+} uct_rdmach_peer_t;
+
+typedef struct uct_rdmach_iface {
+    uct_sm_iface_t        super;
+    rdmach_shm_seg_t      seg;           /* own segment: rings we receive on */
+    rdmach_geom_t         geom;
+    size_t                chunk_size;
+    size_t                zcopy_thresh;
+    size_t                max_short;     /* am_short payload incl. the 8-byte header */
+    rdmach_poller_t       poller;
+    uct_rdmach_peer_t     *peers;
+    unsigned              npeers, max_peers_mapped;
+    uint32_t              next_credit;   /* credit lines handed to outgoing eps */
+    ucs_arbiter_t         arbiter;       /* eps with pending requests */
+    ucs_list_link_t       eps;
+    void                  *bounce;       /* chunk_size staging for bcopy near the ring end */
+    ucs_time_t            peer_check_interval;
+    ucs_time_t            next_peer_check;
+} uct_rdmach_iface_t;
+
+UCS_CLASS_DECLARE(uct_rdmach_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
+                  const uct_iface_config_t*);
+
+extern ucs_config_field_t uct_rdmach_iface_config_table[];
+
+ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                                      unsigned *num_devices_p);
+
+/* Maps (or finds) a peer's segment. */
+ucs_status_t uct_rdmach_iface_peer(uct_rdmach_iface_t *iface, pid_t pid, int32_t fd,
+                                   uint64_t seg_id, rdmach_shm_seg_t **seg_p);
+
+/* ---- ep ---- */
+
+typedef struct uct_rdmach_ep {
+    uct_base_ep_t        super;
+    rdmach_tx_t          tx;
+    pid_t                pid;
+    uint32_t             ring_id;
+    int                  failed;      /* peer found dead; the error handler has it */
+    uct_keepalive_info_t keepalive;
+    ucs_arbiter_group_t  arb_group;
+    ucs_list_link_t      list;
+} uct_rdmach_ep_t;
+
+UCS_CLASS_DECLARE(uct_rdmach_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_NEW_FUNC(uct_rdmach_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_rdmach_ep_t, uct_ep_t);
+
+ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                    const void *payload, unsigned length);
+ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                               void *arg, unsigned flags);
+ucs_status_t uct_rdmach_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                    unsigned header_length, const uct_iov_t *iov,
+                                    size_t iovcnt, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
+                                     uint64_t remote_addr, uct_rkey_t rkey);
+ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
+                                uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_rdmach_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
+                                     void *arg, size_t length, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                       unsigned flags);
+void uct_rdmach_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
+ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+
+/* Progress of the pending queue; returns the number of requests that went out. */
+unsigned uct_rdmach_ep_dispatch_pending(uct_rdmach_iface_t *iface);
+
+/* Checks the peers of eps that wait for ring room (a dead receiver never returns credit). */
+void uct_rdmach_ep_check_blocked(uct_rdmach_iface_t *iface);
+
+#endif
