@@ -19,6 +19,11 @@ uct_rdmach_counters_t uct_rdmach_counters;
 
 static int uct_rdmach_registered;
 
+/* Test hook: a build with a non-zero skew sees every UCX as a foreign layout (tests/config). */
+#ifndef UCT_RDMACH_ABI_SKEW
+#  define UCT_RDMACH_ABI_SKEW 0
+#endif
+
 /* The loaded UCX's version, through UCP when the process has it (libuct has no such call). */
 static void uct_rdmach_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
 {
@@ -43,7 +48,7 @@ static const char *uct_rdmach_abi_mismatch(void)
         (release != UCT_VERNO_PATCH)) {
         return "version";
     }
-    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t)) ||
+    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t) + UCT_RDMACH_ABI_SKEW) ||
         (uct_base_ep_t_class.size != sizeof(uct_base_ep_t)) ||
         (uct_sm_iface_t_class.size != sizeof(uct_sm_iface_t))) {
         return "UCT internal object layout";
