@@ -1,0 +1,16 @@
+/* ucp_ops cases; each runs in both processes of a pair and returns 1 if its side passed. */
+#ifndef TESTS_UCP_CASES_H
+#define TESTS_UCP_CASES_H
+
+#include "ucp_pair.h"
+
+/* tag: every size sent twice, to a posted (expected) and to a late (unexpected) receive */
+int up_tag_case(up_t *u, const size_t *sizes, size_t n);
+/* stream: several messages in flight, received with WAITALL, in order */
+int up_stream_case(up_t *u);
+/* rma: put (+ ep flush) and get with the target's rkey, small to 4 MiB */
+int up_rma_case(up_t *u);
+/* amo: add/fadd/swap/cswap, 32 and 64 bit, and 100 concurrent adds */
+int up_amo_case(up_t *u);
+
+#endif

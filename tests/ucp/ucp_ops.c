@@ -1,0 +1,190 @@
+/*
+ * ucp_ops: tag, stream, rma and amo through UCP between two processes, with UCX_TLS naming the
+ * transport under test. Every case also checks (ucp_ext) that the ep's lanes use that transport
+ * - a silent fallback fails - and, with --counters, that the transport's counters moved.
+ *
+ *   UCX_TLS=rdmach ucp_ops --tl rdmach [--case a,b] [--counters] [-v]
+ */
+#include "ucp_cases.h"
+
+#include <ucp_ext.h>
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *opt_tl = "rdmach";
+static int         opt_verbose;
+
+typedef int (*up_case_fn_t)(up_t *u);
+
+static int case_tag_eager_short(up_t *u)
+{
+    static const size_t sizes[] = {0, 1, 8, 33};
+    return up_tag_case(u, sizes, sizeof(sizes) / sizeof(sizes[0]));
+}
+
+/* run with UCX_RNDV_THRESH=inf: larger than one AM, so eager in several fragments */
+static int case_tag_eager_multi(up_t *u)
+{
+    static const size_t sizes[] = {16383, 16385, 65537, 262147};
+    return up_tag_case(u, sizes, sizeof(sizes) / sizeof(sizes[0]));
+}
+
+/* run with UCX_RNDV_THRESH=64K: rendezvous for sure */
+static int case_tag_rndv(up_t *u)
+{
+    static const size_t sizes[] = {(1u << 20) + 3, 4u << 20};
+    return up_tag_case(u, sizes, sizeof(sizes) / sizeof(sizes[0]));
+}
+
+static int run_case(pair_t *pair, void *arg)
+{
+    up_case_fn_t fn = (up_case_fn_t)arg;
+    int ok;
+    up_t u;
+
+    if (up_open(&u, pair, opt_tl, 0) != 0) {
+        up_close(&u, 0);
+        return PAIR_FAIL;
+    }
+    ok = fn(&u);
+    /* after the traffic, so that wireup is certainly over */
+    if (up_check_lanes(&u) != 0) {
+        ok = 0;
+    }
+    if (opt_verbose && (pair->role == PAIR_INITIATOR)) {
+        ucp_ext_ep_print_lanes(u.ep, stdout);
+        fflush(stdout);
+    }
+    return up_close(&u, ok) ? PAIR_PASS : PAIR_FAIL;
+}
+
+/*
+ * Peer death through UCP: eps with UCP_ERR_HANDLING_MODE_PEER (what ucx_perftest -e and
+ * fault-tolerant MPI use); after the target is SIGKILLed, sends on the initiator's ep must end
+ * in the ep error handler (or failed requests) within PEER_DEATH_LIMIT seconds.
+ */
+#define PEER_DEATH_LIMIT 10.0
+
+static int run_peer_death(pair_t *pair, void *arg)
+{
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    ucp_request_param_t close = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags        = UCP_EP_CLOSE_FLAG_FORCE};
+    static const size_t warmup[] = {8};
+    ucs_status_t status = UCS_OK;
+    ucs_status_ptr_t req;
+    uint64_t payload = 42;
+    double killed;
+    int r, ok;
+    up_t u;
+
+    (void)arg;
+    r = up_open(&u, pair, opt_tl, 1);
+    if (r != 0) {
+        up_close(&u, 0);
+        return r;
+    }
+    /* the connection works, and its lanes are the right ones, before the kill */
+    ok = up_tag_case(&u, warmup, 1) && (up_check_lanes(&u) == 0);
+    if (!ok || (pair->role == PAIR_TARGET)) {
+        /* the target waits to be killed */
+        if (ok) {
+            pair_recv_idle(pair, &payload, sizeof(payload));
+            pair_log(pair, "was not killed");
+        }
+        up_close(&u, 0);
+        return PAIR_FAIL;
+    }
+
+    kill(pair->peer_pid, SIGKILL);
+    killed = pair_now();
+    while ((u.ep_errors == 0) && (pair_now() - killed < PEER_DEATH_LIMIT)) {
+        req    = ucp_tag_send_nbx(u.ep, &payload, sizeof(payload), 1, &param);
+        status = up_wait(&u, req);
+        if ((status != UCS_OK) && (status != UCS_ERR_TIMED_OUT)) {
+            break;
+        }
+        up_progress(&u);
+    }
+    if (u.ep_errors) {
+        pair_log(pair, "info: the ep error handler reported %s %.2f s after the kill",
+                 ucs_status_string(u.ep_status), u.ep_error_time - killed);
+    } else if ((status != UCS_OK) && (status != UCS_ERR_TIMED_OUT)) {
+        pair_log(pair, "info: a send failed with %s %.2f s after the kill (no ep error handler "
+                 "call)", ucs_status_string(status), pair_now() - killed);
+    } else {
+        pair_log(pair, "the peer was killed %.0f s ago and UCP reports no error on the ep",
+                 PEER_DEATH_LIMIT);
+        ok = 0;
+    }
+    status = up_wait(&u, ucp_ep_close_nbx(u.ep, &close));
+    u.ep   = NULL;
+    up_close(&u, 0);
+    return ok ? PAIR_PASS : PAIR_FAIL;
+}
+
+#define CASE(_name, _fn, _counters, _env) {_name, run_case, (void*)_fn, _counters, _env, 0, 0}
+
+/* Counter expectations use the names of the transports' counters contract (uct/common). */
+static pair_case_t cases[] = {
+    CASE("tag_eager_short", case_tag_eager_short, "tx_am_short>0,rx_am>0,rx_corrupt==0", NULL),
+    CASE("tag_eager_multi", case_tag_eager_multi, "tx_am_bcopy>0|tx_am_zcopy>0,rx_corrupt==0",
+         "UCX_RNDV_THRESH=inf"),
+    CASE("tag_rndv", case_tag_rndv, "tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0",
+         "UCX_RNDV_THRESH=65536"),
+    CASE("stream", up_stream_case, "tx_am_short>0|tx_am_bcopy>0|tx_am_zcopy>0,rx_am>0", NULL),
+    CASE("rma", up_rma_case,
+         "tx_put_short>0|tx_put_bcopy>0|tx_put_zcopy>0,tx_get_bcopy>0|tx_get_zcopy>0", NULL),
+    /* no atomics in the transport: UCP emulates them with active messages */
+    CASE("amo", up_amo_case, "rx_am>0,rx_corrupt==0", NULL),
+    {"peer_death", run_peer_death, NULL, "peer_failed>0", NULL, 40, 1},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ucp_ops [--tl TL[,TL]] [--case NAME[,NAME]] [--counters] [--timeout SEC]\n"
+            "               [--list] [-v]\n"
+            "  --tl        transports the ep lanes must use (default rdmach; \"self\" lanes are\n"
+            "              always allowed); UCX_TLS defaults to the same list\n"
+            "  --counters  check the first TL's counters per case under $UCX_EXT_COUNTERS_DIR\n"
+            "  -v          print the initiator ep's lanes for each case\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option long_opts[] = {
+        {"tl", required_argument, NULL, 't'},      {"case", required_argument, NULL, 'c'},
+        {"counters", no_argument, NULL, 'C'},      {"timeout", required_argument, NULL, 'T'},
+        {"list", no_argument, NULL, 'l'},          {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    pair_opts_t opts = {.timeout = 60};
+    char counters_tl[64];
+    int c;
+
+    while ((c = getopt_long(argc, argv, "t:c:CT:lvh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 't': opt_tl = optarg; break;
+        case 'c': opts.only = optarg; break;
+        case 'C': opts.counters = 1; break;
+        case 'T': opts.timeout = atof(optarg); break;
+        case 'v': opt_verbose = 1; break;
+        case 'l': pair_list_cases(cases, sizeof(cases) / sizeof(cases[0])); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    snprintf(counters_tl, sizeof(counters_tl), "%.*s", (int)strcspn(opt_tl, ","), opt_tl);
+    opts.tl = counters_tl;
+    setenv("UCX_TLS", opt_tl, 0);
+    printf("ucp_ops: UCX_TLS=%s, lanes must use %s\n", getenv("UCX_TLS"), opt_tl);
+    return pair_run_cases(cases, sizeof(cases) / sizeof(cases[0]), &opts) ? 1 : 0;
+}
