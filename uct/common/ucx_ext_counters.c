@@ -1,8 +1,56 @@
 #include "ucx_ext_counters.h"
 
+#include <ucs/config/parser.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+typedef struct ucx_ext_counters_config {
+    char *dir;
+    char *preload;
+} ucx_ext_counters_config_t;
+
+static ucs_config_field_t ucx_ext_counters_config_table[] = {
+    {"COUNTERS_DIR", "",
+     "Directory where each process that loaded a ucx-ext transport writes its counters at exit,\n"
+     "one file <transport>.<pid> of \"name value\" lines (tests use it to prove which transport\n"
+     "carried the traffic). Empty: no file.",
+     offsetof(ucx_ext_counters_config_t, dir), UCS_CONFIG_TYPE_STRING},
+
+    {"PRELOAD", "",
+     "The transport libraries scripts/env preloads (colon-separated); launchers pass it to MPI\n"
+     "ranks as LD_PRELOAD. Informational: UCX itself does not read it.",
+     offsetof(ucx_ext_counters_config_t, preload), UCS_CONFIG_TYPE_STRING},
+    {NULL}
+};
+
+static ucs_config_global_list_entry_t ucx_ext_counters_config_entry = {
+    .name   = "ucx-ext",
+    .prefix = "EXT_",
+    .table  = ucx_ext_counters_config_table,
+    .size   = sizeof(ucx_ext_counters_config_t)
+};
+
+void ucx_ext_counters_config_init(void)
+{
+    ucs_config_global_list_entry_t *entry;
+    ucx_ext_counters_config_t config;
+
+    /* several transport libraries may be loaded: one registration per process */
+    ucs_list_for_each(entry, &ucs_config_global_list, list) {
+        if (!strcmp(entry->name, ucx_ext_counters_config_entry.name)) {
+            return;
+        }
+    }
+    ucs_list_add_tail(&ucs_config_global_list, &ucx_ext_counters_config_entry.list);
+    /* parsing marks the variable as used, so UCX does not warn about it */
+    if (ucs_config_parser_fill_opts(&config, ucx_ext_counters_config_table, "UCX_", "EXT_",
+                                    1) == UCS_OK) {
+        ucs_config_parser_release_opts(&config, ucx_ext_counters_config_table);
+    }
+}
 
 void ucx_ext_counters_dump(const ucx_ext_counters_t *counters)
 {

@@ -21,6 +21,10 @@ typedef struct ucx_ext_counters {
     uint64_t          *values;
 } ucx_ext_counters_t;
 
+/* Registers UCX_EXT_COUNTERS_DIR as a UCX configuration variable (documented by ucx_info -c,
+ * and not reported as unused by UCX). Call from each transport's constructor. */
+void ucx_ext_counters_config_init(void);
+
 /* Writes the counters to $UCX_EXT_COUNTERS_DIR/<tl>.<pid>; no-op when the variable is unset. */
 void ucx_ext_counters_dump(const ucx_ext_counters_t *counters);
 

@@ -88,6 +88,7 @@ UCS_F_CTOR static void uct_rdmach_init(void)
                 what);
         return;
     }
+    ucx_ext_counters_config_init();
     uct_component_register(&uct_rdmach_component);
     uct_tl_register(&uct_rdmach_component, &UCT_TL_NAME(rdmach));
     uct_rdmach_registered = 1;
