@@ -12,5 +12,7 @@ int up_stream_case(up_t *u);
 int up_rma_case(up_t *u);
 /* amo: add/fadd/swap/cswap, 32 and 64 bit, and 100 concurrent adds */
 int up_amo_case(up_t *u);
+/* am: UCP active messages with a user header, short to rendezvous (ucp_am_case.c) */
+int up_am_case(up_t *u);
 
 #endif

@@ -141,6 +141,7 @@ static pair_case_t cases[] = {
          "tx_put_short>0|tx_put_bcopy>0|tx_put_zcopy>0,tx_get_bcopy>0|tx_get_zcopy>0", NULL),
     /* no atomics in the transport: UCP emulates them with active messages */
     CASE("amo", up_amo_case, "rx_am>0,rx_corrupt==0", NULL),
+    CASE("am", up_am_case, "tx_am_short>0,tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0", NULL),
     {"peer_death", run_peer_death, NULL, "peer_failed>0", NULL, 40, 1},
 };
 

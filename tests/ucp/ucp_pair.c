@@ -58,7 +58,7 @@ int up_open(up_t *u, pair_t *pair, const char *tls, int err_mode_peer)
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
         .features   = UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_RMA |
-                      UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64,
+                      UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_AM,
     };
     ucp_worker_params_t wparams = {
         .field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE,

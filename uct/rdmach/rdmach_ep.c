@@ -172,6 +172,31 @@ ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     return UCS_OK;
 }
 
+ucs_status_t uct_rdmach_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov,
+                                        size_t iovcnt)
+{
+    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
+    size_t length       = uct_iov_total_length(iov, iovcnt);
+    ucs_iov_iter_t iov_iter;
+    rdmach_rec_hdr_t *rec;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short,
+                     "am_short_iov");
+
+    rec = rdmach_tx_reserve(&ep->tx, length);
+    if (ucs_unlikely(rec == NULL)) {
+        return uct_rdmach_ep_no_resource(ep, 0);
+    }
+    ucs_iov_iter_init(&iov_iter);
+    uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
+    rdmach_tx_commit(&ep->tx, rec, id, (uint32_t)length);
+
+    UCT_RDMACH_COUNT(tx_am_short, 1);
+    UCT_RDMACH_COUNT(tx_bytes, length);
+    return UCS_OK;
+}
+
 ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
                                void *arg, unsigned flags)
 {

@@ -357,7 +357,7 @@ ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **de
 
 static uct_iface_ops_t uct_rdmach_iface_ops = {
     .ep_am_short              = uct_rdmach_ep_am_short,
-    .ep_am_short_iov          = (uct_ep_am_short_iov_func_t)ucs_empty_function_return_unsupported,
+    .ep_am_short_iov          = uct_rdmach_ep_am_short_iov,
     .ep_am_bcopy              = uct_rdmach_ep_am_bcopy,
     .ep_am_zcopy              = uct_rdmach_ep_am_zcopy,
     .ep_put_short             = uct_rdmach_ep_put_short,
