@@ -8,6 +8,8 @@
 #include <uct/base/uct_iov.inl>
 #include <ucs/sys/sys.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -95,19 +97,56 @@ UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_ep_t, uct_ep_t);
 
 /* ---- peer failure ---- */
 
-/* A dead peer never returns credit: compare its process start time with the one we connected
- * to (robust to pid reuse) and hand the ep to the iface's error handler. */
+/* Alive means: /proc/<pid>/stat exists, is not a zombie, and has the start time we connected
+ * to (robust to pid reuse). A killed process that its parent has not reaped yet is a zombie
+ * with the old start time: UCX's keepalive alone would call it alive. */
+static int uct_rdmach_proc_alive(pid_t pid, unsigned long start_time)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+    ssize_t len;
+    int fd, field;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0) {
+        return 0;
+    }
+    buf[len] = '\0';
+    p = strrchr(buf, ')');            /* the command name may hold spaces and parens */
+    if ((p == NULL) || (p[1] != ' ') || (p[2] == 'Z') || (p[2] == 'X')) {
+        return 0;
+    }
+    /* state is field 3, starttime field 22 */
+    for (field = 3, p += 2; (field < 22) && (p != NULL); ++field) {
+        p = strchr(p, ' ');
+        p = (p != NULL) ? p + 1 : NULL;
+    }
+    if ((p == NULL) || (sscanf(p, "%llu", &start) != 1)) {
+        return 1;                      /* unreadable: do not fail a peer on a parse problem */
+    }
+    return start == start_time;
+}
+
+/* A dead peer never returns credit: hand the ep to the iface's error handler, through UCX's
+ * keepalive path so that the handler runs from the worker's progress, not from inside ours. */
 static int uct_rdmach_ep_peer_alive(uct_rdmach_ep_t *ep)
 {
     if (ep->failed) {
         return 0;
     }
-    if (ucs_sys_get_proc_create_time(ep->pid) == ep->keepalive.start_time) {
+    if (uct_rdmach_proc_alive(ep->pid, ep->keepalive.start_time)) {
         return 1;
     }
     ep->failed = 1;
     UCT_RDMACH_COUNT(peer_failed, 1);
     ucs_diag("rdmach ep %p: peer pid %d is gone", ep, ep->pid);
+    ep->keepalive.start_time ^= 1;   /* a zombie still has its start time: force the mismatch */
     uct_ep_keepalive_check(&ep->super.super, &ep->keepalive, ep->pid, 0, NULL);
     return 0;
 }
@@ -278,8 +317,10 @@ uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
         return uct_iface_handle_ep_err(&iface->super, &ep->super.super,
                                        UCS_ERR_ENDPOINT_TIMEOUT);
     }
-    ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " in pid %d failed: %s", op, length,
-              remote_addr, ep->pid, strerror(err));
+    ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " in pid %d failed: %s%s", op, length,
+              remote_addr, ep->pid, strerror(err),
+              (err == EPERM) ? " (check kernel.yama.ptrace_scope and that both processes "
+                               "run as the same user)" : "");
     return (err == EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
 }
 
