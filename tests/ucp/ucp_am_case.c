@@ -1,6 +1,6 @@
 /* ucp_ops am case: UCP's active-message API (ucp_am_send_nbx), which the tag cases never reach:
  * short messages with a user header go through uct_ep_am_short_iov, larger ones through
- * bcopy/zcopy, and the largest through rendezvous with ucp_am_recv_data_nbx on the target. */
+ * bcopy/zcopy (pipelined fragments), and the largest through rendezvous with ucp_am_recv_data_nbx on the target. */
 #include "ucp_cases.h"
 
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #define AM_ID   7
 #define AM_SEED 0xa000u
 
-static const size_t am_sizes[] = {0, 1, 8, 100, 4000, 20000, (1u << 20) + 5};
+static const size_t am_sizes[] = {0, 1, 8, 100, 4000, 20000, (1u << 20) + 5, (4u << 20) + 5};
 #define AM_COUNT (sizeof(am_sizes) / sizeof(am_sizes[0]))
 
 typedef struct {
@@ -71,6 +71,7 @@ static ucs_status_t am_recv(void *arg, const void *header, size_t header_length,
         return UCS_OK;
     }
     /* rendezvous: fetch the data into our buffer (the transport's get_zcopy) */
+    free(t->rndv_buf);
     t->rndv_buf     = malloc(length ? length : 1);
     t->rndv_len     = length;
     t->rndv_seq     = seq;

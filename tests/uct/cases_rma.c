@@ -411,6 +411,14 @@ int case_get_zcopy(ut_t *t) { return get_case(t, UCT_IFACE_FLAG_GET_ZCOPY); }
  * untouched) and gets through key 2 must read region 2 - a transport that ignores the rkey or
  * mixes up keys fails here. Every put and get op the transport has is used.
  */
+/* Region 2 and the local buffer must hold the smallest zcopy the transport accepts. */
+static size_t rkeys_region_len(const ut_t *t)
+{
+    size_t get = t->attr.cap.get.min_zcopy, put = t->attr.cap.put.min_zcopy;
+    size_t len = ((get > put) ? get : put) + (256u << 10);
+    return (len > ((size_t)1 << 20)) ? len : ((size_t)1 << 20);
+}
+
 int case_rkeys(ut_t *t)
 {
     static const uint64_t puts[] = {UCT_IFACE_FLAG_PUT_SHORT, UCT_IFACE_FLAG_PUT_BCOPY,
@@ -443,7 +451,7 @@ int case_rkeys(ut_t *t)
 
     if (t->pair->role == PAIR_TARGET) {
         int result;
-        if (ut_buf_alloc(t, &region2, 1 << 20) != 0) {
+        if (ut_buf_alloc(t, &region2, rkeys_region_len(t)) != 0) {
             return PAIR_FAIL;
         }
         ut_bg_fill(t->region.addr, 0, t->region.len);
@@ -481,7 +489,7 @@ int case_rkeys(ut_t *t)
     }
     memcpy(&addr2, rkey_buf, 8);
     status = uct_rkey_unpack(t->component, rkey_buf + 8, &rkey2);
-    if ((status != UCS_OK) || (ut_buf_alloc(t, &buf, 1 << 20) != 0)) {
+    if ((status != UCS_OK) || (ut_buf_alloc(t, &buf, rkeys_region_len(t)) != 0)) {
         pair_log(t->pair, "uct_rkey_unpack: %s", ucs_status_string(status));
         return PAIR_FAIL;
     }

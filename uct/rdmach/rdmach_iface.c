@@ -36,10 +36,18 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "sender (lazy tail update).",
      ucs_offsetof(uct_rdmach_iface_config_t, lazy_tail), UCS_CONFIG_TYPE_DOUBLE},
 
-    {"ZCOPY_THRESH", "16k",
-     "Smallest put/get zero-copy transfer (process_vm_readv/writev, the RDMA read/write of\n"
-     "this wire); UCP's rendezvous uses get_zcopy from this size on.",
+    {"ZCOPY_THRESH", "2m",
+     "Messages from this size on move by zero copy: UCP's rendezvous with get_zcopy\n"
+     "(process_vm_readv, the RDMA read of this wire). Smaller ones are pipelined through the\n"
+     "ring in CHUNK_SIZE pieces. The default is where zero copy overtook the pipelined copy\n"
+     "with cache-resident buffers here (perf/README.md); out-of-cache traffic may prefer less.",
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"AM_ZCOPY", "n",
+     "Advertise am_zcopy. On shared memory it is the same single copy into the ring as\n"
+     "am_bcopy plus a memory registration, so UCP is better off without it; enabling it also\n"
+     "lowers UCP's rendezvous threshold to CHUNK_SIZE.",
+     ucs_offsetof(uct_rdmach_iface_config_t, am_zcopy), UCS_CONFIG_TYPE_BOOL},
 
     {"MAX_PEERS", "256",
      "Rings in this process's segment, i.e. how many senders can connect to it. Costs\n"
@@ -81,7 +89,7 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
-                            UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+                            UCT_IFACE_FLAG_AM_BCOPY |
                             UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
                             UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
                             UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
@@ -90,17 +98,26 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
 
     attr->cap.am.max_short       = iface->max_short;
     attr->cap.am.max_bcopy       = iface->chunk_size;
-    attr->cap.am.min_zcopy       = 0;
-    attr->cap.am.max_zcopy       = iface->chunk_size;
-    attr->cap.am.max_hdr         = ucs_min(iface->chunk_size, 256);
     attr->cap.am.max_iov         = UCT_SM_MAX_IOV;
     attr->cap.am.opt_zcopy_align = UCS_SYS_CACHE_LINE_SIZE;
     attr->cap.am.align_mtu       = attr->cap.am.opt_zcopy_align;
+    if (iface->am_zcopy) {
+        attr->cap.flags         |= UCT_IFACE_FLAG_AM_ZCOPY;
+        attr->cap.am.min_zcopy   = 0;
+        attr->cap.am.max_zcopy   = iface->chunk_size;
+        attr->cap.am.max_hdr     = ucs_min(iface->chunk_size, 256);
+    } else {
+        /* UCP floors its AM rendezvous threshold with am.min_zcopy (even without AM_ZCOPY):
+         * below ZCOPY_THRESH messages are pipelined through the ring in CHUNK_SIZE records */
+        attr->cap.am.min_zcopy   = iface->zcopy_thresh;
+        attr->cap.am.max_zcopy   = 0;
+        attr->cap.am.max_hdr     = 0;
+    }
 
     /* put/get are process_vm_writev/readv: synchronous, no ring involved */
     attr->cap.put.max_short       = iface->max_short;
     attr->cap.put.max_bcopy       = iface->chunk_size;
-    attr->cap.put.min_zcopy       = iface->zcopy_thresh;
+    attr->cap.put.min_zcopy       = 0;   /* RMA puts: zero copy from CHUNK_SIZE on */
     attr->cap.put.max_zcopy       = SIZE_MAX;
     attr->cap.put.max_iov         = UCT_SM_MAX_IOV;
     attr->cap.put.opt_zcopy_align = 1;
@@ -108,7 +125,7 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
 
     attr->cap.get.max_short       = 0;
     attr->cap.get.max_bcopy       = iface->chunk_size;
-    attr->cap.get.min_zcopy       = iface->zcopy_thresh;
+    attr->cap.get.min_zcopy       = iface->zcopy_thresh;   /* the rendezvous get floor */
     attr->cap.get.max_zcopy       = SIZE_MAX;
     attr->cap.get.max_iov         = UCT_SM_MAX_IOV;
     attr->cap.get.opt_zcopy_align = 1;
@@ -279,6 +296,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
 
     self->chunk_size          = config->chunk_size;
     self->zcopy_thresh        = config->zcopy_thresh;
+    self->am_zcopy            = config->am_zcopy;
     self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
     self->max_peers_mapped    = config->max_peers * 2;
     self->npeers              = 0;

@@ -73,6 +73,7 @@ typedef struct uct_rdmach_iface_config {
     size_t                chunk_size;
     double                lazy_tail;
     size_t                zcopy_thresh;
+    int                   am_zcopy;
     unsigned              max_peers;
     unsigned              sweep_interval;
     unsigned              idle_limit;
@@ -94,6 +95,7 @@ typedef struct uct_rdmach_iface {
     rdmach_geom_t         geom;
     size_t                chunk_size;
     size_t                zcopy_thresh;
+    int                   am_zcopy;      /* advertise am_zcopy (UCX_RDMACH_AM_ZCOPY) */
     size_t                max_short;     /* am_short payload incl. the 8-byte header */
     rdmach_poller_t       poller;
     uct_rdmach_peer_t     *peers;
