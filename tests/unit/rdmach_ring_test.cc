@@ -319,6 +319,7 @@ struct Fleet {
         p.rx             = rx.data();
         p.hot            = hot.data();
         p.nhot           = 0;
+        p.hot_max        = n;
         p.max_rings      = n;
         p.doorbells      = doorbells.data();
         p.sweep_interval = 16;
@@ -409,6 +410,28 @@ TEST(RdmachPoller, SweepCatchesRecordWithoutDoorbell)
     }
     EXPECT_EQ(1u, f.got.size());
     EXPECT_LE(calls, f.p.sweep_interval) << "found within one sweep interval";
+}
+
+TEST(RdmachPoller, HotListIsCappedRestServedByDoorbells)
+{
+    Fleet f(64);
+    f.p.hot_max = 4;
+    // all 64 peers talk, round-robin: at most 4 rings become hot, the others keep ringing
+    for (int lap = 0; lap < 3; ++lap) {
+        for (uint32_t i = 0; i < 64; ++i) {
+            uint8_t v = static_cast<uint8_t>(i);
+            ASSERT_TRUE(f.conns[i]->send(1, &v, 1));
+            if (i >= 4 || lap == 0) {
+                EXPECT_EQ(1, f.doorbells[i]) << "ring " << i << " is cold: doorbell rung";
+            }
+            EXPECT_EQ(1u, f.progress()) << "lap " << lap << " ring " << i;
+            EXPECT_LE(f.p.nhot, 4u);
+        }
+    }
+    EXPECT_EQ(3u * 64, f.got.size());
+    for (size_t k = 0; k < f.got.size(); ++k) {
+        EXPECT_EQ(k % 64, f.got[k]);
+    }
 }
 
 TEST(RdmachPoller, PollAllModeDeliversFromEveryRing)

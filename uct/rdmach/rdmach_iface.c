@@ -62,6 +62,11 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "Empty polls after which a ring is no longer polled on every progress call.",
      ucs_offsetof(uct_rdmach_iface_config_t, idle_limit), UCS_CONFIG_TYPE_UINT},
 
+    {"HOT_MAX", "8",
+     "Most rings polled on every progress call; further active rings are found through\n"
+     "their doorbells, which keeps a progress call's cost bounded when many peers talk.",
+     ucs_offsetof(uct_rdmach_iface_config_t, hot_max), UCS_CONFIG_TYPE_UINT},
+
     {"RX_BUDGET", "16",
      "Records delivered per ring per progress call.",
      ucs_offsetof(uct_rdmach_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
@@ -286,9 +291,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
         return uct_rdmach_iface_config_error("MAX_PEERS must be between 1 and 65536");
     }
     if ((config->sweep_interval == 0) || (config->idle_limit == 0) ||
-        (config->rx_budget == 0)) {
+        (config->rx_budget == 0) || (config->hot_max == 0)) {
         return uct_rdmach_iface_config_error(
-                "SWEEP_INTERVAL, IDLE_LIMIT and RX_BUDGET must be at least 1");
+                "SWEEP_INTERVAL, IDLE_LIMIT, HOT_MAX and RX_BUDGET must be at least 1");
     }
     if (config->zcopy_thresh == 0) {
         return uct_rdmach_iface_config_error("ZCOPY_THRESH must be at least 1");
@@ -335,6 +340,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     }
 
     self->poller.nhot           = 0;
+    self->poller.hot_max        = ucs_min(config->hot_max, config->max_peers);
     self->poller.max_rings      = config->max_peers;
     self->poller.doorbells      = rdmach_shm_doorbells(&self->seg);
     self->poller.sweep_interval = config->sweep_interval;

@@ -203,7 +203,9 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
             if (!rdmach_poller_ready(p, id, activate, arg) || p->rx[id].hot) {
                 continue;
             }
-            rdmach_poller_promote(p, id);
+            if (p->nhot < p->hot_max) {
+                rdmach_poller_promote(p, id);
+            }
             count += rdmach_rx_poll(&p->rx[id], geom, p->budget, cb, arg, p->stats);
         }
     }
@@ -216,10 +218,10 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
                 continue;
             }
             n = rdmach_rx_poll(&p->rx[id], geom, p->budget, cb, arg, p->stats);
-            if (n != 0) {
+            if ((n != 0) && (p->nhot < p->hot_max)) {
                 rdmach_poller_promote(p, id);
-                count += n;
             }
+            count += n;
         }
     }
     return count;

@@ -22,7 +22,9 @@
  * Many connections: rdmach_poller keeps the receiver's polling cost bounded. Rings with recent
  * traffic are "hot" and polled every progress call; a sender writing into a cold ring also sets
  * its doorbell byte (plain store, no atomic), and cold rings are swept every sweep_interval calls
- * as a safety net for the demotion race. Cost per call: |hot| + nrings/64 + nrings/sweep.
+ * as a safety net for the demotion race. The hot list is capped (hot_max): when more rings
+ * are active, the rest stay cold and are found through their doorbells, eight rings per
+ * 64-bit load. Cost per call: min(active, hot_max) + nrings/8 loads + nrings/sweep.
  */
 #ifndef RDMACH_RING_H
 #define RDMACH_RING_H
@@ -278,6 +280,7 @@ typedef struct rdmach_poller {
     rdmach_rx_t      *rx;            /* [max_rings] receiver state, by ring id */
     uint32_t         *hot;           /* ring ids polled every call */
     uint32_t         nhot;
+    uint32_t         hot_max;        /* cap: more active rings are served by doorbells */
     uint32_t         nknown;         /* rings 0..nknown-1 were seen claimed */
     uint32_t         max_rings;
     volatile uint8_t *doorbells;     /* [max_rings], in the receiver's shared memory */

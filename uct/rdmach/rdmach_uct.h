@@ -77,6 +77,7 @@ typedef struct uct_rdmach_iface_config {
     unsigned              max_peers;
     unsigned              sweep_interval;
     unsigned              idle_limit;
+    unsigned              hot_max;
     unsigned              rx_budget;
     int                   poll_all;
     double                peer_check_interval;
