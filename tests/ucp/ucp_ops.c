@@ -134,14 +134,20 @@ static pair_case_t cases[] = {
     CASE("tag_eager_short", case_tag_eager_short, "tx_am_short>0,rx_am>0,rx_corrupt==0", NULL),
     CASE("tag_eager_multi", case_tag_eager_multi, "tx_am_bcopy>0|tx_am_zcopy>0,rx_corrupt==0",
          "UCX_RNDV_THRESH=inf"),
+    /* rdmach: rendezvous from EAGER_LIMIT on, its data by zero copy from ZCOPY_THRESH on */
     CASE("tag_rndv", case_tag_rndv, "tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0",
-         "UCX_RNDV_THRESH=65536"),
+         "UCX_RNDV_THRESH=65536 UCX_RDMACH_EAGER_LIMIT=64k UCX_RDMACH_ZCOPY_THRESH=64k"),
+    /* rdmach: rendezvous whose data is pipelined through the ring (below ZCOPY_THRESH) */
+    CASE("tag_rndv_ring", case_tag_rndv,
+         "tx_am_bcopy>0,tx_get_zcopy==0,tx_put_zcopy==0,rx_corrupt==0",
+         "UCX_RNDV_THRESH=65536 UCX_RDMACH_EAGER_LIMIT=64k UCX_RDMACH_ZCOPY_THRESH=64m"),
     CASE("stream", up_stream_case, "tx_am_short>0|tx_am_bcopy>0|tx_am_zcopy>0,rx_am>0", NULL),
     CASE("rma", up_rma_case,
          "tx_put_short>0|tx_put_bcopy>0|tx_put_zcopy>0,tx_get_bcopy>0|tx_get_zcopy>0", NULL),
     /* no atomics in the transport: UCP emulates them with active messages */
     CASE("amo", up_amo_case, "rx_am>0,rx_corrupt==0", NULL),
-    CASE("am", up_am_case, "tx_am_short>0,tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0", NULL),
+    CASE("am", up_am_case, "tx_am_short>0,tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0",
+         "UCX_RDMACH_ZCOPY_THRESH=2m"),
     {"peer_death", run_peer_death, NULL, "peer_failed>0", NULL, 40, 1},
 };
 

@@ -222,7 +222,8 @@ int case_fence(ut_t *t)
     if (t->pair->role == PAIR_TARGET) {
         return fence_target(t, data_op, data_len, with_am);
     }
-    if ((ut_buf_alloc(t, &buf, 2 * (65536 + 64)) != 0) || (pair_sync(t->pair, 1) != 0)) {
+    /* data_len may exceed 64 KiB: the transport's smallest zcopy can be larger */
+    if ((ut_buf_alloc(t, &buf, data_len + 2 * 64) != 0) || (pair_sync(t->pair, 1) != 0)) {
         return PAIR_FAIL;
     }
     for (k = 1; k <= (with_am ? 2 : 1) * FENCE_ITERS; ++k) {

@@ -359,6 +359,17 @@ int ut_open(ut_t *t, pair_t *pair, const char *tl, const char *dev, size_t regio
         (open_iface(t) != 0)) {
         return PAIR_FAIL;
     }
+    /* the region must hold the smallest zcopy transfer the transport accepts, with guards */
+    {
+        size_t min_zcopy = t->attr.cap.get.min_zcopy;
+        if (t->attr.cap.put.min_zcopy > min_zcopy) {
+            min_zcopy = t->attr.cap.put.min_zcopy;
+        }
+        if (region_len < min_zcopy + 65536) {
+            region_len = min_zcopy + 65536;
+            t->cap     = region_len;
+        }
+    }
     if (ut_buf_alloc(t, &t->region, region_len) != 0) {
         return PAIR_FAIL;
     }

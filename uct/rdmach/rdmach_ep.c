@@ -30,7 +30,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     addr = (const uct_rdmach_iface_addr_t*)params->iface_addr;
 
     credit = iface->next_credit;
-    if (credit >= iface->seg.hdr->max_rings) {
+    if (credit >= iface->seg.max_rings) {
         ucs_error("rdmach: iface %p has made %u connections, UCX_RDMACH_MAX_PEERS allows no more",
                   iface, credit);
         return UCS_ERR_EXCEEDS_LIMIT;
@@ -42,7 +42,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     }
 
     /* the receiver's geometry rules; our largest record must fit its largest span */
-    rdmach_shm_geom(peer, &geom, 0);
+    geom = peer->geom;
     if (rdmach_geom_span(&geom, ucs_max(iface->chunk_size, iface->max_short)) > geom.max_span) {
         ucs_error("rdmach: peer pid %d accepts records of at most %u x %u bytes, smaller than "
                   "this process's UCX_RDMACH_CHUNK_SIZE=%zu: use the same configuration",
@@ -51,9 +51,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     }
 
     id = __atomic_fetch_add(&peer->hdr->next_ring, 1, __ATOMIC_RELAXED);
-    if (id >= peer->hdr->max_rings) {
+    if (id >= peer->max_rings) {
         ucs_error("rdmach: peer pid %d accepts no more connections (its UCX_RDMACH_MAX_PEERS=%u)",
-                  addr->pid, peer->hdr->max_rings);
+                  addr->pid, peer->max_rings);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     iface->next_credit = credit + 1;
@@ -62,7 +62,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     ctl               = rdmach_shm_ring_ctl(peer, id);
     ctl->peer_info[0] = (uint64_t)getpid();
     ctl->peer_info[1] = ((uint64_t)credit << 32) | (uint32_t)iface->seg.fd;
-    ctl->peer_info[2] = iface->seg.hdr->seg_id;
+    ctl->peer_info[2] = iface->seg.seg_id;
     __atomic_store_n(&ctl->owner, 1, __ATOMIC_RELEASE);
 
     rdmach_tx_init(&self->tx, &geom, rdmach_shm_ring_slots(peer, id), ctl,

@@ -36,11 +36,17 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "sender (lazy tail update).",
      ucs_offsetof(uct_rdmach_iface_config_t, lazy_tail), UCS_CONFIG_TYPE_DOUBLE},
 
-    {"ZCOPY_THRESH", "2m",
-     "Messages from this size on move by zero copy: UCP's rendezvous with get_zcopy\n"
-     "(process_vm_readv, the RDMA read of this wire). Smaller ones are pipelined through the\n"
-     "ring in CHUNK_SIZE pieces. The default is where zero copy overtook the pipelined copy\n"
-     "with cache-resident buffers here (perf/README.md); out-of-cache traffic may prefer less.",
+    {"EAGER_LIMIT", "2m",
+     "Messages below this size are sent eagerly, pipelined through the ring in CHUNK_SIZE\n"
+     "records. From it on UCP uses rendezvous: the data moves once the receiver is ready,\n"
+     "through the ring below ZCOPY_THRESH, by zero copy from it on.",
+     ucs_offsetof(uct_rdmach_iface_config_t, eager_limit), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"ZCOPY_THRESH", "16m",
+     "Rendezvous messages from this size on move by zero copy: get_zcopy, i.e.\n"
+     "process_vm_readv, the RDMA read of this wire. Below it their data is pipelined through\n"
+     "the ring, which is faster where process_vm_readv copies slower than memcpy does\n"
+     "(perf/README.md has the measurement). RMA put/get below it go in CHUNK_SIZE bcopy pieces.",
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"AM_ZCOPY", "n",
@@ -113,8 +119,8 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         attr->cap.am.max_hdr     = ucs_min(iface->chunk_size, 256);
     } else {
         /* UCP floors its AM rendezvous threshold with am.min_zcopy (even without AM_ZCOPY):
-         * below ZCOPY_THRESH messages are pipelined through the ring in CHUNK_SIZE records */
-        attr->cap.am.min_zcopy   = iface->zcopy_thresh;
+         * below EAGER_LIMIT messages go eagerly, pipelined through the ring */
+        attr->cap.am.min_zcopy   = iface->eager_limit;
         attr->cap.am.max_zcopy   = 0;
         attr->cap.am.max_hdr     = 0;
     }
@@ -122,7 +128,7 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
     /* put/get are process_vm_writev/readv: synchronous, no ring involved */
     attr->cap.put.max_short       = iface->max_short;
     attr->cap.put.max_bcopy       = iface->chunk_size;
-    attr->cap.put.min_zcopy       = 0;   /* RMA puts: zero copy from CHUNK_SIZE on */
+    attr->cap.put.min_zcopy       = iface->zcopy_thresh;   /* else rndv falls back to put_zcopy */
     attr->cap.put.max_zcopy       = SIZE_MAX;
     attr->cap.put.max_iov         = UCT_SM_MAX_IOV;
     attr->cap.put.opt_zcopy_align = 1;
@@ -130,7 +136,9 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
 
     attr->cap.get.max_short       = 0;
     attr->cap.get.max_bcopy       = iface->chunk_size;
-    attr->cap.get.min_zcopy       = iface->zcopy_thresh;   /* the rendezvous get floor */
+    /* UCP's rendezvous uses get_zcopy only from get.min_zcopy on; below it the receiver asks
+     * for the data (RTR) and the sender pipelines it through the ring */
+    attr->cap.get.min_zcopy       = iface->zcopy_thresh;
     attr->cap.get.max_zcopy       = SIZE_MAX;
     attr->cap.get.max_iov         = UCT_SM_MAX_IOV;
     attr->cap.get.opt_zcopy_align = 1;
@@ -151,7 +159,7 @@ static ucs_status_t uct_rdmach_iface_get_address(uct_iface_h tl_iface, uct_iface
 
     raddr->pid    = iface->seg.pid;
     raddr->fd     = iface->seg.fd;
-    raddr->seg_id = iface->seg.hdr->seg_id;
+    raddr->seg_id = iface->seg.seg_id;
     return UCS_OK;
 }
 
@@ -210,7 +218,7 @@ static int uct_rdmach_iface_activate(void *arg, uint32_t id)
     if (uct_rdmach_iface_peer(iface, (pid_t)ctl->peer_info[0],
                               (int32_t)(ctl->peer_info[1] & 0xffffffffu),
                               ctl->peer_info[2], &peer) == UCS_OK) {
-        if (credit < peer->hdr->max_rings) {
+        if (credit < peer->max_rings) {
             tail_out = &rdmach_shm_credit(peer, (uint32_t)credit)->tail;
         } else {
             uct_rdmach_counters.rx.corrupt++;
@@ -241,7 +249,7 @@ static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     count = rdmach_poller_progress(&iface->poller, &iface->geom,
-                                   iface->seg.hdr->next_ring, uct_rdmach_iface_activate,
+                                   rdmach_shm_claimed(&iface->seg), uct_rdmach_iface_activate,
                                    uct_rdmach_iface_deliver, iface);
     if (ucs_unlikely(!ucs_arbiter_is_empty(&iface->arbiter))) {
         count += uct_rdmach_ep_dispatch_pending(iface);
@@ -290,17 +298,26 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     if ((config->max_peers == 0) || (config->max_peers > 65536)) {
         return uct_rdmach_iface_config_error("MAX_PEERS must be between 1 and 65536");
     }
-    if ((config->sweep_interval == 0) || (config->idle_limit == 0) ||
-        (config->rx_budget == 0) || (config->hot_max == 0)) {
-        return uct_rdmach_iface_config_error(
-                "SWEEP_INTERVAL, IDLE_LIMIT, HOT_MAX and RX_BUDGET must be at least 1");
-    }
-    if (config->zcopy_thresh == 0) {
-        return uct_rdmach_iface_config_error("ZCOPY_THRESH must be at least 1");
+    {
+        /* counts that must be at least 1, each named on its own */
+        const struct { const char *name; size_t value; } positive[] = {
+            {"SWEEP_INTERVAL", config->sweep_interval}, {"IDLE_LIMIT", config->idle_limit},
+            {"HOT_MAX", config->hot_max}, {"RX_BUDGET", config->rx_budget},
+            {"ZCOPY_THRESH", config->zcopy_thresh}, {"EAGER_LIMIT", config->eager_limit}
+        };
+        unsigned i;
+        for (i = 0; i < ucs_static_array_size(positive); ++i) {
+            if (positive[i].value == 0) {
+                ucs_error("rdmach: invalid configuration: UCX_" UCT_RDMACH_PREFIX
+                          "%s must be at least 1", positive[i].name);
+                return UCS_ERR_INVALID_PARAM;
+            }
+        }
     }
 
     self->chunk_size          = config->chunk_size;
     self->zcopy_thresh        = config->zcopy_thresh;
+    self->eager_limit         = config->eager_limit;
     self->am_zcopy            = config->am_zcopy;
     self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
     self->max_peers_mapped    = config->max_peers * 2;

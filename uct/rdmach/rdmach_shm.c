@@ -32,6 +32,26 @@ static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
     hdr->size          = hdr->rings_off + (size_t)hdr->max_rings * hdr->ring_stride;
 }
 
+/* Takes the private copy of a (validated) layout. */
+static void rdmach_shm_seg_init(rdmach_shm_seg_t *seg, void *base, size_t size, int fd,
+                                const rdmach_shm_hdr_t *layout)
+{
+    seg->hdr            = base;
+    seg->size           = size;
+    seg->fd             = fd;
+    seg->pid            = layout->pid;
+    seg->seg_id         = layout->seg_id;
+    seg->max_rings      = layout->max_rings;
+    seg->doorbells_off  = layout->doorbells_off;
+    seg->credits_off    = layout->credits_off;
+    seg->rings_off      = layout->rings_off;
+    seg->ring_stride    = layout->ring_stride;
+    seg->geom.slot_size = layout->slot_size;
+    seg->geom.nslots    = layout->nslots;
+    seg->geom.max_span  = layout->max_span;
+    seg->geom.lazy_slots = 0;
+}
+
 int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
                       uint64_t seg_id)
 {
@@ -67,10 +87,8 @@ int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t
     memcpy(base, &tmp, sizeof(tmp));
     __atomic_store_n(&((rdmach_shm_hdr_t*)base)->magic, RDMACH_SHM_MAGIC, __ATOMIC_RELEASE);
 
-    seg->hdr  = base;
-    seg->size = tmp.size;
-    seg->fd   = fd;
-    seg->pid  = tmp.pid;
+    rdmach_shm_seg_init(seg, base, tmp.size, fd, &tmp);
+    seg->geom.lazy_slots = geom->lazy_slots;
     return 0;
 }
 
@@ -107,8 +125,10 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
     rdmach_shm_layout(&expect);
     if ((expect.magic != RDMACH_SHM_MAGIC) || (expect.version != RDMACH_SHM_VERSION) ||
         (expect.seg_id != seg_id) || (expect.pid != pid) ||
-        (expect.slot_size == 0) || (expect.nslots == 0) ||
-        (expect.nslots & (expect.nslots - 1)) || (expect.max_rings == 0) ||
+        (expect.slot_size < RDMACH_CACHE_LINE) || (expect.slot_size % RDMACH_CACHE_LINE) ||
+        (expect.nslots < 2) || (expect.nslots & (expect.nslots - 1)) ||
+        (expect.max_span == 0) || (expect.max_span > expect.nslots) ||
+        (expect.max_rings == 0) || (expect.max_rings > (1u << 16)) ||
         (memcmp(&expect.doorbells_off, &((rdmach_shm_hdr_t*)base)->doorbells_off,
                 5 * sizeof(uint64_t)) != 0) ||
         (expect.size > (size_t)st.st_size)) {
@@ -116,10 +136,7 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
         return -EPROTO;
     }
 
-    seg->hdr  = base;
-    seg->size = st.st_size;
-    seg->fd   = -1;
-    seg->pid  = pid;
+    rdmach_shm_seg_init(seg, base, st.st_size, -1, &expect);
     return 0;
 }
 

@@ -41,12 +41,18 @@ typedef struct rdmach_shm_credit {
     char              pad[RDMACH_CACHE_LINE - sizeof(uint64_t)];
 } rdmach_shm_credit_t;
 
-/* A mapped segment, own or a peer's. */
+/* A mapped segment, own or a peer's. The layout is a private copy taken (and, for a peer,
+ * validated) when the segment is mapped: the shared header is writable by every peer, so a
+ * buggy or hostile one must not be able to steer our pointers through it. */
 typedef struct rdmach_shm_seg {
     rdmach_shm_hdr_t *hdr;
     size_t           size;
     int              fd;       /* own segment: the memfd; peers: -1 */
     pid_t            pid;
+    uint64_t         seg_id;
+    uint32_t         max_rings;
+    uint64_t         doorbells_off, credits_off, rings_off, ring_stride;
+    rdmach_geom_t    geom;     /* lazy_slots unused for a peer */
 } rdmach_shm_seg_t;
 
 /* Creates this process's segment. Returns 0 or -errno. */
@@ -61,18 +67,17 @@ void rdmach_shm_detach(rdmach_shm_seg_t *seg);
 
 static inline volatile uint8_t *rdmach_shm_doorbells(const rdmach_shm_seg_t *seg)
 {
-    return (volatile uint8_t*)seg->hdr + seg->hdr->doorbells_off;
+    return (volatile uint8_t*)seg->hdr + seg->doorbells_off;
 }
 
 static inline rdmach_shm_credit_t *rdmach_shm_credit(const rdmach_shm_seg_t *seg, uint32_t i)
 {
-    return (rdmach_shm_credit_t*)((char*)seg->hdr + seg->hdr->credits_off) + i;
+    return (rdmach_shm_credit_t*)((char*)seg->hdr + seg->credits_off) + i;
 }
 
 static inline rdmach_ring_ctl_t *rdmach_shm_ring_ctl(const rdmach_shm_seg_t *seg, uint32_t id)
 {
-    return (rdmach_ring_ctl_t*)((char*)seg->hdr + seg->hdr->rings_off +
-                                (size_t)id * seg->hdr->ring_stride);
+    return (rdmach_ring_ctl_t*)((char*)seg->hdr + seg->rings_off + (size_t)id * seg->ring_stride);
 }
 
 static inline uint8_t *rdmach_shm_ring_slots(const rdmach_shm_seg_t *seg, uint32_t id)
@@ -80,14 +85,11 @@ static inline uint8_t *rdmach_shm_ring_slots(const rdmach_shm_seg_t *seg, uint32
     return (uint8_t*)(rdmach_shm_ring_ctl(seg, id) + 1);
 }
 
-/* Geometry a sender adopts from the receiver's header. */
-static inline void rdmach_shm_geom(const rdmach_shm_seg_t *seg, rdmach_geom_t *geom,
-                                   uint32_t lazy_slots)
+/* Rings senders have claimed so far: a shared counter, so clamped to what exists. */
+static inline uint32_t rdmach_shm_claimed(const rdmach_shm_seg_t *seg)
 {
-    geom->slot_size  = seg->hdr->slot_size;
-    geom->nslots     = seg->hdr->nslots;
-    geom->max_span   = seg->hdr->max_span;
-    geom->lazy_slots = lazy_slots;
+    uint32_t n = __atomic_load_n(&seg->hdr->next_ring, __ATOMIC_ACQUIRE);
+    return (n < seg->max_rings) ? n : seg->max_rings;
 }
 
 #endif

@@ -73,6 +73,7 @@ typedef struct uct_rdmach_iface_config {
     size_t                chunk_size;
     double                lazy_tail;
     size_t                zcopy_thresh;
+    size_t                eager_limit;
     int                   am_zcopy;
     unsigned              max_peers;
     unsigned              sweep_interval;
@@ -95,7 +96,8 @@ typedef struct uct_rdmach_iface {
     rdmach_shm_seg_t      seg;           /* own segment: rings we receive on */
     rdmach_geom_t         geom;
     size_t                chunk_size;
-    size_t                zcopy_thresh;
+    size_t                zcopy_thresh;  /* rendezvous by get_zcopy from this size */
+    size_t                eager_limit;   /* eager below this size (UCP's rndv floor) */
     int                   am_zcopy;      /* advertise am_zcopy (UCX_RDMACH_AM_ZCOPY) */
     size_t                max_short;     /* am_short payload incl. the 8-byte header */
     rdmach_poller_t       poller;
