@@ -284,6 +284,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
 {
     const uct_rdmach_iface_config_t *config = ucs_derived_of(tl_config,
                                                              uct_rdmach_iface_config_t);
+    ucs_status_t status;
     const char *err;
     int ret;
 
@@ -328,17 +329,14 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     ucs_arbiter_init(&self->arbiter);
     ucs_list_head_init(&self->eps);
 
-    self->peers  = ucs_calloc(self->max_peers_mapped, sizeof(*self->peers), "rdmach_peers");
-    self->bounce = ucs_malloc(self->chunk_size, "rdmach_bounce");
+    self->peers      = ucs_calloc(self->max_peers_mapped, sizeof(*self->peers), "rdmach_peers");
+    self->bounce     = ucs_malloc(self->chunk_size, "rdmach_bounce");
     self->poller.rx  = ucs_calloc(config->max_peers, sizeof(rdmach_rx_t), "rdmach_rx");
     self->poller.hot = ucs_calloc(config->max_peers, sizeof(uint32_t), "rdmach_hot");
     if ((self->peers == NULL) || (self->bounce == NULL) || (self->poller.rx == NULL) ||
         (self->poller.hot == NULL)) {
-        ucs_free(self->peers);
-        ucs_free(self->bounce);
-        ucs_free(self->poller.rx);
-        ucs_free(self->poller.hot);
-        return UCS_ERR_NO_MEMORY;
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free;
     }
 
     /* peers read and write our memory with process_vm_readv/writev (the RDMA read/write of
@@ -349,11 +347,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
                             ucs_generate_uuid((uintptr_t)self));
     if (ret != 0) {
         ucs_error("rdmach: cannot create shared memory segment: %s", strerror(-ret));
-        ucs_free(self->peers);
-        ucs_free(self->bounce);
-        ucs_free(self->poller.rx);
-        ucs_free(self->poller.hot);
-        return UCS_ERR_NO_MEMORY;
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free;
     }
 
     self->poller.nhot           = 0;
@@ -371,6 +366,13 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
               self, config->max_peers, self->geom.nslots, self->geom.slot_size,
               self->chunk_size, self->seg.size);
     return UCS_OK;
+
+err_free:
+    ucs_free(self->peers);
+    ucs_free(self->bounce);
+    ucs_free(self->poller.rx);
+    ucs_free(self->poller.hot);
+    return status;
 }
 
 UCS_CLASS_CLEANUP_FUNC(uct_rdmach_iface_t)
