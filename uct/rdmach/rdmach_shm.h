@@ -21,6 +21,10 @@
 
 #include <sys/types.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
 #define RDMACH_SHM_VERSION 1
 
@@ -91,5 +95,9 @@ static inline uint32_t rdmach_shm_claimed(const rdmach_shm_seg_t *seg)
     uint32_t n = __atomic_load_n(&seg->hdr->next_ring, __ATOMIC_ACQUIRE);
     return (n < seg->max_rings) ? n : seg->max_rings;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
