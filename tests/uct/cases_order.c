@@ -448,3 +448,81 @@ int case_pending(ut_t *t)
     pair_sendf(t->pair, "sent %zu", total);
     return ((pair_sync(t->pair, ok) == 0) && ok) ? PAIR_PASS : PAIR_FAIL;
 }
+
+/* ---- pending order ---- */
+
+/*
+ * A request waits in the pending queue; the receiver then drains the ring, so there is room
+ * again - but the initiator has not progressed. A new send now must not overtake the queued
+ * request (UCP matches multi-fragment messages by the order of their first fragments): it has
+ * to return UCS_ERR_NO_RESOURCE until the queue has gone out.
+ */
+int case_pending_order(ut_t *t)
+{
+    if (!ut_need(t, UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_PENDING)) {
+        return PAIR_SKIP;
+    }
+    pending_req_t req;
+    size_t sent, no_res, total;
+    ucs_status_t status;
+    char text[64] = "";
+    int ok = 1;
+    ssize_t n;
+
+    if (t->pair->role == PAIR_TARGET) {
+        t->rx.seed_base = PENDING_SEED;
+        if (pair_sync(t->pair, 1) != 0) {
+            return PAIR_FAIL;
+        }
+        n = pair_recv_idle(t->pair, text, sizeof(text) - 1);
+        if ((n <= 0) || (sscanf(text, "filled %zu", &total) != 1) || (total < 2)) {
+            return PAIR_FAIL;
+        }
+        t->rx.count = total;
+        while ((t->rx.received < total - 2) && !ut_expired(t)) {
+            ut_progress(t);   /* drain what was sent before the queued request */
+        }
+        pair_sendf(t->pair, "drained");
+        while ((t->rx.received < total) && !ut_expired(t)) {
+            ut_progress(t);
+        }
+        if (t->rx.errors) {
+            pair_log(t->pair, "%zu bad messages; first: %s", t->rx.errors, t->rx.first_error);
+        }
+        ok = (t->rx.errors == 0) && (t->rx.received == total);
+        return (pair_sync(t->pair, ok) == 0) ? PAIR_PASS : PAIR_FAIL;
+    }
+
+    memset(&req, 0, sizeof(req));
+    if (pair_sync(t->pair, 1) != 0) {
+        return PAIR_FAIL;
+    }
+    sent = ut_fill_until_no_resource(t, &no_res);
+    if (!no_res || (ut_add_pending(t, &req, 1, sent) != 1)) {
+        pair_sendf(t->pair, "filled 0");
+        return PAIR_FAIL;
+    }
+    total = sent + 2;
+    if ((pair_sendf(t->pair, "filled %zu", total) != 0) ||
+        ((n = pair_recv_idle(t->pair, text, sizeof(text) - 1)) <= 0)) {   /* no progress here */
+        return PAIR_FAIL;
+    }
+    status = ut_send_seq(t, sent + 1);
+    if (status != UCS_ERR_NO_RESOURCE) {
+        pair_log(t->pair, "with a request pending and room in the ring, a new am_short returned "
+                 "%s instead of UCS_ERR_NO_RESOURCE: it overtook the queued request",
+                 ucs_status_string(status));
+        ok = 0;
+    }
+    while ((req.dispatched == 0) && !ut_expired(t)) {
+        ut_progress(t);
+    }
+    while (ok && ((status = ut_send_seq(t, sent + 1)) == UCS_ERR_NO_RESOURCE) && !ut_expired(t)) {
+        ut_progress(t);
+    }
+    if (ok && (status != UCS_OK)) {
+        pair_log(t->pair, "am_short after the queue drained: %s", ucs_status_string(status));
+        ok = 0;
+    }
+    return ((pair_sync(t->pair, ok) == 0) && ok) ? PAIR_PASS : PAIR_FAIL;
+}

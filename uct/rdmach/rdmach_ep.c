@@ -186,6 +186,15 @@ static UCS_F_NOINLINE ucs_status_t uct_rdmach_ep_no_resource(uct_rdmach_ep_t *ep
 
 /* ---- active messages: the ring ---- */
 
+/* While requests wait in the ep's pending queue, a new send must not overtake them: UCP matches
+ * multi-fragment messages by the order of their first fragments. Sends issued by the pending
+ * dispatch itself are the queue making progress. */
+static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_must_queue(uct_rdmach_ep_t *ep)
+{
+    return ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
+           !ucs_derived_of(ep->super.super.iface, uct_rdmach_iface_t)->in_pending;
+}
+
 ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                     const void *payload, unsigned length)
 {
@@ -197,7 +206,8 @@ ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_LENGTH(length + sizeof(header), 0,
                      ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short, "am_short");
 
-    rec = rdmach_tx_reserve(&ep->tx, length + sizeof(header));
+    rec = uct_rdmach_ep_must_queue(ep) ? NULL :
+          rdmach_tx_reserve(&ep->tx, length + sizeof(header));
     if (ucs_unlikely(rec == NULL)) {
         return uct_rdmach_ep_no_resource(ep, 0);
     }
@@ -223,7 +233,7 @@ ucs_status_t uct_rdmach_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_io
     UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short,
                      "am_short_iov");
 
-    rec = rdmach_tx_reserve(&ep->tx, length);
+    rec = uct_rdmach_ep_must_queue(ep) ? NULL : rdmach_tx_reserve(&ep->tx, length);
     if (ucs_unlikely(rec == NULL)) {
         return uct_rdmach_ep_no_resource(ep, 0);
     }
@@ -247,6 +257,9 @@ ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
     size_t length;
 
     UCT_CHECK_AM_ID(id);
+    if (uct_rdmach_ep_must_queue(ep)) {
+        return uct_rdmach_ep_no_resource(ep, flags);
+    }
 
     /* the packer may advance the caller's state, so room is ensured before it runs */
     if (ucs_likely(to_end >= max_span)) {
@@ -289,7 +302,7 @@ ucs_status_t uct_rdmach_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *head
     UCT_CHECK_LENGTH(length, 0, iface->chunk_size, "am_zcopy");
 
     /* on this wire the sender's single copy is into the receiver's ring */
-    rec = rdmach_tx_reserve(&ep->tx, length);
+    rec = uct_rdmach_ep_must_queue(ep) ? NULL : rdmach_tx_reserve(&ep->tx, length);
     if (ucs_unlikely(rec == NULL)) {
         return uct_rdmach_ep_no_resource(ep, flags);
     }
@@ -481,8 +494,9 @@ static ucs_arbiter_cb_result_t uct_rdmach_ep_pending_cb(ucs_arbiter_t *arbiter,
                                                         ucs_arbiter_group_t *group,
                                                         ucs_arbiter_elem_t *elem, void *arg)
 {
-    uct_rdmach_ep_t *ep = ucs_container_of(group, uct_rdmach_ep_t, arb_group);
-    unsigned *count     = arg;
+    uct_rdmach_ep_t *ep       = ucs_container_of(group, uct_rdmach_ep_t, arb_group);
+    uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_rdmach_iface_t);
+    unsigned *count           = arg;
     uct_pending_req_t *req;
     ucs_status_t status;
 
@@ -490,7 +504,9 @@ static ucs_arbiter_cb_result_t uct_rdmach_ep_pending_cb(ucs_arbiter_t *arbiter,
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
     req    = ucs_container_of(elem, uct_pending_req_t, priv);
+    iface->in_pending = 1;
     status = req->func(req);
+    iface->in_pending = 0;
     if (status == UCS_OK) {
         ++(*count);
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
