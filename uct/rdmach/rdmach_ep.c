@@ -186,13 +186,13 @@ static UCS_F_NOINLINE ucs_status_t uct_rdmach_ep_no_resource(uct_rdmach_ep_t *ep
 
 /* ---- active messages: the ring ---- */
 
-/* While requests wait in the ep's pending queue, a new send must not overtake them: UCP matches
- * multi-fragment messages by the order of their first fragments. Sends issued by the pending
- * dispatch itself are the queue making progress. */
+/* While requests wait in the ep's pending queue, a new send (or flush) must not overtake them:
+ * UCP matches multi-fragment messages by the order of their first fragments. Operations issued
+ * by the dispatch of this ep's queue head are the queue itself making progress. */
 static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_must_queue(uct_rdmach_ep_t *ep)
 {
     return ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
-           !ucs_derived_of(ep->super.super.iface, uct_rdmach_iface_t)->in_pending;
+           (ucs_derived_of(ep->super.super.iface, uct_rdmach_iface_t)->dispatching != ep);
 }
 
 ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
@@ -504,9 +504,9 @@ static ucs_arbiter_cb_result_t uct_rdmach_ep_pending_cb(ucs_arbiter_t *arbiter,
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
     req    = ucs_container_of(elem, uct_pending_req_t, priv);
-    iface->in_pending = 1;
+    iface->dispatching = ep;
     status = req->func(req);
-    iface->in_pending = 0;
+    iface->dispatching = NULL;
     if (status == UCS_OK) {
         ++(*count);
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
@@ -555,7 +555,7 @@ ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_
 {
     uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
 
-    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+    if (uct_rdmach_ep_must_queue(ep)) {
         return UCS_ERR_NO_RESOURCE;
     }
     ucs_memory_cpu_store_fence();

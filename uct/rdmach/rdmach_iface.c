@@ -327,7 +327,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->peer_check_interval = ucs_time_from_sec(config->peer_check_interval);
     self->next_peer_check     = 0;
     ucs_arbiter_init(&self->arbiter);
-    self->in_pending          = 0;
+    self->dispatching         = NULL;
     ucs_list_head_init(&self->eps);
 
     self->peers      = ucs_calloc(self->max_peers_mapped, sizeof(*self->peers), "rdmach_peers");

@@ -105,7 +105,7 @@ typedef struct uct_rdmach_iface {
     unsigned              npeers, max_peers_mapped;
     uint32_t              next_credit;   /* credit lines handed to outgoing eps */
     ucs_arbiter_t         arbiter;       /* eps with pending requests */
-    int                   in_pending;    /* sends now come from the pending dispatch */
+    struct uct_rdmach_ep  *dispatching;  /* ep whose queue head is being dispatched */
     ucs_list_link_t       eps;
     void                  *bounce;       /* chunk_size staging for bcopy near the ring end */
     ucs_time_t            peer_check_interval;
