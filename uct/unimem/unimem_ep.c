@@ -1,0 +1,609 @@
+/*
+ * unimem ep: a sender into one peer mailbox (the packetizer), and zDMA into that peer process.
+ * Active messages: the mailbox protocol (unimem_proto.h) - am_short is one 32-byte message,
+ * am_bcopy is fragmented and handed to the HAL as one all-or-nothing group. put/get: zDMA
+ * write/read, checked against the rkey (global address + PDID + length).
+ */
+#include "unimem_uct.h"
+
+#include <uct/base/uct_iov.inl>
+#include <ucs/sys/sys.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(params->iface, uct_unimem_iface_t);
+    const uct_unimem_iface_addr_t *addr;
+    ucs_status_t status;
+    uint32_t sender;
+    int ret;
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
+    addr = (const uct_unimem_iface_addr_t*)params->iface_addr;
+
+    /* the receiver's limits rule: our largest message must be one it reassembles */
+    if ((addr->seg_size < iface->seg_size) || (addr->nslots / 2 < iface->max_msgs)) {
+        ucs_error("unimem: peer %u reassembles messages of at most %u bytes in a mailbox of "
+                  "%u slots, less than this process's UCX_UNIMEM_SEG_SIZE=%zu needs: use the "
+                  "same configuration", addr->mbox.proc, addr->seg_size, addr->nslots,
+                  iface->seg_size);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    ret = unimem_hal_dest_resolve(iface->hal, &addr->mbox, &self->dest);
+    if (ret != 0) {
+        if (ret == -EACCES) {
+            UCT_UNIMEM_COUNT(pdid_refused, 1);
+            ucs_error("unimem: peer %u is in protection domain %u, this process in %u: refused",
+                      addr->mbox.proc, addr->mbox.pdid, iface->pdid);
+            return UCS_ERR_REJECTED;
+        }
+        ucs_diag("unimem: cannot reach mailbox %u of process %u: %s", addr->mbox.index,
+                 addr->mbox.proc, (ret == -EPROTO) ? "not a compatible mailbox" :
+                 strerror(-ret));
+        return UCS_ERR_UNREACHABLE;
+    }
+    ret = unimem_hal_dest_sender_id(self->dest, &sender);
+    if (ret != 0) {
+        ucs_error("unimem: process %u's mailbox accepts no more senders (its "
+                  "UCX_UNIMEM_MAX_SENDERS)", addr->mbox.proc);
+        unimem_hal_dest_release(self->dest);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
+    self->sender_id = (uint16_t)sender;
+    self->pid       = (pid_t)addr->mbox.proc;
+    self->failed    = 0;
+    self->stashed   = 0;
+    self->stash_len = 0;
+    self->stash     = ucs_malloc(iface->seg_size, "unimem_stash");
+    if (self->stash == NULL) {
+        unimem_hal_dest_release(self->dest);
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_arbiter_group_init(&self->arb_group);
+    ucs_list_add_tail(&iface->eps, &self->list);
+
+    status = uct_ep_keepalive_init(&self->keepalive, self->pid);
+    if (status != UCS_OK) {
+        ucs_list_del(&self->list);
+        ucs_free(self->stash);
+        unimem_hal_dest_release(self->dest);
+        return status;
+    }
+    ucs_debug("unimem ep %p: mailbox %u of process %u, sender id %u", self, addr->mbox.index,
+              addr->mbox.proc, sender);
+    return UCS_OK;
+}
+
+UCS_CLASS_CLEANUP_FUNC(uct_unimem_ep_t)
+{
+    uct_unimem_ep_pending_purge(&self->super.super, NULL, NULL);
+    ucs_arbiter_group_cleanup(&self->arb_group);
+    if (self->stashed) {
+        ucs_list_del(&self->stash_list);
+    }
+    ucs_list_del(&self->list);
+    ucs_free(self->stash);
+    unimem_hal_dest_release(self->dest);
+}
+
+UCS_CLASS_DEFINE(uct_unimem_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_unimem_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_unimem_ep_t, uct_ep_t);
+
+/* ---- peer failure ---- */
+
+/* Alive: /proc/<pid>/stat exists, is not a zombie, and has the start time we connected to. */
+static int uct_unimem_proc_alive(pid_t pid, unsigned long start_time)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+    ssize_t len;
+    int fd, field;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0) {
+        return 0;
+    }
+    buf[len] = '\0';
+    p = strrchr(buf, ')');
+    if ((p == NULL) || (p[1] != ' ') || (p[2] == 'Z') || (p[2] == 'X')) {
+        return 0;
+    }
+    for (field = 3, p += 2; (field < 22) && (p != NULL); ++field) {
+        p = strchr(p, ' ');
+        p = (p != NULL) ? p + 1 : NULL;
+    }
+    if ((p == NULL) || (sscanf(p, "%llu", &start) != 1)) {
+        return 1;
+    }
+    return start == start_time;
+}
+
+/* A dead peer never drains its mailbox: hand the ep to the error handler through UCX's
+ * keepalive path, so that the handler runs from the worker's progress. */
+static int uct_unimem_ep_peer_alive(uct_unimem_ep_t *ep)
+{
+    if (ep->failed) {
+        return 0;
+    }
+    if (uct_unimem_proc_alive(ep->pid, ep->keepalive.start_time)) {
+        return 1;
+    }
+    ep->failed = 1;
+    UCT_UNIMEM_COUNT(peer_failed, 1);
+    ucs_diag("unimem ep %p: peer process %d is gone", ep, ep->pid);
+    ep->keepalive.start_time ^= 1;   /* a zombie still has its start time: force the mismatch */
+    uct_ep_keepalive_check(&ep->super.super, &ep->keepalive, ep->pid, 0, NULL);
+    return 0;
+}
+
+static void uct_unimem_ep_check_blocked(uct_unimem_iface_t *iface)
+{
+    ucs_time_t now = ucs_get_time();
+    uct_unimem_ep_t *ep;
+
+    if (now < iface->next_peer_check) {
+        return;
+    }
+    iface->next_peer_check = now + iface->peer_check_interval;
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (!ucs_arbiter_group_is_empty(&ep->arb_group) || ep->stashed) {
+            uct_unimem_ep_peer_alive(ep);
+        }
+    }
+}
+
+ucs_status_t uct_unimem_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    uct_unimem_ep_peer_alive(ucs_derived_of(tl_ep, uct_unimem_ep_t));
+    return UCS_OK;
+}
+
+static UCS_F_NOINLINE ucs_status_t uct_unimem_ep_no_resource(uct_unimem_ep_t *ep,
+                                                             unsigned flags)
+{
+    UCT_UNIMEM_COUNT(tx_no_resource, 1);
+    if (flags & UCT_SEND_FLAG_PEER_CHECK) {
+        uct_unimem_ep_peer_alive(ep);
+    }
+    return UCS_ERR_NO_RESOURCE;
+}
+
+static UCS_F_NOINLINE ucs_status_t uct_unimem_ep_send_error(uct_unimem_ep_t *ep, int ret)
+{
+    if (ret == -EAGAIN) {
+        UCT_UNIMEM_COUNT(mbox_full, 1);
+        return uct_unimem_ep_no_resource(ep, 0);
+    }
+    if (ret == -EACCES) {
+        UCT_UNIMEM_COUNT(pdid_refused, 1);
+        ucs_error("unimem: process %d left this protection domain: message refused", ep->pid);
+        return UCS_ERR_REJECTED;
+    }
+    ucs_error("unimem: mailbox send to process %d failed: %s", ep->pid, strerror(-ret));
+    return UCS_ERR_IO_ERROR;
+}
+
+/* ---- active messages: the mailbox ---- */
+
+/* While requests wait in the ep's pending queue, or a stashed message waits for room, a new
+ * send must not overtake them (UCP matches multi-fragment messages by the order of their
+ * first fragments). Operations issued by the dispatch of this ep's queue head are the queue
+ * itself making progress. */
+static UCS_F_ALWAYS_INLINE int uct_unimem_ep_must_queue(uct_unimem_ep_t *ep)
+{
+    return ucs_unlikely(ep->stashed) ||
+           (ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
+            (ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t)->dispatching != ep));
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_unimem_ep_send1(uct_unimem_ep_t *ep,
+                                                            const unimem_msg_t *msg)
+{
+    int ret = unimem_hal_send(ep->dest, msg, 1);
+
+    if (ucs_unlikely(ret != 0)) {
+        return uct_unimem_ep_send_error(ep, ret);
+    }
+    UCT_UNIMEM_COUNT(mbox_tx_msgs, 1);
+    return UCS_OK;
+}
+
+ucs_status_t uct_unimem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                    const void *payload, unsigned length)
+{
+    uct_unimem_ep_t *ep = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    unimem_msg_t msg;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(length + sizeof(header), 0, UNIMEM_PROTO_SHORT_MAX, "am_short");
+    if (uct_unimem_ep_must_queue(ep)) {
+        return uct_unimem_ep_no_resource(ep, 0);
+    }
+    unimem_proto_short(&msg, id, header, sizeof(header), payload, length);
+    status = uct_unimem_ep_send1(ep, &msg);
+    if (ucs_likely(status == UCS_OK)) {
+        UCT_UNIMEM_COUNT(tx_am_short, 1);
+        UCT_UNIMEM_COUNT(tx_bytes, length + sizeof(header));
+    }
+    return status;
+}
+
+ucs_status_t uct_unimem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov,
+                                        size_t iovcnt)
+{
+    uct_unimem_ep_t *ep = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    size_t length       = uct_iov_total_length(iov, iovcnt);
+    ucs_iov_iter_t iov_iter;
+    unimem_msg_t msg;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(length, 0, UNIMEM_PROTO_SHORT_MAX, "am_short_iov");
+    if (uct_unimem_ep_must_queue(ep)) {
+        return uct_unimem_ep_no_resource(ep, 0);
+    }
+    ucs_iov_iter_init(&iov_iter);
+    uct_iov_to_buffer(iov, iovcnt, &iov_iter, &msg.b[2], SIZE_MAX);
+    msg.b[0] = (uint8_t)((UNIMEM_PROTO_SHORT << 5) | (id & 0x1f));
+    msg.b[1] = (uint8_t)length;
+    status   = uct_unimem_ep_send1(ep, &msg);
+    if (ucs_likely(status == UCS_OK)) {
+        UCT_UNIMEM_COUNT(tx_am_short, 1);
+        UCT_UNIMEM_COUNT(tx_bytes, length);
+    }
+    return status;
+}
+
+/* Fragments and sends a packed message; 0 or the HAL's error. */
+static UCS_F_ALWAYS_INLINE int uct_unimem_ep_send_packed(uct_unimem_iface_t *iface,
+                                                         uct_unimem_ep_t *ep, uint8_t id,
+                                                         const void *data, size_t length)
+{
+    unsigned n = unimem_proto_pack(iface->tx_msgs, id, ep->sender_id, data, length);
+    int ret    = unimem_hal_send(ep->dest, iface->tx_msgs, n);
+
+    if (ucs_likely(ret == 0)) {
+        UCT_UNIMEM_COUNT(mbox_tx_msgs, n);
+    }
+    return ret;
+}
+
+ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                               void *arg, unsigned flags)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
+    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    size_t length;
+    int ret;
+
+    UCT_CHECK_AM_ID(id);
+    /* the packer may advance the caller's state: room for the largest message is checked
+     * before it runs; a message packed and then beaten to the room by another sender is
+     * kept (stashed) and sent by progress, and the ep accepts nothing until it is out */
+    if (uct_unimem_ep_must_queue(ep) || !unimem_hal_can_send(ep->dest, iface->max_msgs)) {
+        return uct_unimem_ep_no_resource(ep, flags);
+    }
+    length = pack_cb(iface->bounce, arg);
+    ucs_assertv(length <= iface->seg_size, "am_bcopy length %zu > seg %zu", length,
+                iface->seg_size);
+    ret = uct_unimem_ep_send_packed(iface, ep, id, iface->bounce, length);
+    if (ucs_unlikely(ret != 0)) {
+        if (ret != -EAGAIN) {
+            return uct_unimem_ep_send_error(ep, ret);
+        }
+        memcpy(ep->stash, iface->bounce, length);
+        ep->stash_len   = (uint32_t)length;
+        ep->stash_am_id = id;
+        ep->stashed     = 1;
+        ucs_list_add_tail(&iface->stashed, &ep->stash_list);
+        UCT_UNIMEM_COUNT(tx_stashed, 1);
+    }
+    UCT_UNIMEM_COUNT(tx_am_bcopy, 1);
+    UCT_UNIMEM_COUNT(tx_bytes, length);
+    return length;
+}
+
+/* ---- RMA: zDMA, checked against the remote key ---- */
+
+static UCS_F_NOINLINE ucs_status_t
+uct_unimem_ep_zdma_error(uct_unimem_ep_t *ep, const char *op, size_t length,
+                         uint64_t remote_addr, int ret)
+{
+    uct_base_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_base_iface_t);
+
+    if (ret == -EACCES) {
+        UCT_UNIMEM_COUNT(pdid_refused, 1);
+        ucs_error("unimem: zDMA %s of %zu bytes into process %d refused: another protection "
+                  "domain", op, length, ep->pid);
+        return UCS_ERR_REJECTED;
+    }
+    if ((ret == -ESRCH) || ((ret == -EPERM) && !uct_unimem_ep_peer_alive(ep))) {
+        ep->failed = 1;
+        return uct_iface_handle_ep_err(&iface->super, &ep->super.super,
+                                       UCS_ERR_ENDPOINT_TIMEOUT);
+    }
+    ucs_error("unimem: zDMA %s of %zu bytes at 0x%" PRIx64 " in process %d failed: %s%s", op,
+              length, remote_addr, ep->pid, strerror(-ret),
+              (ret == -EPERM) ? " (check kernel.yama.ptrace_scope and that both processes "
+                                "run as the same user)" : "");
+    return (ret == -EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
+}
+
+/* Posts one zDMA transfer; UCS_OK when complete, UCS_INPROGRESS (comp called later), or an
+ * error. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size_t length,
+                   uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
+{
+    uct_unimem_iface_t *iface    = ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t);
+    const uct_unimem_rkey_t *key = (const uct_unimem_rkey_t*)rkey;
+    const char *op               = write ? "write" : "read";
+    uint64_t ticket;
+    int ret;
+
+    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->proc != (uint32_t)ep->pid) ||
+                     (remote_addr < key->vaddr) ||
+                     (remote_addr + length > key->vaddr + key->length))) {
+        ucs_error("unimem: zDMA %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's "
+                  "region", op, length, remote_addr);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(key->pdid != iface->pdid)) {
+        UCT_UNIMEM_COUNT(pdid_refused, 1);
+        ucs_error("unimem: remote key of protection domain %u used in domain %u: refused",
+                  key->pdid, iface->pdid);
+        return UCS_ERR_REJECTED;
+    }
+    if (ucs_unlikely(iface->zwait_tail - iface->zwait_head >= iface->zwait_size)) {
+        return uct_unimem_ep_no_resource(ep, 0);
+    }
+
+    ret = unimem_hal_zdma_post(iface->zdma, ep->dest, write, local, cnt, length, remote_addr,
+                               &ticket);
+    if (ucs_unlikely(ret != 0)) {
+        return uct_unimem_ep_zdma_error(ep, op, length, remote_addr, ret);
+    }
+    iface->zdma_last = ticket;
+    if (write) {
+        UCT_UNIMEM_COUNT(zdma_writes, 1);
+    } else {
+        UCT_UNIMEM_COUNT(zdma_reads, 1);
+    }
+    UCT_UNIMEM_COUNT(zdma_bytes, length);
+    UCT_UNIMEM_COUNT(tx_bytes, length);
+    return uct_unimem_iface_zdma_wait(iface, ticket, comp);
+}
+
+/* bcopy ops need the data before they return: wait for the transfer */
+static ucs_status_t uct_unimem_ep_zdma_sync(uct_unimem_ep_t *ep, void *buf, size_t length,
+                                            uint64_t remote_addr, uct_rkey_t rkey, int write)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t);
+    struct iovec local        = {buf, length};
+    ucs_status_t status;
+
+    status = uct_unimem_ep_zdma(ep, &local, 1, length, remote_addr, rkey, write, NULL);
+    while (status == UCS_INPROGRESS) {
+        status = uct_unimem_iface_zdma_wait(iface, iface->zdma_last, NULL);
+    }
+    return status;
+}
+
+ucs_status_t uct_unimem_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
+                                     uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_unimem_ep_t *ep = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+
+    if (length == 0) {
+        return UCS_OK;
+    }
+    UCT_UNIMEM_COUNT(tx_put_short, 1);
+    return uct_unimem_ep_zdma_sync(ep, (void*)buffer, length, remote_addr, rkey, 1);
+}
+
+ssize_t uct_unimem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
+                                uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
+    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    size_t length             = pack_cb(iface->bounce, arg);
+    ucs_status_t status;
+
+    UCT_UNIMEM_COUNT(tx_put_bcopy, 1);
+    if (length == 0) {
+        return 0;
+    }
+    status = uct_unimem_ep_zdma_sync(ep, iface->bounce, length, remote_addr, rkey, 1);
+    return (status == UCS_OK) ? (ssize_t)length : status;
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_unimem_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                    uct_rkey_t rkey, int write, uct_completion_t *comp)
+{
+    uct_unimem_ep_t *ep = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    struct iovec local[UCT_SM_MAX_IOV];
+    size_t cnt = UCT_SM_MAX_IOV;
+    ucs_iov_iter_t iov_iter;
+    size_t length;
+
+    ucs_iov_iter_init(&iov_iter);
+    length = uct_iov_to_iovec(local, &cnt, iov, iovcnt, SIZE_MAX, &iov_iter);
+    if (length == 0) {
+        return UCS_OK;
+    }
+    return uct_unimem_ep_zdma(ep, local, (int)cnt, length, remote_addr, rkey, write, comp);
+}
+
+ucs_status_t uct_unimem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp)
+{
+    UCT_UNIMEM_COUNT(tx_put_zcopy, 1);
+    return uct_unimem_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 1, comp);
+}
+
+ucs_status_t uct_unimem_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp)
+{
+    UCT_UNIMEM_COUNT(tx_get_zcopy, 1);
+    return uct_unimem_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 0, comp);
+}
+
+ucs_status_t uct_unimem_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
+                                     void *arg, size_t length, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
+    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, iface->seg_size, "get_bcopy");
+    UCT_UNIMEM_COUNT(tx_get_bcopy, 1);
+    if (length > 0) {
+        status = uct_unimem_ep_zdma_sync(ep, iface->bounce, length, remote_addr, rkey, 0);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    unpack_cb(arg, iface->bounce, length);
+    return UCS_OK;
+}
+
+/* ---- stash, pending, flush ---- */
+
+/* Sends the stashed messages that now fit; 1 per message sent. */
+static unsigned uct_unimem_ep_progress_stash(uct_unimem_iface_t *iface)
+{
+    uct_unimem_ep_t *ep, *tmp;
+    unsigned count = 0;
+    int ret;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->stashed, stash_list) {
+        ret = uct_unimem_ep_send_packed(iface, ep, ep->stash_am_id, ep->stash, ep->stash_len);
+        if (ret == 0) {
+            ep->stashed = 0;
+            ucs_list_del(&ep->stash_list);
+            ++count;
+        } else if (ret != -EAGAIN) {
+            /* the peer refuses it for good: drop it, the ep's error shows on its next op */
+            uct_unimem_ep_send_error(ep, ret);
+            ep->stashed = 0;
+            ucs_list_del(&ep->stash_list);
+        }
+    }
+    return count;
+}
+
+ucs_status_t uct_unimem_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
+    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+
+    /* a request we queue must not be one that could go out now */
+    if (ucs_arbiter_group_is_empty(&ep->arb_group) && !ep->stashed &&
+        unimem_hal_can_send(ep->dest, iface->max_msgs)) {
+        return UCS_ERR_BUSY;
+    }
+    uct_pending_req_arb_group_push(&ep->arb_group, req);
+    ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    UCT_UNIMEM_COUNT(pending_add, 1);
+    return UCS_OK;
+}
+
+static ucs_arbiter_cb_result_t uct_unimem_ep_pending_cb(ucs_arbiter_t *arbiter,
+                                                        ucs_arbiter_group_t *group,
+                                                        ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_unimem_ep_t *ep       = ucs_container_of(group, uct_unimem_ep_t, arb_group);
+    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t);
+    unsigned *count           = arg;
+    uct_pending_req_t *req;
+    ucs_status_t status;
+
+    if (ep->stashed || !unimem_hal_can_send(ep->dest, 1)) {
+        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+    }
+    req                = ucs_container_of(elem, uct_pending_req_t, priv);
+    iface->dispatching = ep;
+    status             = req->func(req);
+    iface->dispatching = NULL;
+    if (status == UCS_OK) {
+        ++(*count);
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        ++(*count);
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+}
+
+unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface)
+{
+    unsigned count = 0;
+
+    if (!ucs_list_is_empty(&iface->stashed)) {
+        count += uct_unimem_ep_progress_stash(iface);
+    }
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_unimem_ep_pending_cb, &count);
+    }
+    if (!ucs_list_is_empty(&iface->stashed) || !ucs_arbiter_is_empty(&iface->arbiter)) {
+        uct_unimem_ep_check_blocked(iface);
+    }
+    return count;
+}
+
+static ucs_arbiter_cb_result_t uct_unimem_ep_purge_cb(ucs_arbiter_t *arbiter,
+                                                      ucs_arbiter_group_t *group,
+                                                      ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_purge_cb_args_t *args = arg;
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    if (args->cb != NULL) {
+        args->cb(req, args->arg);
+    } else {
+        ucs_debug("unimem: canceling pending request %p", req);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void uct_unimem_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
+    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    uct_purge_cb_args_t args  = {cb, arg};
+
+    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group, uct_unimem_ep_purge_cb, &args);
+}
+
+/* Mailbox messages are in the peer's mailbox when the send returns; requests still queued
+ * (pending, stash) are not issued yet; zDMA transfers are complete when the channel says so. */
+ucs_status_t uct_unimem_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
+    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+
+    if (uct_unimem_ep_must_queue(ep)) {
+        return uct_unimem_ep_no_resource(ep, 0);
+    }
+    ucs_memory_cpu_store_fence();
+    return uct_unimem_iface_zdma_wait(iface, iface->zdma_last, comp);
+}

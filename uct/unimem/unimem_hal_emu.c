@@ -1,0 +1,604 @@
+/*
+ * unimem HAL, emulated backend: runs on any Linux host (see unimem_hal.h for the model).
+ *
+ * Mailbox = one memfd segment per attached mailbox (gone with its last mapping, so a killed
+ * process leaks nothing), mapped by senders through /proc/<pid>/fd/<fd> when they resolve it.
+ *
+ *   page 0   header: magic, version, owner pid, PDID, geometry, cookie; then, each on its own
+ *            cache line, the producers' tail and the sender-id counter
+ *   page 1.. nslots slots of 64 bytes: { seq (8) | message (32) | pad }
+ *
+ * The queue is a bounded multi-producer, single-consumer ring (Vyukov's sequence-number
+ * scheme). Slot i starts with seq = i ("free for position i"). A producer reserves positions
+ * [t, t+n) by compare-and-swap on tail after checking that the slot of position t+n-1 is free
+ * for this lap (the consumer frees positions in order, so the last free means all are free);
+ * it then writes each message and publishes it by storing seq = pos + 1 with release
+ * semantics, last. The consumer (the owner, whose read position is private) sees a message
+ * when seq == head + 1 (acquire), copies it out and frees the slot with seq = head + nslots.
+ * A message is thus never seen partially written, the messages of one sender are in its
+ * order, and a full mailbox is seen by the sender before it reserves anything (all or
+ * nothing, -EAGAIN). Compare-and-swap rather than fetch-and-add: a ticket taken by
+ * fetch-and-add on a full queue could not be given back, and the sender would have to block.
+ * Cost per message: one CAS per group of messages, a 32-byte copy and a release store; no
+ * lock, no system call, no allocation.
+ *
+ * Limitation of the emulation (not of the hardware, whose packetizer is atomic): a sender
+ * killed between its reservation and its publication leaves a hole that stops that mailbox.
+ *
+ * zDMA = process_vm_readv/writev on the target's pid (zero copy, no pinning, synchronous: a
+ * ticket is complete when post returns). PDID: each mailbox header publishes its owner's PDID;
+ * resolve and every send/zDMA post compare it with this process's.
+ */
+#include "unimem_hal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EMU_MAGIC      0x31304d454d494e55ull   /* "UNIMEM01" */
+#define EMU_VERSION    1
+#define EMU_PAGE       4096ul
+#define EMU_LINE       64
+#define EMU_SLOT_SIZE  64
+#define EMU_MAX_SLOTS  (1u << 20)
+
+typedef struct emu_hdr {
+    uint64_t          magic;
+    uint64_t          cookie;
+    uint32_t          version;
+    int32_t           pid;
+    uint32_t          pdid;
+    uint32_t          nslots;
+    uint32_t          max_senders;
+    uint32_t          index;
+    uint64_t          size;
+    char              pad0[EMU_LINE - 48];
+    volatile uint64_t tail;              /* producers: next position to reserve */
+    char              pad1[EMU_LINE - 8];
+    volatile uint32_t next_sender;       /* sender ids, by fetch-and-add */
+    char              pad2[EMU_LINE - 4];
+} emu_hdr_t;
+
+typedef struct emu_slot {
+    volatile uint64_t seq;
+    unimem_msg_t      msg;
+    char              pad[EMU_SLOT_SIZE - 8 - sizeof(unimem_msg_t)];
+} emu_slot_t;
+
+_Static_assert(sizeof(emu_hdr_t) == 3 * EMU_LINE, "header layout");
+_Static_assert(sizeof(emu_slot_t) == EMU_SLOT_SIZE, "slot layout");
+
+struct unimem_hal {
+    int               refs;
+    pid_t             pid;
+    uint32_t          pdid;
+    uint64_t          mbox_used;         /* bitmap of attached mailbox indexes */
+    uint8_t           zdma_used;         /* bitmap of owned channels */
+    unimem_hal_dest_t *dests;            /* resolved destinations (shared, refcounted) */
+};
+
+struct unimem_hal_mbox {
+    unimem_hal_t *hal;
+    emu_hdr_t    *hdr;
+    emu_slot_t   *slots;
+    uint64_t     head;                   /* private: a peer cannot move it */
+    uint64_t     mask;
+    uint64_t     nslots;
+    size_t       size;
+    int          fd;
+    uint32_t     index;
+    uint64_t     cookie;
+};
+
+struct unimem_hal_dest {
+    unimem_hal_t      *hal;
+    unimem_hal_dest_t *next;
+    int               refs;
+    emu_hdr_t         *hdr;
+    emu_slot_t        *slots;
+    uint64_t          mask;              /* private copies of the validated geometry */
+    uint64_t          nslots;
+    uint32_t          max_senders;
+    size_t            size;
+    pid_t             pid;
+    int32_t           token;
+    uint64_t          cookie;
+};
+
+struct unimem_hal_zdma {
+    unimem_hal_t *hal;
+    int          channel;
+    uint64_t     posted;
+    uint64_t     completed;
+};
+
+static pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
+static unimem_hal_t    emu_ctx;
+
+/* ---- process context ---- */
+
+int unimem_hal_open(uint32_t pdid, unimem_hal_t **hal_p)
+{
+    int ret = 0;
+
+    if ((pdid == 0) || (pdid > UNIMEM_HAL_PDID_MAX)) {
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&emu_lock);
+    if ((emu_ctx.refs > 0) && (emu_ctx.pid != getpid())) {
+        /* a forked child: the parent's mailboxes and channels are not ours */
+        memset(&emu_ctx, 0, sizeof(emu_ctx));
+    }
+    if (emu_ctx.refs == 0) {
+        memset(&emu_ctx, 0, sizeof(emu_ctx));
+        emu_ctx.pid  = getpid();
+        emu_ctx.pdid = pdid;
+        /* peers reach our memory with process_vm_readv/writev (zDMA): under Yama
+         * ptrace_scope=1 that needs our consent. Without Yama this fails harmlessly. */
+        (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    } else if (emu_ctx.pdid != pdid) {
+        ret = -EINVAL;   /* one process, one protection domain */
+    }
+    if (ret == 0) {
+        ++emu_ctx.refs;
+        *hal_p = &emu_ctx;
+    }
+    pthread_mutex_unlock(&emu_lock);
+    return ret;
+}
+
+void unimem_hal_close(unimem_hal_t *hal)
+{
+    pthread_mutex_lock(&emu_lock);
+    if (hal->refs > 0) {
+        --hal->refs;
+    }
+    pthread_mutex_unlock(&emu_lock);
+}
+
+uint32_t unimem_hal_pdid(const unimem_hal_t *hal)
+{
+    return hal->pdid;
+}
+
+uint32_t unimem_hal_proc_id(const unimem_hal_t *hal)
+{
+    return (uint32_t)hal->pid;
+}
+
+const char *unimem_hal_device_name(void)
+{
+    return "emu0";
+}
+
+/* ---- mailboxes ---- */
+
+static size_t emu_seg_size(uint64_t nslots)
+{
+    return EMU_PAGE + nslots * EMU_SLOT_SIZE;
+}
+
+static uint64_t emu_random(void)
+{
+    uint64_t v = 0;
+    struct timespec ts;
+
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
+    }
+    return v | 1;
+}
+
+int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_senders,
+                           unimem_hal_mbox_t **mbox_p)
+{
+    unimem_hal_mbox_t *mbox;
+    emu_hdr_t hdr = {0};
+    int index, err;
+    uint64_t i;
+    void *base;
+
+    if ((nslots < 2) || (nslots > EMU_MAX_SLOTS) || (nslots & (nslots - 1)) ||
+        (max_senders == 0)) {
+        return -EINVAL;
+    }
+
+    pthread_mutex_lock(&emu_lock);
+    for (index = 0; index < UNIMEM_HAL_MAX_MBOX; ++index) {
+        if (!(hal->mbox_used & (1ull << index))) {
+            break;
+        }
+    }
+    if (index == UNIMEM_HAL_MAX_MBOX) {
+        pthread_mutex_unlock(&emu_lock);
+        return -ENOSPC;
+    }
+    hal->mbox_used |= 1ull << index;
+    pthread_mutex_unlock(&emu_lock);
+
+    mbox = calloc(1, sizeof(*mbox));
+    if (mbox == NULL) {
+        err = -ENOMEM;
+        goto err_index;
+    }
+    mbox->fd = memfd_create("unimem-mbox", MFD_CLOEXEC);
+    if (mbox->fd < 0) {
+        err = -errno;
+        goto err_free;
+    }
+    mbox->size = emu_seg_size(nslots);
+    if (ftruncate(mbox->fd, (off_t)mbox->size) != 0) {
+        err = -errno;
+        goto err_close;
+    }
+    base = mmap(NULL, mbox->size, PROT_READ | PROT_WRITE, MAP_SHARED, mbox->fd, 0);
+    if (base == MAP_FAILED) {
+        err = -errno;
+        goto err_close;
+    }
+
+    mbox->hal    = hal;
+    mbox->hdr    = base;
+    mbox->slots  = (emu_slot_t*)((char*)base + EMU_PAGE);
+    mbox->head   = 0;
+    mbox->nslots = nslots;
+    mbox->mask   = nslots - 1;
+    mbox->index  = (uint32_t)index;
+    mbox->cookie = emu_random();
+    for (i = 0; i < nslots; ++i) {
+        mbox->slots[i].seq = i;   /* free for position i */
+    }
+
+    hdr.cookie      = mbox->cookie;
+    hdr.version     = EMU_VERSION;
+    hdr.pid         = hal->pid;
+    hdr.pdid        = hal->pdid;
+    hdr.nslots      = nslots;
+    hdr.max_senders = max_senders;
+    hdr.index       = (uint32_t)index;
+    hdr.size        = mbox->size;
+    memcpy(base, &hdr, sizeof(hdr));
+    __atomic_store_n(&mbox->hdr->magic, EMU_MAGIC, __ATOMIC_RELEASE);
+
+    *mbox_p = mbox;
+    return 0;
+
+err_close:
+    close(mbox->fd);
+err_free:
+    free(mbox);
+err_index:
+    pthread_mutex_lock(&emu_lock);
+    hal->mbox_used &= ~(1ull << index);
+    pthread_mutex_unlock(&emu_lock);
+    return err;
+}
+
+void unimem_hal_mbox_detach(unimem_hal_mbox_t *mbox)
+{
+    pthread_mutex_lock(&emu_lock);
+    mbox->hal->mbox_used &= ~(1ull << mbox->index);
+    pthread_mutex_unlock(&emu_lock);
+    munmap(mbox->hdr, mbox->size);
+    close(mbox->fd);
+    free(mbox);
+}
+
+void unimem_hal_mbox_address(const unimem_hal_mbox_t *mbox, unimem_hal_mbox_addr_t *addr)
+{
+    memset(addr, 0, sizeof(*addr));
+    addr->proc   = (uint32_t)mbox->hal->pid;
+    addr->pdid   = (uint16_t)mbox->hal->pdid;
+    addr->index  = (uint8_t)mbox->index;
+    addr->token  = mbox->fd;
+    addr->cookie = mbox->cookie;
+}
+
+unsigned unimem_hal_mbox_recv(unimem_hal_mbox_t *mbox, unimem_msg_t *msgs, unsigned max)
+{
+    uint64_t head = mbox->head;
+    emu_slot_t *slot;
+    unsigned n;
+
+    for (n = 0; n < max; ++n) {
+        slot = &mbox->slots[head & mbox->mask];
+        if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != head + 1) {
+            break;
+        }
+        memcpy(&msgs[n], &slot->msg, sizeof(unimem_msg_t));
+        __atomic_store_n(&slot->seq, head + mbox->nslots, __ATOMIC_RELEASE);
+        ++head;
+    }
+    mbox->head = head;
+    return n;
+}
+
+/* ---- destinations ---- */
+
+int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *addr,
+                            unimem_hal_dest_t **dest_p)
+{
+    unimem_hal_dest_t *dest;
+    emu_hdr_t hdr;
+    char path[64];
+    struct stat st;
+    void *base;
+    int fd, err;
+
+    if (addr->pdid != hal->pdid) {
+        return -EACCES;   /* refused before anything is mapped */
+    }
+
+    pthread_mutex_lock(&emu_lock);
+    for (dest = hal->dests; dest != NULL; dest = dest->next) {
+        if ((dest->pid == (pid_t)addr->proc) && (dest->token == addr->token) &&
+            (dest->cookie == addr->cookie)) {
+            ++dest->refs;
+            pthread_mutex_unlock(&emu_lock);
+            *dest_p = dest;
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&emu_lock);
+
+    snprintf(path, sizeof(path), "/proc/%u/fd/%d", addr->proc, addr->token);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (fstat(fd, &st) != 0) {
+        err = -errno;
+        close(fd);
+        return err;
+    }
+    if ((size_t)st.st_size < EMU_PAGE) {
+        close(fd);
+        return -EPROTO;
+    }
+    base = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        return -errno;
+    }
+
+    /* never trust the peer's header beyond what is checked here: private copies follow */
+    memcpy(&hdr, base, sizeof(hdr));
+    if ((hdr.magic != EMU_MAGIC) || (hdr.version != EMU_VERSION) ||
+        (hdr.cookie != addr->cookie) || (hdr.pid != (int32_t)addr->proc) ||
+        (hdr.nslots < 2) || (hdr.nslots > EMU_MAX_SLOTS) || (hdr.nslots & (hdr.nslots - 1)) ||
+        (emu_seg_size(hdr.nslots) > (size_t)st.st_size)) {
+        munmap(base, st.st_size);
+        return -EPROTO;
+    }
+    if (hdr.pdid != hal->pdid) {
+        munmap(base, st.st_size);
+        return -EACCES;
+    }
+
+    dest = calloc(1, sizeof(*dest));
+    if (dest == NULL) {
+        munmap(base, st.st_size);
+        return -ENOMEM;
+    }
+    dest->hal         = hal;
+    dest->refs        = 1;
+    dest->hdr         = base;
+    dest->slots       = (emu_slot_t*)((char*)base + EMU_PAGE);
+    dest->nslots      = hdr.nslots;
+    dest->mask        = hdr.nslots - 1;
+    dest->max_senders = hdr.max_senders;
+    dest->size        = st.st_size;
+    dest->pid         = (pid_t)addr->proc;
+    dest->token       = addr->token;
+    dest->cookie      = addr->cookie;
+
+    pthread_mutex_lock(&emu_lock);
+    dest->next = hal->dests;
+    hal->dests = dest;
+    pthread_mutex_unlock(&emu_lock);
+    *dest_p = dest;
+    return 0;
+}
+
+void unimem_hal_dest_release(unimem_hal_dest_t *dest)
+{
+    unimem_hal_dest_t **p;
+    int last;
+
+    pthread_mutex_lock(&emu_lock);
+    last = (--dest->refs == 0);
+    if (last) {
+        for (p = &dest->hal->dests; *p != NULL; p = &(*p)->next) {
+            if (*p == dest) {
+                *p = dest->next;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (last) {
+        munmap(dest->hdr, dest->size);
+        free(dest);
+    }
+}
+
+uint32_t unimem_hal_dest_proc(const unimem_hal_dest_t *dest)
+{
+    return (uint32_t)dest->pid;
+}
+
+int unimem_hal_dest_sender_id(unimem_hal_dest_t *dest, uint32_t *id_p)
+{
+    uint32_t id = __atomic_fetch_add(&dest->hdr->next_sender, 1, __ATOMIC_RELAXED);
+
+    if (id >= dest->max_senders) {
+        return -ENOSPC;
+    }
+    *id_p = id;
+    return 0;
+}
+
+/* ---- the packetizer ---- */
+
+int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned n)
+{
+    uint64_t t, last, seq;
+    emu_slot_t *slot;
+    unsigned i;
+
+    if (__builtin_expect(dest->hdr->pdid != dest->hal->pdid, 0)) {
+        return -EACCES;
+    }
+    if (__builtin_expect((n == 0) || (n > dest->nslots), 0)) {
+        return -EINVAL;
+    }
+
+    t = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
+    for (;;) {
+        last = t + n - 1;
+        seq  = __atomic_load_n(&dest->slots[last & dest->mask].seq, __ATOMIC_ACQUIRE);
+        if (seq == last) {
+            /* free for this lap, and so is every slot before it */
+            if (__atomic_compare_exchange_n(&dest->hdr->tail, &t, t + n, 1, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
+                break;
+            }
+        } else if ((int64_t)(seq - last) < 0) {
+            return -EAGAIN;   /* still holds a message of the previous lap: full */
+        } else {
+            t = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
+        }
+    }
+
+    for (i = 0; i < n; ++i) {
+        slot = &dest->slots[(t + i) & dest->mask];
+        memcpy(&slot->msg, &msgs[i], sizeof(unimem_msg_t));
+        __atomic_store_n(&slot->seq, t + i + 1, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+int unimem_hal_can_send(unimem_hal_dest_t *dest, unsigned n)
+{
+    uint64_t t    = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
+    uint64_t last = t + n - 1;
+    uint64_t seq  = __atomic_load_n(&dest->slots[last & dest->mask].seq, __ATOMIC_ACQUIRE);
+
+    return (n <= dest->nslots) && ((int64_t)(seq - last) >= 0);
+}
+
+/* ---- zDMA ---- */
+
+int unimem_hal_zdma_open(unimem_hal_t *hal, int channel, unimem_hal_zdma_t **ch_p)
+{
+    unimem_hal_zdma_t *ch;
+    int c;
+
+    if (channel >= UNIMEM_HAL_MAX_ZDMA) {
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&emu_lock);
+    if (channel < 0) {
+        for (c = 0; (c < UNIMEM_HAL_MAX_ZDMA) && (hal->zdma_used & (1u << c)); ++c) {
+        }
+        if (c == UNIMEM_HAL_MAX_ZDMA) {
+            pthread_mutex_unlock(&emu_lock);
+            return -ENOSPC;
+        }
+    } else if (hal->zdma_used & (1u << channel)) {
+        pthread_mutex_unlock(&emu_lock);
+        return -EBUSY;
+    } else {
+        c = channel;
+    }
+    hal->zdma_used |= (uint8_t)(1u << c);
+    pthread_mutex_unlock(&emu_lock);
+
+    ch = calloc(1, sizeof(*ch));
+    if (ch == NULL) {
+        pthread_mutex_lock(&emu_lock);
+        hal->zdma_used &= (uint8_t)~(1u << c);
+        pthread_mutex_unlock(&emu_lock);
+        return -ENOMEM;
+    }
+    ch->hal     = hal;
+    ch->channel = c;
+    *ch_p       = ch;
+    return 0;
+}
+
+void unimem_hal_zdma_close(unimem_hal_zdma_t *ch)
+{
+    pthread_mutex_lock(&emu_lock);
+    ch->hal->zdma_used &= (uint8_t)~(1u << ch->channel);
+    pthread_mutex_unlock(&emu_lock);
+    free(ch);
+}
+
+int unimem_hal_zdma_post(unimem_hal_zdma_t *ch, unimem_hal_dest_t *dest, int write,
+                         const struct iovec *local, int cnt, size_t len, uint64_t remote_vaddr,
+                         uint64_t *ticket)
+{
+    struct iovec liov[16], *lp = liov, remote;
+    ssize_t ret;
+    int i;
+
+    /* the target's NI would refuse a transaction of another protection domain */
+    if (__builtin_expect(dest->hdr->pdid != ch->hal->pdid, 0)) {
+        return -EACCES;
+    }
+    if ((cnt < 0) || (cnt > 16)) {
+        return -EINVAL;
+    }
+    for (i = 0; i < cnt; ++i) {
+        liov[i] = local[i];
+    }
+
+    while (len > 0) {
+        remote.iov_base = (void*)(uintptr_t)remote_vaddr;
+        remote.iov_len  = len;
+        ret = write ? process_vm_writev(dest->pid, lp, cnt, &remote, 1, 0) :
+                      process_vm_readv(dest->pid, lp, cnt, &remote, 1, 0);
+        if (ret <= 0) {
+            if ((ret < 0) && (errno == EINTR)) {
+                continue;
+            }
+            return (ret < 0) ? -errno : -EFAULT;
+        }
+        /* partial transfer: advance both sides */
+        len          -= ret;
+        remote_vaddr += ret;
+        while ((ret > 0) && (cnt > 0)) {
+            if ((size_t)ret >= lp->iov_len) {
+                ret -= lp->iov_len;
+                ++lp;
+                --cnt;
+            } else {
+                lp->iov_base = (char*)lp->iov_base + ret;
+                lp->iov_len -= ret;
+                ret          = 0;
+            }
+        }
+        if ((len > 0) && (cnt == 0)) {
+            return -EINVAL;   /* local list shorter than len */
+        }
+    }
+    *ticket       = ++ch->posted;
+    ch->completed = ch->posted;
+    return 0;
+}
+
+uint64_t unimem_hal_zdma_completed(unimem_hal_zdma_t *ch)
+{
+    return ch->completed;
+}

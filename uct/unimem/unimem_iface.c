@@ -1,0 +1,450 @@
+/*
+ * unimem iface: one attached mailbox (what this process receives on), one owned zDMA channel,
+ * the reassembly state of the mailbox protocol, and the send-side queues (pending, stash).
+ */
+#include "unimem_uct.h"
+
+#include <ucs/arch/cpu.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <errno.h>
+#include <unistd.h>
+
+static uct_iface_ops_t uct_unimem_iface_ops;
+
+ucs_config_field_t uct_unimem_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_unimem_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_sm_iface_config_table)},
+
+    {"MBOX_SLOTS", "2048",
+     "32-byte message slots of this process's mailbox (a power of two, 64..1048576). Senders\n"
+     "get UCS_ERR_NO_RESOURCE (and queue as pending) while it is full.",
+     ucs_offsetof(uct_unimem_iface_config_t, mbox_slots), UCS_CONFIG_TYPE_UINT},
+
+    {"SEG_SIZE", "8k",
+     "Largest am_bcopy (and put/get bcopy) message. An active message longer than 30 bytes\n"
+     "is fragmented over 1 + ceil((len - 24) / 28) mailbox messages and reassembled by the\n"
+     "receiver; larger eager messages are split by UCP into SEG_SIZE pieces. At least 64, and\n"
+     "its fragments must fit half the mailbox (MBOX_SLOTS).",
+     ucs_offsetof(uct_unimem_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"MAX_SENDERS", "1024",
+     "Sender ids this mailbox hands out (one per connected endpoint, 1..65536); fragmented\n"
+     "messages are reassembled per sender.",
+     ucs_offsetof(uct_unimem_iface_config_t, max_senders), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_BUDGET", "64",
+     "Mailbox messages received per progress call (1..4096).",
+     ucs_offsetof(uct_unimem_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
+
+    {"ZCOPY_THRESH", "16k",
+     "get/put zero copy (zDMA) from this size on; UCP's rendezvous threshold is floored by it,\n"
+     "so messages below it go eagerly through the mailbox, above it as a rendezvous whose data\n"
+     "moves by zDMA read. At least 1.",
+     ucs_offsetof(uct_unimem_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"PUT_MAX_SHORT", "256",
+     "Largest put_short (a zDMA write from the caller's buffer), 1..SEG_SIZE.",
+     ucs_offsetof(uct_unimem_iface_config_t, put_max_short), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"ZDMA_CHANNEL", "auto",
+     "zDMA channel this iface owns, 0..7, or auto for the first free one.",
+     ucs_offsetof(uct_unimem_iface_config_t, zdma_channel), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"ZDMA_QUEUE", "256",
+     "zDMA transfers in flight per iface whose completion is awaited (2..65536; the\n"
+     "emulation completes every transfer when it is posted).",
+     ucs_offsetof(uct_unimem_iface_config_t, zdma_queue), UCS_CONFIG_TYPE_UINT},
+
+    {"PEER_CHECK_INTERVAL", "100ms",
+     "How often an endpoint that waits for mailbox room checks that its peer process is alive.",
+     ucs_offsetof(uct_unimem_iface_config_t, peer_check_interval), UCS_CONFIG_TYPE_TIME},
+
+    {NULL}
+};
+
+static ucs_status_t uct_unimem_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+
+    uct_base_iface_query(&iface->super.super, attr);
+
+    attr->iface_addr_len  = sizeof(uct_unimem_iface_addr_t);
+    attr->device_addr_len = uct_sm_iface_get_device_addr_len();
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
+                            UCT_IFACE_FLAG_AM_BCOPY |
+                            UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
+                            UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+
+    /* am_short: one mailbox message, 2 bytes of protocol header */
+    attr->cap.am.max_short       = UNIMEM_PROTO_SHORT_MAX;
+    attr->cap.am.max_bcopy       = iface->seg_size;
+    /* UCP floors its AM rendezvous threshold with am.min_zcopy (no am_zcopy here: the
+     * mailbox copies anyway) */
+    attr->cap.am.min_zcopy       = iface->zcopy_thresh;
+    attr->cap.am.max_zcopy       = 0;
+    attr->cap.am.max_hdr         = 0;
+    attr->cap.am.max_iov         = UCT_SM_MAX_IOV;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+
+    /* put/get: zDMA write/read */
+    attr->cap.put.max_short       = iface->put_max_short;
+    attr->cap.put.max_bcopy       = iface->seg_size;
+    attr->cap.put.min_zcopy       = iface->zcopy_thresh;
+    attr->cap.put.max_zcopy       = SIZE_MAX;
+    attr->cap.put.max_iov         = UCT_SM_MAX_IOV;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+
+    attr->cap.get.max_short       = 0;
+    attr->cap.get.max_bcopy       = iface->seg_size;
+    attr->cap.get.min_zcopy       = iface->zcopy_thresh;   /* floors UCP's rndv threshold */
+    attr->cap.get.max_zcopy       = SIZE_MAX;
+    attr->cap.get.max_iov         = UCT_SM_MAX_IOV;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+
+    attr->latency             = ucs_linear_func_make(100e-9, 0);
+    attr->bandwidth.dedicated = iface->super.config.bandwidth;
+    attr->bandwidth.shared    = 0;
+    attr->overhead            = 10e-9;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_unimem_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
+{
+    uct_unimem_iface_t *iface      = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+    uct_unimem_iface_addr_t *uaddr = (uct_unimem_iface_addr_t*)addr;
+
+    unimem_hal_mbox_address(iface->mbox, &uaddr->mbox);
+    uaddr->seg_size = (uint32_t)iface->seg_size;
+    uaddr->nslots   = iface->nslots;
+    return UCS_OK;
+}
+
+/* Same host (the emulation's reach) and the same protection domain: a peer of another PDID
+ * is unreachable, so UCP never selects unimem for it. */
+static int uct_unimem_iface_is_reachable(const uct_iface_h tl_iface,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_iface_addr_t *iface_addr)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+    const uct_unimem_iface_addr_t *uaddr = (const uct_unimem_iface_addr_t*)iface_addr;
+
+    if (!uct_sm_iface_is_reachable(tl_iface, dev_addr, iface_addr)) {
+        return 0;
+    }
+    return (uaddr == NULL) || (uaddr->mbox.pdid == iface->pdid);
+}
+
+static void uct_unimem_iface_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
+{
+    uct_unimem_iface_t *iface = arg;
+
+    uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id, data, length,
+                       "RX: AM");
+    uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
+}
+
+static unsigned uct_unimem_iface_progress(uct_iface_h tl_iface)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+    unsigned count, i;
+
+    count = unimem_hal_mbox_recv(iface->mbox, iface->rx_msgs, iface->rx_budget);
+    for (i = 0; i < count; ++i) {
+        unimem_rx_msg(&iface->rx, &iface->rx_msgs[i]);
+    }
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->stashed) ||
+                     !ucs_arbiter_is_empty(&iface->arbiter))) {
+        count += uct_unimem_ep_progress_tx(iface);
+    }
+    if (ucs_unlikely(iface->zwait_head != iface->zwait_tail)) {
+        count += uct_unimem_iface_progress_zdma(iface);
+    }
+    return count;
+}
+
+unsigned uct_unimem_iface_progress_zdma(uct_unimem_iface_t *iface)
+{
+    uint64_t done = unimem_hal_zdma_completed(iface->zdma);
+    unsigned count = 0;
+    uct_unimem_zdma_wait_t *w;
+
+    while (iface->zwait_head != iface->zwait_tail) {
+        w = &iface->zwait[iface->zwait_head % iface->zwait_size];
+        if (w->ticket > done) {
+            break;
+        }
+        ++iface->zwait_head;
+        uct_invoke_completion(w->comp, UCS_OK);
+        ++count;
+    }
+    return count;
+}
+
+/* Complete when the stash and pending queues are empty and the zDMA channel caught up. */
+static ucs_status_t uct_unimem_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                           uct_completion_t *comp)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+
+    if (!ucs_arbiter_is_empty(&iface->arbiter) || !ucs_list_is_empty(&iface->stashed)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ucs_memory_cpu_store_fence();
+    return uct_unimem_iface_zdma_wait(iface, iface->zdma_last, comp);
+}
+
+ucs_status_t uct_unimem_iface_zdma_wait(uct_unimem_iface_t *iface, uint64_t ticket,
+                                        uct_completion_t *comp)
+{
+    uct_unimem_zdma_wait_t *w;
+
+    if (ucs_likely(unimem_hal_zdma_completed(iface->zdma) >= ticket)) {
+        return UCS_OK;
+    }
+    if (comp == NULL) {
+        return UCS_INPROGRESS;
+    }
+    if (iface->zwait_tail - iface->zwait_head >= iface->zwait_size) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    w         = &iface->zwait[iface->zwait_tail++ % iface->zwait_size];
+    w->ticket = ticket;
+    w->comp   = comp;
+    return UCS_INPROGRESS;
+}
+
+static ucs_status_t uct_unimem_iface_config_error(const char *var, const char *msg)
+{
+    ucs_error("unimem: invalid configuration: UCX_" UCT_UNIMEM_PREFIX "%s %s", var, msg);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+static ucs_status_t uct_unimem_hal_status(int ret)
+{
+    switch (ret) {
+    case -ENOMEM: return UCS_ERR_NO_MEMORY;
+    case -ENOSPC:
+    case -EBUSY:  return UCS_ERR_BUSY;
+    default:      return UCS_ERR_IO_ERROR;
+    }
+}
+
+UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
+                    const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
+{
+    const uct_unimem_iface_config_t *config = ucs_derived_of(tl_config,
+                                                             uct_unimem_iface_config_t);
+    uct_unimem_md_t *md = ucs_derived_of(tl_md, uct_unimem_md_t);
+    ucs_status_t status;
+    int ret;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_unimem_iface_ops,
+                              &uct_base_iface_internal_ops, tl_md, worker, params, tl_config);
+
+    /* every knob, each bad value named by its variable */
+    if ((md->pdid == 0) || (md->pdid > UNIMEM_HAL_PDID_MAX)) {
+        return uct_unimem_iface_config_error("PDID", "must be between 1 and 65535");
+    }
+    if (md->hal == NULL) {
+        return uct_unimem_iface_config_error("PDID", "differs from the PDID this process "
+                                             "already uses (one protection domain per process)");
+    }
+    if ((config->mbox_slots < 64) || (config->mbox_slots > (1u << 20)) ||
+        (config->mbox_slots & (config->mbox_slots - 1))) {
+        return uct_unimem_iface_config_error("MBOX_SLOTS", "must be a power of two between "
+                                             "64 and 1048576");
+    }
+    if ((config->seg_size < 64) || (config->seg_size > (64u << 20))) {
+        return uct_unimem_iface_config_error("SEG_SIZE", "must be between 64 and 64m");
+    }
+    if (unimem_proto_nmsgs(config->seg_size) > config->mbox_slots / 2) {
+        return uct_unimem_iface_config_error("SEG_SIZE", "needs more than half of the mailbox "
+                                             "(UCX_UNIMEM_MBOX_SLOTS) for one message");
+    }
+    if ((config->max_senders == 0) || (config->max_senders > UNIMEM_PROTO_MAX_SENDERS)) {
+        return uct_unimem_iface_config_error("MAX_SENDERS", "must be between 1 and 65536");
+    }
+    if ((config->rx_budget == 0) || (config->rx_budget > 4096)) {
+        return uct_unimem_iface_config_error("RX_BUDGET", "must be between 1 and 4096");
+    }
+    if (config->zcopy_thresh == 0) {
+        return uct_unimem_iface_config_error("ZCOPY_THRESH", "must be at least 1");
+    }
+    if ((config->put_max_short == 0) || (config->put_max_short > config->seg_size)) {
+        return uct_unimem_iface_config_error("PUT_MAX_SHORT", "must be between 1 and SEG_SIZE");
+    }
+    if ((config->zdma_channel != UCS_ULUNITS_AUTO) &&
+        (config->zdma_channel >= UNIMEM_HAL_MAX_ZDMA)) {
+        return uct_unimem_iface_config_error("ZDMA_CHANNEL", "must be auto or 0..7");
+    }
+    if ((config->zdma_queue < 2) || (config->zdma_queue > 65536)) {
+        return uct_unimem_iface_config_error("ZDMA_QUEUE", "must be between 2 and 65536");
+    }
+    if (config->peer_check_interval <= 0) {
+        return uct_unimem_iface_config_error("PEER_CHECK_INTERVAL", "must be positive");
+    }
+
+    self->hal                 = md->hal;
+    self->pdid                = md->pdid;
+    self->nslots              = config->mbox_slots;
+    self->seg_size            = config->seg_size;
+    self->max_msgs            = unimem_proto_nmsgs(config->seg_size);
+    self->zcopy_thresh        = config->zcopy_thresh;
+    self->put_max_short       = config->put_max_short;
+    self->rx_budget           = config->rx_budget;
+    self->dispatching         = NULL;
+    self->zwait_size          = config->zdma_queue;
+    self->zwait_head          = 0;
+    self->zwait_tail          = 0;
+    self->zdma_last           = 0;
+    self->peer_check_interval = ucs_time_from_sec(config->peer_check_interval);
+    self->next_peer_check     = 0;
+    self->mbox                = NULL;
+    self->zdma                = NULL;
+    self->rx.senders          = NULL;
+    ucs_arbiter_init(&self->arbiter);
+    ucs_list_head_init(&self->eps);
+    ucs_list_head_init(&self->stashed);
+
+    self->rx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->rx_budget, "unimem_rx_msgs");
+    self->tx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->max_msgs, "unimem_tx_msgs");
+    self->bounce  = ucs_malloc(self->seg_size, "unimem_bounce");
+    self->zwait   = ucs_calloc(self->zwait_size, sizeof(*self->zwait), "unimem_zwait");
+    if ((self->rx_msgs == NULL) || (self->tx_msgs == NULL) || (self->bounce == NULL) ||
+        (self->zwait == NULL)) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
+    }
+
+    ret = unimem_rx_init(&self->rx, config->max_senders, (uint32_t)self->seg_size,
+                         &uct_unimem_counters.rx, uct_unimem_iface_deliver, self);
+    if (ret != 0) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
+    }
+
+    ret = unimem_hal_mbox_attach(self->hal, config->mbox_slots, config->max_senders,
+                                 &self->mbox);
+    if (ret != 0) {
+        ucs_error("unimem: cannot attach a mailbox: %s%s", strerror(-ret),
+                  (ret == -ENOSPC) ? " (this process has all 64 attached)" : "");
+        status = uct_unimem_hal_status(ret);
+        goto err;
+    }
+
+    ret = unimem_hal_zdma_open(self->hal, (config->zdma_channel == UCS_ULUNITS_AUTO) ? -1 :
+                               (int)config->zdma_channel, &self->zdma);
+    if (ret != 0) {
+        ucs_error("unimem: cannot own a zDMA channel%s: %s", (ret == -EBUSY) ?
+                  " (UCX_UNIMEM_ZDMA_CHANNEL is taken)" : "", strerror(-ret));
+        status = uct_unimem_hal_status(ret);
+        goto err;
+    }
+
+    ucs_debug("unimem iface %p: mailbox %u slots, seg %zu (%u msgs), pdid %u", self,
+              self->nslots, self->seg_size, self->max_msgs, self->pdid);
+    return UCS_OK;
+
+err:
+    if (self->zdma != NULL) {
+        unimem_hal_zdma_close(self->zdma);
+    }
+    if (self->mbox != NULL) {
+        unimem_hal_mbox_detach(self->mbox);
+    }
+    unimem_rx_cleanup(&self->rx);
+    ucs_free(self->rx_msgs);
+    ucs_free(self->tx_msgs);
+    ucs_free(self->bounce);
+    ucs_free(self->zwait);
+    return status;
+}
+
+UCS_CLASS_CLEANUP_FUNC(uct_unimem_iface_t)
+{
+    uct_base_iface_progress_disable(&self->super.super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_arbiter_cleanup(&self->arbiter);
+    unimem_hal_zdma_close(self->zdma);
+    unimem_hal_mbox_detach(self->mbox);
+    unimem_rx_cleanup(&self->rx);
+    ucs_free(self->rx_msgs);
+    ucs_free(self->tx_msgs);
+    ucs_free(self->bounce);
+    ucs_free(self->zwait);
+}
+
+UCS_CLASS_DEFINE(uct_unimem_iface_t, uct_sm_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_unimem_iface_t, uct_iface_t, uct_md_h, uct_worker_h,
+                                 const uct_iface_params_t*, const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_unimem_iface_t, uct_iface_t);
+
+static ucs_status_t uct_unimem_query_devices(uct_md_h md,
+                                             uct_tl_device_resource_t **devices_p,
+                                             unsigned *num_devices_p)
+{
+    return uct_single_device_resource(md, unimem_hal_device_name(), UCT_DEVICE_TYPE_SHM,
+                                      UCS_SYS_DEVICE_ID_UNKNOWN, devices_p, num_devices_p);
+}
+
+static uct_iface_ops_t uct_unimem_iface_ops = {
+    .ep_am_short              = uct_unimem_ep_am_short,
+    .ep_am_short_iov          = uct_unimem_ep_am_short_iov,
+    .ep_am_bcopy              = uct_unimem_ep_am_bcopy,
+    .ep_am_zcopy              = (uct_ep_am_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_put_short             = uct_unimem_ep_put_short,
+    .ep_put_bcopy             = uct_unimem_ep_put_bcopy,
+    .ep_put_zcopy             = uct_unimem_ep_put_zcopy,
+    .ep_get_short             = (uct_ep_get_short_func_t)ucs_empty_function_return_unsupported,
+    .ep_get_bcopy             = uct_unimem_ep_get_bcopy,
+    .ep_get_zcopy             = uct_unimem_ep_get_zcopy,
+    .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic64_post         = (uct_ep_atomic64_post_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic64_fetch        = (uct_ep_atomic64_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_short       = (uct_ep_tag_eager_short_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_bcopy       = (uct_ep_tag_eager_bcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_zcopy       = (uct_ep_tag_eager_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_zcopy        = (uct_ep_tag_rndv_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_cancel       = (uct_ep_tag_rndv_cancel_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
+    .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
+    .ep_pending_add           = uct_unimem_ep_pending_add,
+    .ep_pending_purge         = uct_unimem_ep_pending_purge,
+    .ep_flush                 = uct_unimem_ep_flush,
+    .ep_fence                 = uct_sm_ep_fence,
+    .ep_check                 = uct_unimem_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_unimem_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_unimem_ep_t),
+    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
+    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
+    .iface_flush              = uct_unimem_iface_flush,
+    .iface_fence              = uct_sm_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_unimem_iface_progress,
+    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
+    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_unimem_iface_t),
+    .iface_query              = uct_unimem_iface_query,
+    .iface_get_device_address = uct_sm_iface_get_device_address,
+    .iface_get_address        = uct_unimem_iface_get_address,
+    .iface_is_reachable       = uct_unimem_iface_is_reachable
+};
+
+UCT_TL_DEFINE_ENTRY(&uct_unimem_component, unimem, uct_unimem_query_devices,
+                    uct_unimem_iface_t, UCT_UNIMEM_PREFIX, uct_unimem_iface_config_table,
+                    uct_unimem_iface_config_t);

@@ -1,0 +1,188 @@
+/*
+ * unimem UCT glue: the types shared by md, iface and ep. Thin on purpose: the mailbox protocol
+ * is in unimem_proto.[ch], the hardware behind unimem_hal.h (emulated: unimem_hal_emu.c).
+ */
+#ifndef UNIMEM_UCT_H
+#define UNIMEM_UCT_H
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "unimem_hal.h"
+#include "unimem_proto.h"
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <uct/sm/base/sm_iface.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/time/time.h>
+
+#define UCT_UNIMEM_NAME    "unimem"
+#define UCT_UNIMEM_PREFIX  "UNIMEM_"
+
+/* ---- counters (see uct/common/ucx_ext_counters.h for the file contract) ---- */
+
+/* The names rdmach uses where they apply, then the mailbox and zDMA level. */
+#define UCT_UNIMEM_TX_COUNTERS(_) \
+    _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
+    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) \
+    _(pending_add) _(peer_failed) _(mbox_tx_msgs) _(mbox_full) _(tx_stashed) \
+    _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused)
+
+typedef struct uct_unimem_counters {
+    unimem_rx_stats_t rx;   /* mbox_rx_msgs, rx_am, rx_bytes, rx_corrupt */
+#define UCT_UNIMEM_COUNTER_FIELD(_n) uint64_t _n;
+    UCT_UNIMEM_TX_COUNTERS(UCT_UNIMEM_COUNTER_FIELD)
+} uct_unimem_counters_t;
+
+extern uct_unimem_counters_t uct_unimem_counters;
+
+#define UCT_UNIMEM_COUNT(_name, _n) (uct_unimem_counters._name += (_n))
+
+/* ---- md ---- */
+
+extern uct_component_t uct_unimem_component;
+
+typedef struct uct_unimem_md_config {
+    uct_md_config_t super;
+    unsigned        pdid;
+} uct_unimem_md_config_t;
+
+typedef struct uct_unimem_md {
+    uct_md_t     super;
+    unsigned     pdid;    /* as configured; validated at iface open */
+    unimem_hal_t *hal;    /* NULL while the PDID is invalid */
+} uct_unimem_md_t;
+
+/* Packed remote key, compact: the global address (process, vaddr), the PDID and the length. */
+typedef struct uct_unimem_rkey {
+    uint32_t proc;
+    uint16_t pdid;
+    uint64_t vaddr;
+    uint64_t length;
+} UCS_S_PACKED uct_unimem_rkey_t;
+
+typedef struct uct_unimem_memh {
+    uint64_t address;
+    uint64_t length;
+} uct_unimem_memh_t;
+
+/* ---- iface ---- */
+
+typedef struct uct_unimem_iface_addr {
+    unimem_hal_mbox_addr_t mbox;
+    uint32_t               seg_size;   /* largest message its receiver reassembles */
+    uint32_t               nslots;     /* its mailbox slots */
+} UCS_S_PACKED uct_unimem_iface_addr_t;
+
+typedef struct uct_unimem_iface_config {
+    uct_sm_iface_config_t super;
+    unsigned              mbox_slots;
+    size_t                seg_size;
+    unsigned              max_senders;
+    unsigned              rx_budget;
+    size_t                zcopy_thresh;
+    size_t                put_max_short;
+    unsigned long         zdma_channel;
+    unsigned              zdma_queue;
+    double                peer_check_interval;
+} uct_unimem_iface_config_t;
+
+/* A posted zDMA transfer whose completion is not known yet (not with the emulation, whose
+ * transfers complete when posted; a driver backend's do). */
+typedef struct uct_unimem_zdma_wait {
+    uint64_t         ticket;
+    uct_completion_t *comp;
+} uct_unimem_zdma_wait_t;
+
+typedef struct uct_unimem_iface {
+    uct_sm_iface_t         super;
+    unimem_hal_t           *hal;
+    unimem_hal_mbox_t      *mbox;
+    unimem_hal_zdma_t      *zdma;
+    unimem_rx_t            rx;
+    uint32_t               pdid;
+    uint32_t               nslots;
+    size_t                 seg_size;       /* am/put/get bcopy limit */
+    unsigned               max_msgs;       /* mailbox messages of the largest message */
+    size_t                 zcopy_thresh;
+    size_t                 put_max_short;
+    unsigned               rx_budget;
+    unimem_msg_t           *rx_msgs;       /* rx_budget messages */
+    unimem_msg_t           *tx_msgs;       /* max_msgs messages */
+    uint8_t                *bounce;        /* seg_size */
+    ucs_arbiter_t          arbiter;        /* eps with pending requests */
+    struct uct_unimem_ep   *dispatching;   /* ep whose queue head is being dispatched */
+    ucs_list_link_t        eps;
+    ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
+    uct_unimem_zdma_wait_t *zwait;         /* ring of zdma_queue entries */
+    unsigned               zwait_size, zwait_head, zwait_tail;
+    uint64_t               zdma_last;      /* last ticket posted */
+    ucs_time_t             peer_check_interval;
+    ucs_time_t             next_peer_check;
+} uct_unimem_iface_t;
+
+UCS_CLASS_DECLARE(uct_unimem_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
+                  const uct_iface_config_t*);
+
+extern ucs_config_field_t uct_unimem_iface_config_table[];
+
+/* ---- ep ---- */
+
+typedef struct uct_unimem_ep {
+    uct_base_ep_t        super;
+    unimem_hal_dest_t    *dest;
+    uint16_t             sender_id;
+    pid_t                pid;
+    int                  failed;      /* peer found dead; the error handler has it */
+    uint8_t              *stash;      /* seg_size: a message accepted while the mailbox filled */
+    uint32_t             stash_len;
+    uint8_t              stash_am_id;
+    uint8_t              stashed;
+    ucs_list_link_t      stash_list;
+    uct_keepalive_info_t keepalive;
+    ucs_arbiter_group_t  arb_group;
+    ucs_list_link_t      list;
+} uct_unimem_ep_t;
+
+UCS_CLASS_DECLARE(uct_unimem_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_NEW_FUNC(uct_unimem_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_unimem_ep_t, uct_ep_t);
+
+ucs_status_t uct_unimem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                    const void *payload, unsigned length);
+ucs_status_t uct_unimem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov,
+                                        size_t iovcnt);
+ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                               void *arg, unsigned flags);
+ucs_status_t uct_unimem_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
+                                     uint64_t remote_addr, uct_rkey_t rkey);
+ssize_t uct_unimem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
+                                uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_unimem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp);
+ucs_status_t uct_unimem_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
+                                     void *arg, size_t length, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_unimem_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp);
+ucs_status_t uct_unimem_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                       unsigned flags);
+void uct_unimem_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
+ucs_status_t uct_unimem_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_unimem_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+
+/* Progress of the send side: stashed messages, then the pending queue. */
+unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface);
+/* zDMA completions of a backend that completes asynchronously. */
+unsigned uct_unimem_iface_progress_zdma(uct_unimem_iface_t *iface);
+/* UCS_OK if ticket is complete, else UCS_INPROGRESS with comp called when it is (or
+ * UCS_ERR_NO_RESOURCE when ZDMA_QUEUE transfers are already awaited). */
+ucs_status_t uct_unimem_iface_zdma_wait(uct_unimem_iface_t *iface, uint64_t ticket,
+                                        uct_completion_t *comp);
+
+#endif
