@@ -279,6 +279,11 @@ static UCS_F_ALWAYS_INLINE int uct_unimem_ep_send_packed(uct_unimem_iface_t *ifa
 
     if (ucs_likely(ret == 0)) {
         UCT_UNIMEM_COUNT(mbox_tx_msgs, n);
+        if (n > 1) {
+            /* how many 32-byte messages the fragmented AMs take */
+            UCT_UNIMEM_COUNT(tx_am_frag, 1);
+            UCT_UNIMEM_COUNT(mbox_tx_frag_msgs, n);
+        }
     }
     return ret;
 }

@@ -28,7 +28,8 @@
 #define UCT_UNIMEM_TX_COUNTERS(_) \
     _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
     _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) \
-    _(pending_add) _(peer_failed) _(mbox_tx_msgs) _(mbox_full) _(tx_stashed) \
+    _(pending_add) _(peer_failed) _(mbox_tx_msgs) _(tx_am_frag) _(mbox_tx_frag_msgs) \
+    _(mbox_full) _(tx_stashed) \
     _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused)
 
 typedef struct uct_unimem_counters {

@@ -1,0 +1,297 @@
+/*
+ * ucp_unimem: UCP-level tests specific to the unimem transport.
+ *
+ *   UCX_TLS=unimem ucp_unimem [--case rndv_shape,pdid_refused] [--counters] [--iters N]
+ *
+ * rndv_shape    One UCP rendezvous ping-pong must have UnimemMPI's shape (seed 003): 4 control
+ *               messages over the mailbox (RTS and ATS each way) and 2 zDMA reads. Both
+ *               processes read their live transport counters (uct_unimem_counters_get, found
+ *               with dlsym in the preloaded transport) around N ping-pongs of 4 KiB after a
+ *               warm-up, swap the deltas, and the initiator checks the totals: control AMs =
+ *               4 N, zDMA reads = 2 N, no zDMA write, every AM received. It reports how many
+ *               32-byte mailbox messages each control message takes.
+ * pdid_refused  The two processes run in different protection domains (UCX_UNIMEM_PDID 1 and
+ *               2): UCP must find no unimem lane to the peer (the iface reports it unreachable,
+ *               the HAL would refuse any transfer), so ucp_ep_create fails.
+ */
+#include "ucp_pair.h"
+
+#include <dlfcn.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHAPE_SIZE 4096
+static unsigned opt_iters = 10;
+
+typedef unsigned (*counters_get_fn_t)(const char *const **names, const uint64_t **values);
+
+/* the counters the shape is computed from, in this order */
+static const char *const shape_names[] = {
+    "tx_am_short", "tx_am_bcopy", "tx_am_zcopy", "rx_am", "mbox_tx_msgs", "mbox_rx_msgs",
+    "tx_am_frag", "mbox_tx_frag_msgs", "zdma_reads", "zdma_writes", "tx_get_zcopy",
+    "rx_corrupt"
+};
+#define NSHAPE (sizeof(shape_names) / sizeof(shape_names[0]))
+enum { AM_SHORT, AM_BCOPY, AM_ZCOPY, RX_AM, MBOX_TX, MBOX_RX, AM_FRAG, MBOX_FRAG, ZREAD,
+       ZWRITE, GET_ZCOPY, CORRUPT };
+
+static int read_counters(pair_t *pair, uint64_t out[NSHAPE])
+{
+    counters_get_fn_t get;
+    const char *const *names;
+    const uint64_t *values;
+    unsigned n, i, j;
+
+    *(void**)&get = dlsym(RTLD_DEFAULT, "uct_unimem_counters_get");
+    if (get == NULL) {
+        pair_log(pair, "uct_unimem_counters_get not found: is libuct_unimem.so preloaded?");
+        return -1;
+    }
+    n = get(&names, &values);
+    for (i = 0; i < NSHAPE; ++i) {
+        for (j = 0; (j < n) && strcmp(names[j], shape_names[i]); ++j) {
+        }
+        if (j == n) {
+            pair_log(pair, "the transport has no counter %s", shape_names[i]);
+            return -1;
+        }
+        out[i] = values[j];
+    }
+    return 0;
+}
+
+static int pingpong(up_t *u, uint8_t *sbuf, uint8_t *rbuf, unsigned iters, uint32_t seed)
+{
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    ucs_status_ptr_t sreq, rreq;
+    unsigned i;
+
+    for (i = 0; i < iters; ++i) {
+        if (u->pair->role == PAIR_INITIATOR) {
+            pair_pattern_fill(sbuf, SHAPE_SIZE, seed + 2 * i);
+            rreq = ucp_tag_recv_nbx(u->worker, rbuf, SHAPE_SIZE, 2, (ucp_tag_t)-1, &param);
+            sreq = ucp_tag_send_nbx(u->ep, sbuf, SHAPE_SIZE, 1, &param);
+            if ((up_wait(u, sreq) != UCS_OK) || (up_wait(u, rreq) != UCS_OK)) {
+                pair_log(u->pair, "ping-pong %u failed", i);
+                return -1;
+            }
+            if (pair_pattern_check(rbuf, SHAPE_SIZE, seed + 2 * i + 1) >= 0) {
+                pair_log(u->pair, "pong %u has wrong data", i);
+                return -1;
+            }
+        } else {
+            rreq = ucp_tag_recv_nbx(u->worker, rbuf, SHAPE_SIZE, 1, (ucp_tag_t)-1, &param);
+            if (up_wait(u, rreq) != UCS_OK) {
+                pair_log(u->pair, "ping %u not received", i);
+                return -1;
+            }
+            if (pair_pattern_check(rbuf, SHAPE_SIZE, seed + 2 * i) >= 0) {
+                pair_log(u->pair, "ping %u has wrong data", i);
+                return -1;
+            }
+            pair_pattern_fill(sbuf, SHAPE_SIZE, seed + 2 * i + 1);
+            sreq = ucp_tag_send_nbx(u->ep, sbuf, SHAPE_SIZE, 2, &param);
+            if (up_wait(u, sreq) != UCS_OK) {
+                pair_log(u->pair, "pong %u failed", i);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int check_eq(pair_t *pair, const char *what, uint64_t got, uint64_t want)
+{
+    if (got == want) {
+        return 1;
+    }
+    pair_log(pair, "%s: %llu, expected %llu", what, (unsigned long long)got,
+             (unsigned long long)want);
+    return 0;
+}
+
+static int shape(up_t *u)
+{
+    static uint8_t sbuf[SHAPE_SIZE], rbuf[SHAPE_SIZE];
+    uint64_t before[NSHAPE], after[NSHAPE], mine[NSHAPE], peer[NSHAPE], sum[NSHAPE];
+    uint64_t ctrl, single, n = opt_iters;
+    unsigned i;
+    int ok;
+
+    /* warm-up: wireup over, rkeys exchanged and cached */
+    ok = (pingpong(u, sbuf, rbuf, 5, 1000) == 0);
+    ok = (pair_sync(u->pair, ok) == 0) && (read_counters(u->pair, before) == 0);
+    ok = (pair_sync(u->pair, ok) == 0) && (pingpong(u, sbuf, rbuf, opt_iters, 7) == 0);
+    /* both sides progressed until the other's last request completed (the last ATS is in) */
+    ok = (pair_sync(u->pair, ok) == 0) && (pair_sync(u->pair, 1) == 0) &&
+         (read_counters(u->pair, after) == 0);
+    if (pair_sync(u->pair, ok) != 0) {
+        return 0;
+    }
+    for (i = 0; i < NSHAPE; ++i) {
+        mine[i] = after[i] - before[i];
+    }
+    if (u->pair->role == PAIR_TARGET) {
+        return pair_send(u->pair, mine, sizeof(mine)) == 0;
+    }
+    if (pair_recv(u->pair, peer, sizeof(peer)) != sizeof(peer)) {
+        return 0;
+    }
+    for (i = 0; i < NSHAPE; ++i) {
+        sum[i] = mine[i] + peer[i];
+    }
+
+    ctrl   = sum[AM_SHORT] + sum[AM_BCOPY] + sum[AM_ZCOPY];
+    single = ctrl - sum[AM_FRAG];
+    printf("    unimem rendezvous ping-pong, %d B x %llu: %llu control messages "
+           "(%.2f per ping-pong: %llu am_short, %llu am_bcopy), %llu zDMA reads (%.2f per "
+           "ping-pong), %llu zDMA writes\n", SHAPE_SIZE, (unsigned long long)n,
+           (unsigned long long)ctrl, (double)ctrl / n, (unsigned long long)sum[AM_SHORT],
+           (unsigned long long)sum[AM_BCOPY], (unsigned long long)sum[ZREAD],
+           (double)sum[ZREAD] / n, (unsigned long long)sum[ZWRITE]);
+    printf("    32-byte mailbox messages: %llu (%.2f per ping-pong); %llu control messages "
+           "fragmented into %llu mailbox messages (%.2f each: the RTS, header + rkey), %llu "
+           "in one mailbox message each (the ATS)\n", (unsigned long long)sum[MBOX_TX],
+           (double)sum[MBOX_TX] / n, (unsigned long long)sum[AM_FRAG],
+           (unsigned long long)sum[MBOX_FRAG],
+           sum[AM_FRAG] ? (double)sum[MBOX_FRAG] / sum[AM_FRAG] : 0.0,
+           (unsigned long long)single);
+    fflush(stdout);
+
+    ok = check_eq(u->pair, "control messages (RTS + ATS each way)", ctrl, 4 * n);
+    ok = check_eq(u->pair, "zDMA reads", sum[ZREAD], 2 * n) && ok;
+    ok = check_eq(u->pair, "get_zcopy", sum[GET_ZCOPY], 2 * n) && ok;
+    ok = check_eq(u->pair, "zDMA writes", sum[ZWRITE], 0) && ok;
+    ok = check_eq(u->pair, "active messages received", sum[RX_AM], ctrl) && ok;
+    ok = check_eq(u->pair, "mailbox messages received", sum[MBOX_RX], sum[MBOX_TX]) && ok;
+    ok = check_eq(u->pair, "rx_corrupt", sum[CORRUPT], 0) && ok;
+    ok = check_eq(u->pair, "mailbox messages", sum[MBOX_TX], single + sum[MBOX_FRAG]) && ok;
+    return ok;
+}
+
+static int run_shape(pair_t *pair, void *arg)
+{
+    int ok;
+    up_t u;
+
+    (void)arg;
+    if (up_open(&u, pair, "unimem", 0) != 0) {
+        up_close(&u, 0);
+        return PAIR_FAIL;
+    }
+    ok = shape(&u);
+    if (up_check_lanes(&u) != 0) {
+        ok = 0;
+    }
+    return up_close(&u, ok) ? PAIR_PASS : PAIR_FAIL;
+}
+
+/* ---- protection domains ---- */
+
+static int run_pdid_refused(pair_t *pair, void *arg)
+{
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                           .features   = UCP_FEATURE_TAG | UCP_FEATURE_RMA};
+    ucp_worker_params_t wparams = {.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_context_h context = NULL;
+    ucp_worker_h worker   = NULL;
+    ucp_ep_params_t ep_params;
+    ucp_address_t *address;
+    size_t address_len;
+    ucp_config_t *config;
+    ucs_status_t status;
+    uint8_t peer[8192];
+    ucp_ep_h ep = NULL;
+    int ok = 0;
+    ssize_t n;
+
+    (void)arg;
+    /* the target runs in another protection domain */
+    setenv("UCX_UNIMEM_PDID", (pair->role == PAIR_TARGET) ? "2" : "1", 1);
+    status = ucp_config_read(NULL, NULL, &config);
+    if (status == UCS_OK) {
+        status = ucp_init(&params, config, &context);
+        ucp_config_release(config);
+    }
+    if (status == UCS_OK) {
+        status = ucp_worker_create(context, &wparams, &worker);
+    }
+    if (status == UCS_OK) {
+        status = ucp_worker_get_address(worker, &address, &address_len);
+    }
+    if (status != UCS_OK) {
+        pair_log(pair, "UCP init: %s", ucs_status_string(status));
+        goto out;
+    }
+    ok = (pair_send(pair, address, address_len) == 0);
+    ucp_worker_release_address(worker, address);
+    n = ok ? pair_recv(pair, peer, sizeof(peer)) : -1;
+    if (n <= 0) {
+        ok = 0;
+        goto out;
+    }
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep_params.address    = (ucp_address_t*)peer;
+    status = ucp_ep_create(worker, &ep_params, &ep);
+    if (status == UCS_OK) {
+        pair_log(pair, "ucp_ep_create to a peer of another PDID succeeded");
+        ok = 0;
+    } else if (status != UCS_ERR_UNREACHABLE) {
+        pair_log(pair, "ucp_ep_create: %s, expected %s", ucs_status_string(status),
+                 ucs_status_string(UCS_ERR_UNREACHABLE));
+        ok = 0;
+    } else if (pair->role == PAIR_INITIATOR) {
+        pair_log(pair, "info: PDID 1 -> PDID 2: %s", ucs_status_string(status));
+    }
+out:
+    ok = (pair_sync(pair, ok) == 0);
+    if (ep != NULL) {
+        ucp_ep_destroy(ep);
+    }
+    if (worker != NULL) {
+        ucp_worker_destroy(worker);
+    }
+    if (context != NULL) {
+        ucp_cleanup(context);
+    }
+    return ok ? PAIR_PASS : PAIR_FAIL;
+}
+
+static pair_case_t cases[] = {
+    {"rndv_shape", run_shape, NULL,
+     "tx_get_zcopy>0,zdma_reads>0,tx_am_frag>0,rx_corrupt==0",
+     "UCX_RNDV_THRESH=1k UCX_UNIMEM_ZCOPY_THRESH=1k", 0, 0},
+    {"pdid_refused", run_pdid_refused, NULL, "tx_bytes==0,rx_am==0", NULL, 0, 0},
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option long_opts[] = {
+        {"case", required_argument, NULL, 'c'}, {"counters", no_argument, NULL, 'C'},
+        {"iters", required_argument, NULL, 'i'}, {"list", no_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    pair_opts_t opts = {.tl = "unimem", .timeout = 60};
+    int c;
+
+    while ((c = getopt_long(argc, argv, "c:Ci:lh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': opts.only = optarg; break;
+        case 'C': opts.counters = 1; break;
+        case 'i': opt_iters = (unsigned)atoi(optarg); break;
+        case 'l': pair_list_cases(cases, sizeof(cases) / sizeof(cases[0])); return 0;
+        default:
+            fprintf(stderr, "usage: ucp_unimem [--case NAME[,NAME]] [--counters] [--iters N] "
+                    "[--list]\n");
+            return (c == 'h') ? 0 : 2;
+        }
+    }
+    if (opt_iters == 0) {
+        opt_iters = 1;
+    }
+    setenv("UCX_TLS", "unimem", 0);
+    printf("ucp_unimem: UCX_TLS=%s\n", getenv("UCX_TLS"));
+    return pair_run_cases(cases, sizeof(cases) / sizeof(cases[0]), &opts) ? 1 : 0;
+}
