@@ -6,9 +6,12 @@
 #                                               SUBNET.1/24 in a, SUBNET.2/24 in b; default
 #                                               10.213.1); lo up in both
 #   tests/fault/netns.sh down PREFIX            kill what still runs in them, delete both
-#   tests/fault/netns.sh loss PREFIX PCT        drop PCT% of the UDP datagrams arriving on udz0,
-#                                               at random, in both namespaces (0 = remove rules)
+#   tests/fault/netns.sh loss PREFIX PCT [udp|udp+tcp]
+#                                               drop PCT% of the UDP datagrams (udp+tcp: and of
+#                                               the TCP segments) arriving on udz0, at random,
+#                                               in both namespaces (0 = remove rules)
 #   tests/fault/netns.sh counters PREFIX        print "NS udp_in N dropped M" per namespace
+#                                               (udp_in: packets the rule looked at)
 #   tests/fault/netns.sh reap STEM              delete namespaces STEM<pid>-a/-b whose creating
 #                                               process <pid> is gone (leftovers of killed runs)
 #
@@ -55,8 +58,13 @@ udz_ns_down() { # prefix
   return 0
 }
 
-udz_ns_loss() { # prefix pct
-  local p=$1 pct=$2 ns
+udz_ns_loss() { # prefix pct [udp|udp+tcp]
+  local p=$1 pct=$2 proto=${3:-udp} ns match
+  case $proto in
+    udp) match="meta l4proto udp" ;;
+    udp+tcp) match="meta l4proto { udp, tcp }" ;;  # the benchmark's tcp baseline
+    *) echo "netns: loss protocol must be udp or udp+tcp, got '$proto'" >&2; return 2 ;;
+  esac
   for ns in "$p-a" "$p-b"; do
     ip netns exec "$ns" nft delete table inet udzloss 2>/dev/null
     [ "$pct" = 0 ] && continue
@@ -64,8 +72,8 @@ udz_ns_loss() { # prefix pct
 table inet udzloss {
   chain input {
     type filter hook input priority 0; policy accept;
-    iifname "udz0" meta l4proto udp counter comment "udp_in"
-    iifname "udz0" meta l4proto udp numgen random mod 100 < $pct counter drop comment "dropped"
+    iifname "udz0" $match counter comment "udp_in"
+    iifname "udz0" $match numgen random mod 100 < $pct counter drop comment "dropped"
   }
 }
 NFT
