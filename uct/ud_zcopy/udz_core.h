@@ -1,0 +1,182 @@
+/*
+ * ud_zcopy protocol core: reliability and zero copy over an unreliable datagram wire.
+ *
+ * Plain C: no sockets and no UCX. The core talks to a wire through udz_wire_ops_t (the UDP wire
+ * in udz_udp.c, an in-memory lossy wire in the unit tests, InfiniBand UD later) and to its user
+ * (the UCT glue) through udz_user_ops_t. Time is passed in, so tests can drive the timers.
+ *
+ * Scalability (seed 002): the per-peer state is one udz_peer_t (see udz_peer_state_bytes()),
+ * created on first contact; send buffers come from one pool per core, and the zero-copy data
+ * channels are a fixed pool per core, so memory grows with traffic in flight, not with the job.
+ *
+ * Reliability, per peer: packet sequence numbers on the reliable stream, cumulative acks
+ * piggybacked on every control datagram and sent standalone after UDZ ack_every packets or a
+ * delay, a NAK when a gap is seen (the sender goes back to the first unacked packet),
+ * retransmission on a timer with exponential backoff, duplicates and out-of-order packets dropped
+ * (delivery is in order, exactly once), a send window, and the peer declared failed when nothing
+ * it acks for peer_timeout.
+ *
+ * Zero copy (seed 001), for get: the requester takes a data channel from its pool and sends a
+ * ZREQ on the reliable stream; the owner streams the region as ZDATA datagrams straight from its
+ * memory (iovecs, no staging copy) to that channel; the requester receives each datagram with the
+ * 32-byte header in a header buffer and the payload scattered straight into the destination (it
+ * predicts the next chunk; a datagram that arrives for another chunk is moved, and counted as a
+ * copy). Completion is by counting chunks; ZACKs carry the cumulative chunk plus a 64-bit
+ * selective ack, and the owner resends only the missing chunks.
+ */
+#ifndef UDZ_CORE_H
+#define UDZ_CORE_H
+
+#include "udz_proto.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UDZ_ADDR_LEN      16
+#define UDZ_MAX_CHANNELS  64
+#define UDZ_MAX_IOV       4
+
+/* A wire address (UDP: IPv4 address and port), opaque to the core, compared bytewise. */
+typedef struct udz_addr {
+    uint8_t b[UDZ_ADDR_LEN];
+} udz_addr_t;
+
+/* One datagram to receive: the core supplies the areas, the wire scatters into them. */
+typedef struct udz_rxmsg {
+    struct iovec iov[2];    /* in: [0] header area, [1] payload area (may be empty) */
+    size_t       len;       /* out: bytes the datagram had */
+    int          trunc;     /* out: it did not fit into iov[0] + iov[1] */
+    udz_addr_t   src;       /* out: sender's control address */
+} udz_rxmsg_t;
+
+/* One datagram to send: header + up to UDZ_MAX_IOV payload pieces. */
+typedef struct udz_txmsg {
+    struct iovec iov[1 + UDZ_MAX_IOV];
+    int          iovcnt;
+} udz_txmsg_t;
+
+typedef struct udz_wire_ops {
+    /* Sends n datagrams to dst from the control endpoint. Returns how many went (0..n), or a
+     * negative errno. A datagram that did not go is treated as lost (the timer resends it). */
+    int (*send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
+    /* Receives up to n datagrams from channel chan (0: control, 1..: data channels). Returns
+     * how many arrived (0: none now), or a negative errno. */
+    int (*recv)(void *wire, int chan, udz_rxmsg_t *msgs, int n);
+    /* The identity of local data channel chan, as a peer names it in a ZREQ (UDP: the port). */
+    uint32_t (*chan_id)(void *wire, int chan);
+    /* The address of data channel chan_id of the peer whose control address is ctrl. */
+    void (*chan_addr)(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
+} udz_wire_ops_t;
+
+typedef struct udz_peer udz_peer_t;
+typedef struct udz_core udz_core_t;
+
+typedef struct udz_user_ops {
+    /* An active message, in order. data is valid during the call only. */
+    void (*am)(void *user, udz_peer_t *peer, uint8_t am_id, void *data, size_t len);
+    /* Resolves a remote access to [addr, addr+len) with rkey: the local pointer, or NULL to
+     * refuse (wrong key, outside the registered region, deregistered). */
+    void *(*mem)(void *user, uint64_t addr, uint64_t len, const uint8_t *rkey, int write);
+    /* A get finished (status 0 or a negative errno). */
+    void (*get_done)(void *user, void *ctx, int status);
+    /* A zero-copy send (udz_send_iov) was acked (status 0), or failed/cancelled. */
+    void (*send_done)(void *user, void *ctx, int status);
+    /* The peer stopped answering for peer_timeout, or came back as a new incarnation. */
+    void (*peer_failed)(void *user, udz_peer_t *peer);
+    /* Send resources were freed (window, pool, channel): retry what was refused. */
+    void (*resources)(void *user);
+} udz_user_ops_t;
+
+typedef struct udz_config {
+    size_t   seg_size;          /* largest control datagram, header included */
+    size_t   chunk_size;        /* ZDATA payload bytes */
+    unsigned tx_window;         /* unacked reliable packets per peer */
+    unsigned tx_pool;           /* send buffers per core, shared by all peers */
+    unsigned ack_every;         /* standalone ack after this many unacked received packets */
+    uint64_t ack_delay_ns;      /* ... or after this delay */
+    uint64_t rto_ns;            /* first retransmission timeout */
+    uint64_t rto_max_ns;        /* backoff cap */
+    uint64_t peer_timeout_ns;   /* no progress for this long: the peer has failed */
+    unsigned channels;          /* zero-copy data channels (the seed's QP pool) */
+    size_t   zc_window;         /* bytes of a transfer in flight */
+    size_t   zc_max;            /* largest get in one transfer (bitmap size) */
+    unsigned rx_batch;          /* datagrams per receive call */
+    unsigned max_peers;
+} udz_config_t;
+
+/* Counters the core keeps (the glue exports them with its own). */
+#define UDZ_CORE_COUNTERS(_) \
+    _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
+    _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) \
+    _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
+    _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy)
+
+typedef struct udz_counters {
+#define UDZ_COUNTER_FIELD(_n) uint64_t _n;
+    UDZ_CORE_COUNTERS(UDZ_COUNTER_FIELD)
+#undef UDZ_COUNTER_FIELD
+} udz_counters_t;
+
+/* Returns NULL with *err set (-EINVAL: bad config, -ENOMEM). */
+udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_ops,
+                            void *wire, const udz_user_ops_t *user_ops, void *user,
+                            uint64_t cookie, udz_counters_t *counters, int *err);
+void udz_core_destroy(udz_core_t *core);
+
+/* Receives, delivers, acks and runs the timers. Returns how many events it handled. */
+unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns);
+
+/* Sets the clock the send paths stamp packets with (progress sets it too). */
+void udz_core_set_time(udz_core_t *core, uint64_t now_ns);
+
+/* The peer at addr whose iface has the given cookie: found or created. NULL if max_peers. */
+udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+int udz_peer_is_failed(const udz_peer_t *peer);
+/* Largest reliable payload (seg_size - header). */
+size_t udz_core_max_payload(const udz_core_t *core);
+/* Bytes of one peer's state (for the scalability table). */
+size_t udz_peer_state_bytes(void);
+/* Per-peer user pointer (the glue's, e.g. for error reporting). */
+void udz_peer_set_user(udz_peer_t *peer, void *user);
+void *udz_peer_user(const udz_peer_t *peer);
+
+/* Reliable sends. Return 0; -EAGAIN (window full, pool empty: retry after resources());
+ * -EPIPE (peer failed); -EMSGSIZE. */
+
+/* Two-step send with the payload packed in place: begin returns the payload area (at most
+ * udz_core_max_payload() bytes), commit sends it. One begin at a time. */
+void *udz_send_begin(udz_core_t *core, udz_peer_t *peer, int *err);
+int udz_send_commit(udz_core_t *core, uint8_t type, uint8_t am_id, size_t len);
+void udz_send_abort(udz_core_t *core);
+
+/* Active message copied from (hdr, iov): header bytes copied, payload sent by reference from
+ * the caller's memory and send_done(ctx) called when acked (zero copy on the send side). */
+int udz_send_iov(udz_core_t *core, udz_peer_t *peer, uint8_t am_id, const void *hdr,
+                 size_t hdr_len, const struct iovec *iov, int iovcnt, void *ctx);
+
+/* Put into the peer's registered memory (copied out of the datagram at the target). */
+int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *rkey,
+            const void *buf, size_t len);
+
+/* Zero-copy get of [raddr, raddr+len) into buf; get_done(ctx) later. -EAGAIN: no free data
+ * channel (or window): retry after resources(). */
+int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t raddr,
+            const uint8_t *rkey, void *ctx);
+
+/* Everything sent to the peer before this call acked and every get to it done? Returns 1 when
+ * so; otherwise 0 and *token identifies the point to wait for (see udz_flush_done). */
+int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int start);
+/* Everything sent to any peer acked and every get done. */
+int udz_core_idle(const udz_core_t *core);
+/* Fails every get in flight to the peer with status (cancel). */
+void udz_peer_cancel(udz_core_t *core, udz_peer_t *peer, int status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

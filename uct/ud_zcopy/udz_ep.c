@@ -1,0 +1,411 @@
+/*
+ * ud_zcopy ep: a handle on the core's per-peer state (connect-to-iface: nothing is exchanged to
+ * create it, the peer learns of us from our first datagram). Sends map onto the core's reliable
+ * stream; get_zcopy onto a zero-copy transfer over a data channel.
+ */
+#include "udz_uct.h"
+
+#include <ucs/debug/memtrack_int.h>
+#include <uct/base/uct_iov.inl>
+#include <errno.h>
+
+UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(params->iface, uct_udz_iface_t);
+    const uct_udz_iface_addr_t *ia;
+    const uct_udz_device_addr_t *da;
+    udz_addr_t addr;
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    ia = (const uct_udz_iface_addr_t*)params->iface_addr;
+    da = (const uct_udz_device_addr_t*)params->dev_addr;
+    udz_udp_addr_make(da->ip, ia->port, &addr);
+    self->peer = udz_peer_get(iface->core, &addr, ia->cookie);
+    if (self->peer == NULL) {
+        ucs_error("ud_zcopy: more than UCX_" UCT_UDZ_PREFIX "MAX_PEERS peers");
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    self->failed    = 0;
+    self->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    ucs_arbiter_group_init(&self->arb_group);
+    ucs_list_add_tail(&iface->eps, &self->list);
+    return UCS_OK;
+}
+
+UCS_CLASS_CLEANUP_FUNC(uct_udz_ep_t)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(self->super.super.iface, uct_udz_iface_t);
+    uct_udz_flush_t *f, *tmp;
+
+    uct_udz_ep_pending_purge(&self->super.super, NULL, NULL);
+    ucs_arbiter_group_cleanup(&self->arb_group);
+    ucs_list_for_each_safe(f, tmp, &iface->flushes, list) {
+        if (f->ep == self) {
+            ucs_list_del(&f->list);
+            ucs_free(f);
+        }
+    }
+    if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
+        ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q, self->err_cb_id);
+    }
+    ucs_list_del(&self->list);
+}
+
+UCS_CLASS_DEFINE(uct_udz_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_udz_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_udz_ep_t, uct_ep_t);
+
+/* ---- peer failure ---- */
+
+static unsigned uct_udz_ep_err_progress(void *arg)
+{
+    uct_udz_ep_t *ep = arg;
+
+    ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    uct_iface_handle_ep_err(ep->super.super.iface, &ep->super.super, UCS_ERR_ENDPOINT_TIMEOUT);
+    return 1;
+}
+
+/* The error handler runs from the worker's progress queue, not from inside our progress (it
+ * may destroy the ep). */
+void uct_udz_ep_set_failed(uct_udz_ep_t *ep)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_udz_iface_t);
+
+    if (ep->failed) {
+        return;
+    }
+    ep->failed = 1;
+    if (iface->super.err_handler == NULL) {
+        return;
+    }
+    ep->err_cb_id = ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
+                                           uct_udz_ep_err_progress, ep,
+                                           UCS_CALLBACKQ_FLAG_ONESHOT);
+}
+
+/* A keepalive: a reliable empty message; if the peer never acks it, the core fails the peer. */
+ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    int err;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    if (ep->failed || udz_peer_is_failed(ep->peer)) {
+        uct_udz_ep_set_failed(ep);
+        return UCS_OK;
+    }
+    if (udz_send_begin(iface->core, ep->peer, &err) != NULL) {
+        udz_send_commit(iface->core, UDZ_T_AM, UCT_UDZ_AM_ID_KEEPALIVE, 0);
+    }
+    return UCS_OK;
+}
+
+/* While requests wait in the ep's pending queue, a new send (or flush) must not overtake them
+ * (UCP matches multi-fragment messages by the order of their first fragments); only the
+ * dispatch of this ep's own queue may send. */
+static UCS_F_ALWAYS_INLINE int uct_udz_ep_must_queue(uct_udz_ep_t *ep)
+{
+    return ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
+           (ucs_derived_of(ep->super.super.iface, uct_udz_iface_t)->dispatching != ep);
+}
+
+static UCS_F_NOINLINE ucs_status_t uct_udz_ep_send_error(uct_udz_ep_t *ep, int err)
+{
+    if (err == -EAGAIN) {
+        UCT_UDZ_COUNT(tx_no_resource, 1);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (err == -EPIPE) {
+        uct_udz_ep_set_failed(ep);
+    }
+    return uct_udz_status(err);
+}
+
+#define UCT_UDZ_EP_BEGIN(_ep, _iface, _payload, _err, _fail) \
+    if (uct_udz_ep_must_queue(_ep)) { \
+        UCT_UDZ_COUNT(tx_no_resource, 1); \
+        _fail(UCS_ERR_NO_RESOURCE); \
+    } \
+    _payload = udz_send_begin((_iface)->core, (_ep)->peer, &(_err)); \
+    if (ucs_unlikely(_payload == NULL)) { \
+        _fail(uct_udz_ep_send_error(_ep, _err)); \
+    }
+
+#define UCT_UDZ_RETURN(_s) return (_s)
+
+/* ---- active messages ---- */
+
+ucs_status_t uct_udz_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    uint8_t *data;
+    int err;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(length + sizeof(header), 0, iface->max_payload, "am_short");
+    UCT_UDZ_EP_BEGIN(ep, iface, data, err, UCT_UDZ_RETURN);
+    *(uint64_t*)data = header;
+    memcpy(data + sizeof(header), payload, length);
+    udz_send_commit(iface->core, UDZ_T_AM, id, length + sizeof(header));
+    UCT_UDZ_COUNT(tx_am_short, 1);
+    UCT_UDZ_COUNT(tx_bytes, length + sizeof(header));
+    return UCS_OK;
+}
+
+ssize_t uct_udz_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                            void *arg, unsigned flags)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    void *data;
+    size_t length;
+    int err;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_UDZ_EP_BEGIN(ep, iface, data, err, UCT_UDZ_RETURN);
+    length = pack_cb(data, arg);
+    if (ucs_unlikely(length > iface->max_payload)) {
+        udz_send_abort(iface->core);
+        ucs_error("ud_zcopy: am_bcopy packed %zu bytes, max %zu", length, iface->max_payload);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    udz_send_commit(iface->core, UDZ_T_AM, id, length);
+    UCT_UDZ_COUNT(tx_am_bcopy, 1);
+    UCT_UDZ_COUNT(tx_bytes, length);
+    return length;
+}
+
+/* Zero copy on the send side: the payload goes from the caller's buffer at every
+ * (re)transmission, and comp completes when the peer has acked it. */
+ucs_status_t uct_udz_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov,
+                                 size_t iovcnt, unsigned flags, uct_completion_t *comp)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    struct iovec vec[UDZ_MAX_IOV];
+    size_t i, n = 0, total = header_length;
+    int err;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_PARAM(iovcnt <= UDZ_MAX_IOV, "iovcnt %zu > %d", iovcnt, UDZ_MAX_IOV);
+    for (i = 0; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        vec[n].iov_base = iov[i].buffer;
+        vec[n].iov_len  = uct_iov_get_length(&iov[i]);
+        total          += vec[n].iov_len;
+        ++n;
+    }
+    UCT_CHECK_LENGTH(total, 0, iface->max_payload, "am_zcopy");
+    if (uct_udz_ep_must_queue(ep)) {
+        UCT_UDZ_COUNT(tx_no_resource, 1);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    err = udz_send_iov(iface->core, ep->peer, id, header, header_length, vec, (int)n, comp);
+    if (ucs_unlikely(err != 0)) {
+        return uct_udz_ep_send_error(ep, err);
+    }
+    UCT_UDZ_COUNT(tx_am_zcopy, 1);
+    UCT_UDZ_COUNT(tx_bytes, total);
+    return UCS_INPROGRESS;
+}
+
+/* ---- RMA ---- */
+
+ucs_status_t uct_udz_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
+                                  uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    udz_put_t *put;
+    int err;
+
+    UCT_CHECK_LENGTH(length, 0, iface->max_payload - sizeof(*put), "put_short");
+    UCT_UDZ_EP_BEGIN(ep, iface, put, err, UCT_UDZ_RETURN);
+    put->addr = remote_addr;
+    memcpy(put->rkey, (const void*)rkey, UDZ_RKEY_LEN);
+    memcpy(put + 1, buffer, length);
+    udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
+    UCT_UDZ_COUNT(tx_put_short, 1);
+    UCT_UDZ_COUNT(tx_bytes, length);
+    return UCS_OK;
+}
+
+ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
+                             uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    udz_put_t *put;
+    size_t length;
+    int err;
+
+    UCT_UDZ_EP_BEGIN(ep, iface, put, err, UCT_UDZ_RETURN);
+    put->addr = remote_addr;
+    memcpy(put->rkey, (const void*)rkey, UDZ_RKEY_LEN);
+    length = pack_cb(put + 1, arg);
+    if (ucs_unlikely(length > iface->max_payload - sizeof(*put))) {
+        udz_send_abort(iface->core);
+        ucs_error("ud_zcopy: put_bcopy packed %zu bytes", length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
+    UCT_UDZ_COUNT(tx_put_bcopy, 1);
+    UCT_UDZ_COUNT(tx_bytes, length);
+    return length;
+}
+
+ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    size_t length          = uct_iov_total_length(iov, iovcnt);
+    int err;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "get_zcopy takes one iov, got %zu", iovcnt);
+    UCT_CHECK_LENGTH(length, 1, iface->zc_max, "get_zcopy");
+    if (uct_udz_ep_must_queue(ep)) {
+        UCT_UDZ_COUNT(tx_no_resource, 1);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    err = udz_get(iface->core, ep->peer, iov[0].buffer, length, remote_addr,
+                  (const uint8_t*)rkey, comp);
+    if (ucs_unlikely(err != 0)) {
+        return uct_udz_ep_send_error(ep, err);
+    }
+    UCT_UDZ_COUNT(tx_get_zcopy, 1);
+    UCT_UDZ_COUNT(tx_bytes, length);
+    return UCS_INPROGRESS;
+}
+
+/* ---- pending ---- */
+
+ucs_status_t uct_udz_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+
+    /* Queue unconditionally: which resource the request needs (window, buffer, data channel)
+     * is not known here, and answering BUSY when the one it needs is exhausted would make the
+     * caller spin without progress. The next progress dispatches it. */
+    uct_pending_req_arb_group_push(&ep->arb_group, req);
+    ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    UCT_UDZ_COUNT(pending_add, 1);
+    return UCS_OK;
+}
+
+static ucs_arbiter_cb_result_t uct_udz_ep_pending_cb(ucs_arbiter_t *arbiter,
+                                                     ucs_arbiter_group_t *group,
+                                                     ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_udz_ep_t *ep       = ucs_container_of(group, uct_udz_ep_t, arb_group);
+    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_udz_iface_t);
+    unsigned *count        = arg;
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    ucs_status_t status;
+
+    iface->dispatching = ep;
+    status = req->func(req);
+    iface->dispatching = NULL;
+    if (status == UCS_OK) {
+        ++(*count);
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        ++(*count);
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+}
+
+unsigned uct_udz_ep_dispatch_pending(uct_udz_iface_t *iface)
+{
+    unsigned count = 0;
+
+    ucs_arbiter_dispatch(&iface->arbiter, 1, uct_udz_ep_pending_cb, &count);
+    return count;
+}
+
+static ucs_arbiter_cb_result_t uct_udz_ep_purge_cb(ucs_arbiter_t *arbiter,
+                                                   ucs_arbiter_group_t *group,
+                                                   ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_purge_cb_args_t *args = arg;
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    if (args->cb != NULL) {
+        args->cb(req, args->arg);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void uct_udz_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_udz_iface_t *iface   = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    uct_udz_ep_t *ep         = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_purge_cb_args_t args = {cb, arg};
+
+    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group, uct_udz_ep_purge_cb, &args);
+}
+
+/* ---- flush ---- */
+
+ucs_status_t uct_udz_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    uct_udz_flush_t *f;
+    uint64_t token;
+
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        uct_udz_ep_pending_purge(tl_ep, NULL, NULL);
+        udz_peer_cancel(iface->core, ep->peer, -ECANCELED);
+        return UCS_OK;
+    }
+    if (uct_udz_ep_must_queue(ep)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (ep->failed || udz_peer_is_failed(ep->peer)) {
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+    if (udz_flush_done(iface->core, ep->peer, &token, 1)) {
+        return UCS_OK;
+    }
+    if (comp != NULL) {
+        f = ucs_malloc(sizeof(*f), "udz_flush");
+        if (f == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        f->ep    = ep;
+        f->token = token;
+        f->comp  = comp;
+        ucs_list_add_tail(&iface->flushes, &f->list);
+    }
+    return UCS_INPROGRESS;
+}
+
+unsigned uct_udz_ep_check_flushes(uct_udz_iface_t *iface)
+{
+    uct_udz_flush_t *f, *tmp;
+    unsigned count = 0;
+
+    ucs_list_for_each_safe(f, tmp, &iface->flushes, list) {
+        if (udz_flush_done(iface->core, f->ep->peer, &f->token, 0)) {
+            ucs_list_del(&f->list);
+            uct_invoke_completion(f->comp, udz_peer_is_failed(f->ep->peer) ?
+                                  UCS_ERR_ENDPOINT_TIMEOUT : UCS_OK);
+            ucs_free(f);
+            ++count;
+        }
+    }
+    return count;
+}

@@ -1,0 +1,561 @@
+/*
+ * ud_zcopy iface: one UDP control socket plus a pool of data-channel sockets on one network
+ * device, and the protocol core that runs over them.
+ */
+#include "udz_uct.h"
+
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sock.h>
+#include <ucs/sys/sys.h>
+#include <ucs/time/time.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sys/random.h>
+#include <time.h>
+
+static uct_iface_ops_t uct_udz_iface_ops;
+
+ucs_config_field_t uct_udz_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_udz_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"SEG_SIZE", "16k",
+     "Largest control datagram (eager active messages, puts), header included. Capped at the\n"
+     "device MTU minus the IP and UDP headers, so that a datagram is never IP-fragmented\n"
+     "(one lost fragment would lose the whole datagram).",
+     ucs_offsetof(uct_udz_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"CHUNK_SIZE", "auto",
+     "Payload bytes per zero-copy datagram. auto: the device MTU minus the IP, UDP and\n"
+     "ud_zcopy headers (64k loopback: 65476 bytes; Ethernet 1500: 1440 bytes).",
+     ucs_offsetof(uct_udz_iface_config_t, chunk_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_WINDOW", "128",
+     "Reliable datagrams in flight (sent, not yet acked) per peer.",
+     ucs_offsetof(uct_udz_iface_config_t, tx_window), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_POOL", "1024",
+     "Send buffers per iface, shared by all peers (memory grows with traffic in flight, not\n"
+     "with the number of peers). At least TX_WINDOW.",
+     ucs_offsetof(uct_udz_iface_config_t, tx_pool), UCS_CONFIG_TYPE_UINT},
+
+    {"ACK_EVERY", "16",
+     "Send a standalone ack after this many received datagrams without reverse traffic.",
+     ucs_offsetof(uct_udz_iface_config_t, ack_every), UCS_CONFIG_TYPE_UINT},
+
+    {"ACK_DELAY", "50us",
+     "... or after this delay.",
+     ucs_offsetof(uct_udz_iface_config_t, ack_delay), UCS_CONFIG_TYPE_TIME},
+
+    {"RTO", "5ms",
+     "First retransmission timeout; it doubles on every retransmission up to RTO_MAX.",
+     ucs_offsetof(uct_udz_iface_config_t, rto), UCS_CONFIG_TYPE_TIME},
+
+    {"RTO_MAX", "500ms",
+     "Largest retransmission timeout (backoff cap).",
+     ucs_offsetof(uct_udz_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
+
+    {"PEER_TIMEOUT", "30s",
+     "A peer that acknowledges nothing for this long has failed: its endpoints get an error.",
+     ucs_offsetof(uct_udz_iface_config_t, peer_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"CHANNELS", "8",
+     "Zero-copy data channels (sockets) per iface: how many gets can be in flight at once\n"
+     "(the seed's pool of UD queue pairs).",
+     ucs_offsetof(uct_udz_iface_config_t, channels), UCS_CONFIG_TYPE_UINT},
+
+    {"ZC_WINDOW", "2m",
+     "Bytes of one zero-copy transfer in flight before the receiver acknowledges them.",
+     ucs_offsetof(uct_udz_iface_config_t, zc_window), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"ZC_MAX", "16m",
+     "Largest get in one transfer; UCP splits larger ones.",
+     ucs_offsetof(uct_udz_iface_config_t, zc_max), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"ZCOPY_THRESH", "32k",
+     "Rendezvous messages from this size on move by zero copy (get_zcopy over a data\n"
+     "channel); UCP sends smaller ones eagerly.",
+     ucs_offsetof(uct_udz_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RX_BATCH", "32",
+     "Datagrams received per system call (recvmmsg), at most 64.",
+     ucs_offsetof(uct_udz_iface_config_t, rx_batch), UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_PEERS", "65536",
+     "Peers this iface keeps state for (a few hundred bytes each, created on first contact).",
+     ucs_offsetof(uct_udz_iface_config_t, max_peers), UCS_CONFIG_TYPE_UINT},
+
+    {"RCVBUF", "8m",
+     "Socket receive buffer of the control socket and of each data channel (as root beyond\n"
+     "net.core.rmem_max).",
+     ucs_offsetof(uct_udz_iface_config_t, rcvbuf), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SNDBUF", "4m",
+     "Socket send buffer of the control socket.",
+     ucs_offsetof(uct_udz_iface_config_t, sndbuf), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {NULL}
+};
+
+static uint64_t uct_udz_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+    size_t put_max         = iface->max_payload - sizeof(udz_put_t);
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->iface_addr_len  = sizeof(uct_udz_iface_addr_t);
+    attr->device_addr_len = sizeof(uct_udz_device_addr_t);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
+                            UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+                            UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+
+    attr->cap.am.max_short       = iface->max_payload;
+    attr->cap.am.max_bcopy       = iface->max_payload;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = iface->max_payload;
+    attr->cap.am.max_hdr         = ucs_min(iface->max_payload, 128);
+    attr->cap.am.max_iov         = UDZ_MAX_IOV;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+
+    attr->cap.put.max_short       = put_max;
+    attr->cap.put.max_bcopy       = put_max;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = 0;
+    attr->cap.put.max_iov         = 1;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+
+    attr->cap.get.max_short       = 0;
+    attr->cap.get.max_bcopy       = 0;
+    /* UCP's rendezvous uses get_zcopy from get.min_zcopy on (any size works) */
+    attr->cap.get.min_zcopy       = iface->zcopy_thresh;
+    attr->cap.get.max_zcopy       = iface->zc_max;
+    attr->cap.get.max_iov         = 1;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+
+    attr->latency             = ucs_linear_func_make(10e-6, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = 5e9;    /* what a loopback/25G link gives a copy-based UDP path */
+    attr->overhead            = 1e-6;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_udz_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
+{
+    uct_udz_iface_t *iface    = ucs_derived_of(tl_iface, uct_udz_iface_t);
+    uct_udz_iface_addr_t *ia  = (uct_udz_iface_addr_t*)addr;
+
+    ia->port   = iface->udp.port;
+    ia->cookie = iface->cookie;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_udz_iface_get_device_address(uct_iface_h tl_iface,
+                                                     uct_device_addr_t *addr)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+
+    memcpy(addr, &iface->dev_addr, sizeof(iface->dev_addr));
+    return UCS_OK;
+}
+
+static int uct_udz_is_loopback(struct in_addr ip)
+{
+    return (ntohl(ip.s_addr) >> 24) == 127;
+}
+
+static int uct_udz_iface_is_reachable(const uct_iface_h tl_iface,
+                                      const uct_device_addr_t *dev_addr,
+                                      const uct_iface_addr_t *iface_addr)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+    uct_udz_device_addr_t remote;
+
+    memcpy(&remote, dev_addr, sizeof(remote));
+    if (uct_udz_is_loopback(iface->dev_addr.ip) || uct_udz_is_loopback(remote.ip)) {
+        /* a loopback address means "this host, this network namespace" */
+        return uct_udz_is_loopback(iface->dev_addr.ip) && uct_udz_is_loopback(remote.ip) &&
+               (remote.sys_id == iface->dev_addr.sys_id) &&
+               (remote.net_ns == iface->dev_addr.net_ns);
+    }
+    return 1;
+}
+
+/* ---- the core's view of us ---- */
+
+static void uct_udz_iface_am(void *user, udz_peer_t *peer, uint8_t am_id, void *data,
+                             size_t len)
+{
+    uct_udz_iface_t *iface = user;
+
+    if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
+        if (am_id == UCT_UDZ_AM_ID_KEEPALIVE) {
+            return;     /* its ack was the point */
+        }
+        uct_udz_counters.core.rx_corrupt++;     /* never index am[] with a peer's value */
+        return;
+    }
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, data, len, "RX: AM");
+    uct_iface_invoke_am(&iface->super, am_id, data, (unsigned)len, 0);
+}
+
+static void *uct_udz_iface_mem(void *user, uint64_t addr, uint64_t len, const uint8_t *rkey,
+                               int write)
+{
+    return uct_udz_md_resolve(addr, len, rkey);
+}
+
+static void uct_udz_iface_get_done(void *user, void *ctx, int status)
+{
+    if (status != 0) {
+        UCT_UDZ_COUNT(get_failed, 1);
+    }
+    uct_invoke_completion((uct_completion_t*)ctx, uct_udz_status(status));
+}
+
+static void uct_udz_iface_send_done(void *user, void *ctx, int status)
+{
+    if (ctx != NULL) {
+        uct_invoke_completion((uct_completion_t*)ctx, uct_udz_status(status));
+    }
+}
+
+static void uct_udz_iface_core_peer_failed(void *user, udz_peer_t *peer)
+{
+    uct_udz_iface_peer_failed(user, peer);
+}
+
+static void uct_udz_iface_resources(void *user)
+{
+    /* the pending queue is dispatched by the progress that follows */
+}
+
+static const udz_user_ops_t uct_udz_user_ops = {
+    .am          = uct_udz_iface_am,
+    .mem         = uct_udz_iface_mem,
+    .get_done    = uct_udz_iface_get_done,
+    .send_done   = uct_udz_iface_send_done,
+    .peer_failed = uct_udz_iface_core_peer_failed,
+    .resources   = uct_udz_iface_resources,
+};
+
+void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer)
+{
+    uct_udz_ep_t *ep;
+
+    UCT_UDZ_COUNT(peer_failed, 1);
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->peer == peer) {
+            uct_udz_ep_set_failed(ep);
+        }
+    }
+}
+
+static unsigned uct_udz_iface_progress(uct_iface_h tl_iface)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+    unsigned count;
+
+    count = udz_core_progress(iface->core, uct_udz_now_ns());
+    if (ucs_unlikely(!ucs_arbiter_is_empty(&iface->arbiter))) {
+        count += uct_udz_ep_dispatch_pending(iface);
+    }
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->flushes))) {
+        count += uct_udz_ep_check_flushes(iface);
+    }
+    return count;
+}
+
+static ucs_status_t uct_udz_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                        uct_completion_t *comp)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return udz_core_idle(iface->core) ? UCS_OK : UCS_INPROGRESS;
+}
+
+static ucs_status_t uct_udz_config_error(const char *var, const char *what)
+{
+    ucs_error("ud_zcopy: invalid configuration: UCX_" UCT_UDZ_PREFIX "%s %s", var, what);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+/* Every knob checked on its own, so the message names the variable. */
+static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t seg,
+                                         size_t chunk)
+{
+    if ((c->seg_size < UDZ_HDR_LEN + 256) || (c->seg_size > 65507)) {
+        return uct_udz_config_error("SEG_SIZE", "must be between 288 and 65507 bytes");
+    }
+    if ((c->chunk_size != UCS_MEMUNITS_AUTO) &&
+        ((c->chunk_size < 256) || (c->chunk_size > 65507 - UDZ_HDR_LEN))) {
+        return uct_udz_config_error("CHUNK_SIZE", "must be auto or between 256 and 65475");
+    }
+    if ((c->tx_window == 0) || (c->tx_window > 32768)) {
+        return uct_udz_config_error("TX_WINDOW", "must be between 1 and 32768");
+    }
+    if (c->tx_pool < c->tx_window) {
+        return uct_udz_config_error("TX_POOL", "must be at least TX_WINDOW");
+    }
+    if ((c->ack_every == 0) || (c->ack_every > c->tx_window)) {
+        return uct_udz_config_error("ACK_EVERY", "must be between 1 and TX_WINDOW");
+    }
+    if ((c->ack_delay < 0) || (c->ack_delay >= c->rto)) {
+        return uct_udz_config_error("ACK_DELAY", "must be shorter than RTO");
+    }
+    if ((c->rto < 1e-6) || (c->rto > 60)) {
+        return uct_udz_config_error("RTO", "must be between 1us and 60s");
+    }
+    if (c->rto_max < c->rto) {
+        return uct_udz_config_error("RTO_MAX", "must be at least RTO");
+    }
+    if (c->peer_timeout <= c->rto) {
+        return uct_udz_config_error("PEER_TIMEOUT", "must be longer than RTO");
+    }
+    if ((c->channels == 0) || (c->channels > UDZ_MAX_CHANNELS)) {
+        return uct_udz_config_error("CHANNELS", "must be between 1 and 64");
+    }
+    if ((c->zc_window == UCS_MEMUNITS_AUTO) || (c->zc_window < chunk)) {
+        return uct_udz_config_error("ZC_WINDOW", "must be at least one CHUNK_SIZE");
+    }
+    if ((c->zc_max == UCS_MEMUNITS_AUTO) || (c->zc_max < chunk) ||
+        (c->zc_max / chunk > (64u << 20))) {
+        return uct_udz_config_error("ZC_MAX", "must be at least one CHUNK_SIZE "
+                                    "and at most 64M chunks");
+    }
+    if ((c->zcopy_thresh == 0) || (c->zcopy_thresh == UCS_MEMUNITS_AUTO)) {
+        return uct_udz_config_error("ZCOPY_THRESH", "must be a size of at least 1 byte");
+    }
+    if ((c->rx_batch == 0) || (c->rx_batch > 64)) {
+        return uct_udz_config_error("RX_BATCH", "must be between 1 and 64");
+    }
+    if ((c->max_peers == 0) || (c->max_peers > (1u << 24))) {
+        return uct_udz_config_error("MAX_PEERS", "must be between 1 and 16777216");
+    }
+    if ((c->rcvbuf == UCS_MEMUNITS_AUTO) || (c->rcvbuf > INT_MAX) || (c->rcvbuf < 4096)) {
+        return uct_udz_config_error("RCVBUF", "must be between 4k and 2g");
+    }
+    if ((c->sndbuf == UCS_MEMUNITS_AUTO) || (c->sndbuf > INT_MAX) || (c->sndbuf < 4096)) {
+        return uct_udz_config_error("SNDBUF", "must be between 4k and 2g");
+    }
+    return UCS_OK;
+}
+
+UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
+                    const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
+{
+    const uct_udz_iface_config_t *config = ucs_derived_of(tl_config, uct_udz_iface_config_t);
+    struct sockaddr_storage ss;
+    udz_config_t cc;
+    ucs_status_t status;
+    unsigned mtu, seg_max;
+    char err[256];
+    int ret;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_udz_iface_ops,
+                              &uct_base_iface_internal_ops, md, worker, params,
+                              tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_UDZ_NAME));
+
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("ud_zcopy: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+    ucs_strncpy_zero(self->ifname, params->mode.device.dev_name, sizeof(self->ifname));
+
+    /* datagrams never exceed the device MTU: no IP fragmentation */
+    mtu     = udz_udp_mtu(self->ifname);
+    seg_max = (mtu > 28 + UDZ_HDR_LEN + 256) ? ucs_min(mtu - 28, 65507) : 65507;
+    if ((config->seg_size >= UDZ_HDR_LEN + 256) && (config->seg_size <= 65507)) {
+        self->max_payload = ucs_min(config->seg_size, seg_max) - UDZ_HDR_LEN;
+    }
+    cc.seg_size   = self->max_payload + UDZ_HDR_LEN;
+    cc.chunk_size = (config->chunk_size == UCS_MEMUNITS_AUTO) ?
+                    seg_max - UDZ_HDR_LEN : config->chunk_size;
+    status = uct_udz_config_check(config, cc.seg_size, cc.chunk_size);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = ucs_netif_get_addr(self->ifname, AF_INET, (struct sockaddr*)&ss, NULL);
+    if (status != UCS_OK) {
+        ucs_error("ud_zcopy: device %s has no IPv4 address", self->ifname);
+        return UCS_ERR_NO_DEVICE;
+    }
+    self->dev_addr.ip     = ((struct sockaddr_in*)&ss)->sin_addr;
+    self->dev_addr.sys_id = ucs_get_system_id();
+    self->dev_addr.net_ns = ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET);
+
+    ret = udz_udp_open(&self->udp, self->dev_addr.ip, config->channels, (int)config->rcvbuf,
+                       (int)config->sndbuf, err, sizeof(err));
+    if (ret != 0) {
+        ucs_error("ud_zcopy: %s: %s", self->ifname, err);
+        return UCS_ERR_IO_ERROR;
+    }
+    if (getrandom(&self->cookie, sizeof(self->cookie), 0) != sizeof(self->cookie)) {
+        self->cookie = ucs_generate_uuid((uintptr_t)self);
+    }
+
+    cc.tx_window       = config->tx_window;
+    cc.tx_pool         = config->tx_pool;
+    cc.ack_every       = config->ack_every;
+    cc.ack_delay_ns    = (uint64_t)(config->ack_delay * 1e9);
+    cc.rto_ns          = (uint64_t)(config->rto * 1e9);
+    cc.rto_max_ns      = (uint64_t)(config->rto_max * 1e9);
+    cc.peer_timeout_ns = (uint64_t)(config->peer_timeout * 1e9);
+    cc.channels        = config->channels;
+    /* a transfer's window must fit the receive buffer the kernel granted */
+    cc.zc_window       = ucs_max(ucs_min(config->zc_window, (size_t)self->udp.rcvbuf / 2),
+                                 cc.chunk_size);
+    cc.zc_max          = config->zc_max;
+    cc.rx_batch        = config->rx_batch;
+    cc.max_peers       = config->max_peers;
+    self->zcopy_thresh = config->zcopy_thresh;
+    self->zc_max       = config->zc_max;
+
+    self->core = udz_core_create(&cc, &udz_udp_ops, &self->udp, &uct_udz_user_ops, self,
+                                 self->cookie, &uct_udz_counters.core, &ret);
+    if (self->core == NULL) {
+        ucs_error("ud_zcopy: cannot create the protocol core: %s", strerror(-ret));
+        udz_udp_close(&self->udp);
+        return (ret == -ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_INVALID_PARAM;
+    }
+    udz_core_set_time(self->core, uct_udz_now_ns());
+
+    ucs_arbiter_init(&self->arbiter);
+    self->dispatching = NULL;
+    ucs_list_head_init(&self->eps);
+    ucs_list_head_init(&self->flushes);
+    ucs_debug("ud_zcopy iface %p on %s %s:%u: seg %zu chunk %zu, %u channels, rcvbuf %d",
+              self, self->ifname, inet_ntoa(self->dev_addr.ip), ntohs(self->udp.port),
+              cc.seg_size, cc.chunk_size, cc.channels, self->udp.rcvbuf);
+    return UCS_OK;
+}
+
+UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
+{
+    uct_udz_flush_t *f, *tmp;
+
+    uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_list_for_each_safe(f, tmp, &self->flushes, list) {
+        ucs_list_del(&f->list);
+        ucs_free(f);
+    }
+    ucs_arbiter_cleanup(&self->arbiter);
+    udz_core_destroy(self->core);
+    udz_udp_close(&self->udp);
+}
+
+UCS_CLASS_DEFINE(uct_udz_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_udz_iface_t, uct_iface_t, uct_md_h, uct_worker_h,
+                                 const uct_iface_params_t*, const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_udz_iface_t, uct_iface_t);
+
+/* Devices: every network interface that is up and has an IPv4 address (as UCX tcp). */
+static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                                          unsigned *num_devices_p)
+{
+    uct_tl_device_resource_t *devices = NULL, *tmp;
+    unsigned num = 0;
+    struct dirent *entry;
+    DIR *dir = opendir("/sys/class/net");
+
+    if (dir == NULL) {
+        ucs_error("ud_zcopy: opendir(/sys/class/net): %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    while ((entry = readdir(dir)) != NULL) {
+        if ((entry->d_type != DT_LNK) || !ucs_netif_is_active(entry->d_name, AF_INET)) {
+            continue;
+        }
+        tmp = ucs_realloc(devices, sizeof(*devices) * (num + 1), "udz_devices");
+        if (tmp == NULL) {
+            ucs_free(devices);
+            closedir(dir);
+            return UCS_ERR_NO_MEMORY;
+        }
+        devices = tmp;
+        ucs_snprintf_zero(devices[num].name, sizeof(devices[num].name), "%s", entry->d_name);
+        devices[num].type       = UCT_DEVICE_TYPE_NET;
+        devices[num].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        ++num;
+    }
+    closedir(dir);
+    *devices_p     = devices;
+    *num_devices_p = num;
+    return UCS_OK;
+}
+
+static uct_iface_ops_t uct_udz_iface_ops = {
+    .ep_am_short              = uct_udz_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_udz_ep_am_bcopy,
+    .ep_am_zcopy              = uct_udz_ep_am_zcopy,
+    .ep_put_short             = uct_udz_ep_put_short,
+    .ep_put_bcopy             = uct_udz_ep_put_bcopy,
+    .ep_put_zcopy             = (uct_ep_put_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_get_short             = (uct_ep_get_short_func_t)ucs_empty_function_return_unsupported,
+    .ep_get_bcopy             = (uct_ep_get_bcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_get_zcopy             = uct_udz_ep_get_zcopy,
+    .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic64_post         = (uct_ep_atomic64_post_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic64_fetch        = (uct_ep_atomic64_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_short       = (uct_ep_tag_eager_short_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_bcopy       = (uct_ep_tag_eager_bcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_eager_zcopy       = (uct_ep_tag_eager_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_zcopy        = (uct_ep_tag_rndv_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_cancel       = (uct_ep_tag_rndv_cancel_func_t)ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
+    .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
+    .ep_pending_add           = uct_udz_ep_pending_add,
+    .ep_pending_purge         = uct_udz_ep_pending_purge,
+    .ep_flush                 = uct_udz_ep_flush,
+    .ep_fence                 = uct_base_ep_fence,
+    .ep_check                 = uct_udz_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_udz_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_udz_ep_t),
+    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
+    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
+    .iface_flush              = uct_udz_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_udz_iface_progress,
+    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
+    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_udz_iface_t),
+    .iface_query              = uct_udz_iface_query,
+    .iface_get_device_address = uct_udz_iface_get_device_address,
+    .iface_get_address        = uct_udz_iface_get_address,
+    .iface_is_reachable       = uct_udz_iface_is_reachable
+};
+
+UCT_TL_DEFINE_ENTRY(&uct_udz_component, ud_zcopy, uct_udz_query_devices, uct_udz_iface_t,
+                    UCT_UDZ_PREFIX, uct_udz_iface_config_table, uct_udz_iface_config_t);

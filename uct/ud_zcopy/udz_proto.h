@@ -1,0 +1,89 @@
+/*
+ * ud_zcopy wire format: what one datagram carries. Shared by the protocol core (udz_core.c), the
+ * decoder fuzzer and the unit tests; no sockets, no UCX.
+ *
+ * Every datagram starts with the same 32-byte header. Two kinds of datagrams exist:
+ *  - on the control endpoint: the reliable stream per peer (AM, PUT, ZREQ, ZERR carry a packet
+ *    sequence number and are delivered exactly once, in order) and unreliable control (ACK, ZACK,
+ *    ZDONE), every one of them carrying a piggybacked cumulative ack;
+ *  - on a data channel: ZDATA, one chunk of a zero-copy transfer, whose payload the receiver has
+ *    already scattered into the destination buffer (the 32-byte header is the analogue of the
+ *    40-byte GRH that InfiniBand UD puts in front of every receive).
+ * Fields are in host byte order: ud_zcopy peers are homogeneous (one MPI job).
+ */
+#ifndef UDZ_PROTO_H
+#define UDZ_PROTO_H
+
+#include <stdint.h>
+
+#define UDZ_MAGIC       0x5a75u     /* "uZ" */
+#define UDZ_VERSION     1
+
+/* header.type */
+enum {
+    /* reliable (psn, in order, exactly once) */
+    UDZ_T_AM    = 1,    /* active message: am_id in header, payload = user data */
+    UDZ_T_PUT   = 2,    /* udz_put_t + data, written into the target's registered memory */
+    UDZ_T_ZREQ  = 3,    /* udz_zreq_t: "send me this region on my data channel" */
+    UDZ_T_RELIABLE_MAX = UDZ_T_ZREQ,
+    /* unreliable control (a transfer's own timers recover their loss) */
+    UDZ_T_ACK   = 8,    /* header only: cumulative ack, maybe NAK */
+    UDZ_T_ZACK  = 9,    /* udz_zack_t: progress of a transfer, selective ack */
+    UDZ_T_ZDONE = 10,   /* header only, psn = transfer id: the receiver has every chunk */
+    UDZ_T_ZERR  = 11,   /* udz_zerr_t: the owner refused a ZREQ (resent on every ZACK) */
+    /* data channel */
+    UDZ_T_ZDATA = 16,   /* psn = transfer id, ack = chunk index, payload = chunk */
+};
+
+/* header.flags */
+#define UDZ_F_ACK_REQ   0x01    /* receiver: ack now (sender window filling, flush, retransmit) */
+#define UDZ_F_NAK       0x02    /* ACK: a gap was seen at header.ack; go back and resend */
+#define UDZ_F_STUCK     0x04    /* ZACK: nothing arrived for a while; resend the holes now */
+
+typedef struct udz_hdr {
+    uint16_t magic;
+    uint8_t  version;
+    uint8_t  type;
+    uint8_t  flags;
+    uint8_t  am_id;
+    uint16_t len;           /* payload bytes after the header: datagram = 32 + len exactly */
+    uint64_t dst_cookie;    /* the receiver iface's random cookie: anything else is dropped */
+    uint64_t src_cookie;    /* the sender iface's cookie: a new value means a new incarnation */
+    uint32_t psn;           /* reliable types: sequence number; ZDATA/ZDONE: transfer id */
+    uint32_t ack;           /* control: next psn expected from the receiver; ZDATA: chunk */
+} __attribute__((packed)) udz_hdr_t;
+
+#define UDZ_HDR_LEN     ((unsigned)sizeof(udz_hdr_t))
+
+/* Remote key as carried on the wire: opaque to the core, checked by the owner's memory domain. */
+#define UDZ_RKEY_LEN    24
+
+typedef struct udz_put {
+    uint64_t addr;
+    uint8_t  rkey[UDZ_RKEY_LEN];
+} __attribute__((packed)) udz_put_t;
+
+typedef struct udz_zreq {
+    uint32_t xfer_id;       /* chosen by the requester, echoed in every ZDATA */
+    uint32_t chan_id;       /* the requester's data channel (UDP: its port) */
+    uint64_t addr;          /* source region in the owner's address space */
+    uint64_t len;
+    uint32_t chunk;         /* payload bytes per ZDATA */
+    uint32_t window;        /* chunks the owner may have in flight beyond the acked ones */
+    uint8_t  rkey[UDZ_RKEY_LEN];
+} __attribute__((packed)) udz_zreq_t;
+
+typedef struct udz_zerr {
+    uint32_t xfer_id;
+    int32_t  status;        /* negative errno */
+} __attribute__((packed)) udz_zerr_t;
+
+typedef struct udz_zack {
+    uint32_t xfer_id;
+    uint32_t cum;           /* every chunk below has arrived */
+    uint64_t sack;          /* bit i: chunk cum + 1 + i has arrived */
+} __attribute__((packed)) udz_zack_t;
+
+_Static_assert(sizeof(udz_hdr_t) == 32, "header must stay 32 bytes (payload alignment)");
+
+#endif

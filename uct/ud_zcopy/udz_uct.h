@@ -1,0 +1,180 @@
+/*
+ * ud_zcopy UCT glue: the types shared by md, iface and ep. Thin on purpose: the protocol is in
+ * udz_core.[ch], the wire in udz_udp.[ch].
+ */
+#ifndef UDZ_UCT_H
+#define UDZ_UCT_H
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "udz_core.h"
+#include "udz_udp.h"
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/list.h>
+#include <net/if.h>
+
+#define UCT_UDZ_NAME    "ud_zcopy"
+#define UCT_UDZ_PREFIX  "UD_ZCOPY_"
+
+/* ep_check's keepalive: an empty reliable message the receiver drops */
+#define UCT_UDZ_AM_ID_KEEPALIVE 0xff
+
+/* ---- counters (uct/common/ucx_ext_counters.h has the file contract) ---- */
+
+#define UCT_UDZ_TX_COUNTERS(_) \
+    _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
+    _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) _(pending_add) _(peer_failed) \
+    _(get_failed)
+
+typedef struct uct_udz_counters {
+    udz_counters_t core;
+#define UCT_UDZ_COUNTER_FIELD(_n) uint64_t _n;
+    UCT_UDZ_TX_COUNTERS(UCT_UDZ_COUNTER_FIELD)
+} uct_udz_counters_t;
+
+extern uct_udz_counters_t uct_udz_counters;
+
+#define UCT_UDZ_COUNT(_name, _n) (uct_udz_counters._name += (_n))
+
+/* ---- md ---- */
+
+extern uct_component_t uct_udz_component;
+
+/* Packed remote key: names a registration of the owner; the owner checks every access. */
+typedef struct uct_udz_rkey {
+    uint32_t magic;
+    uint32_t id;            /* registration slot at the owner */
+    uint64_t key;           /* random, per registration */
+    uint64_t address;       /* informational */
+} UCS_S_PACKED uct_udz_rkey_t;
+
+#define UCT_UDZ_RKEY_MAGIC 0x4b5a4455u   /* "UDZK" */
+
+/* The local memory a peer may access with rkey (NULL: refused). */
+void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey);
+
+/* ---- iface ---- */
+
+typedef struct uct_udz_iface_addr {
+    uint16_t port;          /* network byte order */
+    uint64_t cookie;
+} UCS_S_PACKED uct_udz_iface_addr_t;
+
+typedef struct uct_udz_device_addr {
+    struct in_addr ip;
+    uint64_t       sys_id;  /* loopback: only the same host ... */
+    uint64_t       net_ns;  /* ... and network namespace reach it */
+} UCS_S_PACKED uct_udz_device_addr_t;
+
+typedef struct uct_udz_iface_config {
+    uct_iface_config_t super;
+    size_t             seg_size;
+    size_t             chunk_size;
+    unsigned           tx_window;
+    unsigned           tx_pool;
+    unsigned           ack_every;
+    double             ack_delay;
+    double             rto;
+    double             rto_max;
+    double             peer_timeout;
+    unsigned           channels;
+    size_t             zc_window;
+    size_t             zc_max;
+    size_t             zcopy_thresh;
+    unsigned           rx_batch;
+    unsigned           max_peers;
+    size_t             rcvbuf;
+    size_t             sndbuf;
+} uct_udz_iface_config_t;
+
+typedef struct uct_udz_iface {
+    uct_base_iface_t   super;
+    udz_udp_t          udp;
+    udz_core_t         *core;
+    char               ifname[IFNAMSIZ];
+    uct_udz_device_addr_t dev_addr;
+    uint64_t           cookie;
+    size_t             max_payload;
+    size_t             zcopy_thresh;
+    size_t             zc_max;
+    ucs_arbiter_t      arbiter;         /* eps with pending requests */
+    struct uct_udz_ep  *dispatching;    /* ep whose queue head is being dispatched */
+    ucs_list_link_t    eps;
+    ucs_list_link_t    flushes;         /* ep flushes waiting for acks */
+} uct_udz_iface_t;
+
+UCS_CLASS_DECLARE(uct_udz_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
+                  const uct_iface_config_t*);
+
+extern ucs_config_field_t uct_udz_iface_config_table[];
+
+/* Called by the core when a peer failed: every ep to it gets an error. */
+void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer);
+
+/* ---- ep ---- */
+
+typedef struct uct_udz_ep {
+    uct_base_ep_t        super;
+    udz_peer_t           *peer;
+    ucs_arbiter_group_t  arb_group;
+    ucs_list_link_t      list;
+    int                  failed;
+    int                  err_cb_id;     /* scheduled error callback, UCS_CALLBACKQ_ID_NULL */
+} uct_udz_ep_t;
+
+typedef struct uct_udz_flush {
+    ucs_list_link_t      list;
+    uct_udz_ep_t         *ep;
+    uint64_t             token;
+    uct_completion_t     *comp;
+} uct_udz_flush_t;
+
+UCS_CLASS_DECLARE(uct_udz_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_NEW_FUNC(uct_udz_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_udz_ep_t, uct_ep_t);
+
+ucs_status_t uct_udz_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length);
+ssize_t uct_udz_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                            void *arg, unsigned flags);
+ucs_status_t uct_udz_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov,
+                                 size_t iovcnt, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_udz_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
+                                  uint64_t remote_addr, uct_rkey_t rkey);
+ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
+                             uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp);
+ucs_status_t uct_udz_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags);
+void uct_udz_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
+ucs_status_t uct_udz_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+
+unsigned uct_udz_ep_dispatch_pending(uct_udz_iface_t *iface);
+unsigned uct_udz_ep_check_flushes(uct_udz_iface_t *iface);
+void uct_udz_ep_set_failed(uct_udz_ep_t *ep);
+
+static inline ucs_status_t uct_udz_status(int err)
+{
+    switch (err) {
+    case 0:             return UCS_OK;
+    case -EAGAIN:       return UCS_ERR_NO_RESOURCE;
+    case -EMSGSIZE:     return UCS_ERR_INVALID_PARAM;
+    case -ECANCELED:    return UCS_ERR_CANCELED;
+    case -EACCES:
+    case -EINVAL:       return UCS_ERR_INVALID_ADDR;
+    case -EPIPE:
+    case -ECONNRESET:
+    case -ETIMEDOUT:    return UCS_ERR_ENDPOINT_TIMEOUT;
+    default:            return UCS_ERR_IO_ERROR;
+    }
+}
+
+#endif

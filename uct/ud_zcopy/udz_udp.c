@@ -1,0 +1,233 @@
+/*
+ * ud_zcopy UDP wire (see udz_udp.h).
+ */
+#include "udz_udp.h"
+
+#include <errno.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void udz_udp_addr_make(struct in_addr ip, uint16_t port_be, udz_addr_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    memcpy(out->b, &ip, 4);
+    memcpy(out->b + 4, &port_be, 2);
+}
+
+void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip, uint16_t *port_be)
+{
+    memcpy(ip, a->b, 4);
+    memcpy(port_be, a->b + 4, 2);
+}
+
+static void to_sockaddr(const udz_addr_t *a, struct sockaddr_in *sin)
+{
+    memset(sin, 0, sizeof(*sin));
+    sin->sin_family = AF_INET;
+    udz_udp_addr_split(a, &sin->sin_addr, &sin->sin_port);
+}
+
+static int set_buf(int fd, int force_opt, int opt, int want)
+{
+    int got = 0;
+    socklen_t len = sizeof(got);
+
+    if ((want > 0) && (setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want)) != 0)) {
+        (void)setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));  /* capped at [rw]mem_max */
+    }
+    (void)getsockopt(fd, SOL_SOCKET, opt, &got, &len);
+    return got;
+}
+
+static int open_one(struct in_addr ip, int rcvbuf, int sndbuf, int *fd_p, uint16_t *port_p,
+                    int *rcv_got, int *snd_got, char *err, size_t errlen)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int fd, e;
+
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        e = errno;
+        snprintf(err, errlen, "socket(AF_INET, SOCK_DGRAM): %s", strerror(e));
+        return -e;
+    }
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr   = ip;
+    if ((bind(fd, (struct sockaddr*)&sin, sizeof(sin)) != 0) ||
+        (getsockname(fd, (struct sockaddr*)&sin, &len) != 0)) {
+        e = errno;
+        snprintf(err, errlen, "bind(%s): %s", inet_ntoa(ip), strerror(e));
+        close(fd);
+        return -e;
+    }
+    *rcv_got = set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf);
+    *snd_got = set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf);
+    *fd_p    = fd;
+    *port_p  = sin.sin_port;
+    return 0;
+}
+
+int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, int sndbuf,
+                 char *err, size_t errlen)
+{
+    unsigned i;
+    int rc, r, s;
+
+    memset(u, 0, sizeof(*u));
+    u->fd = -1;
+    for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
+        u->chan_fd[i] = -1;
+    }
+    if (nchan > UDZ_MAX_CHANNELS) {
+        snprintf(err, errlen, "at most %d data channels", UDZ_MAX_CHANNELS);
+        return -EINVAL;
+    }
+    u->ip = ip;
+    rc = open_one(ip, rcvbuf, sndbuf, &u->fd, &u->port, &u->rcvbuf, &u->sndbuf, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    for (i = 0; i < nchan; ++i) {
+        /* data channels only receive: their buffer holds a transfer's window */
+        rc = open_one(ip, rcvbuf, 0, &u->chan_fd[i], &u->chan_port[i], &r, &s, err, errlen);
+        if (rc != 0) {
+            udz_udp_close(u);
+            return rc;
+        }
+        u->nchan = i + 1;
+    }
+    return 0;
+}
+
+void udz_udp_close(udz_udp_t *u)
+{
+    unsigned i;
+
+    if (u->fd >= 0) {
+        close(u->fd);
+        u->fd = -1;
+    }
+    for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
+        if (u->chan_fd[i] >= 0) {
+            close(u->chan_fd[i]);
+            u->chan_fd[i] = -1;
+        }
+    }
+}
+
+static int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n)
+{
+    udz_udp_t *u = wire;
+    struct sockaddr_in sin;
+    int i, rc;
+
+    to_sockaddr(dst, &sin);
+    if (n == 1) {
+        struct msghdr mh = {.msg_name = &sin, .msg_namelen = sizeof(sin),
+                            .msg_iov = (struct iovec*)msgs[0].iov,
+                            .msg_iovlen = (size_t)msgs[0].iovcnt};
+        rc = (int)sendmsg(u->fd, &mh, MSG_DONTWAIT);
+        if (rc >= 0) {
+            return 1;
+        }
+        return ((errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) ? 0 : -errno;
+    }
+    if (n > UDZ_UDP_BATCH) {
+        n = UDZ_UDP_BATCH;
+    }
+    for (i = 0; i < n; ++i) {
+        memset(&u->mm[i], 0, sizeof(u->mm[i]));
+        u->mm[i].msg_hdr.msg_name    = &sin;
+        u->mm[i].msg_hdr.msg_namelen = sizeof(sin);
+        u->mm[i].msg_hdr.msg_iov     = (struct iovec*)msgs[i].iov;
+        u->mm[i].msg_hdr.msg_iovlen  = (size_t)msgs[i].iovcnt;
+    }
+    rc = sendmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT);
+    if (rc >= 0) {
+        return rc;
+    }
+    return ((errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) ? 0 : -errno;
+}
+
+static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
+{
+    udz_udp_t *u = wire;
+    int fd = (chan == 0) ? u->fd : u->chan_fd[chan - 1];
+    int i, rc;
+
+    if (n > UDZ_UDP_BATCH) {
+        n = UDZ_UDP_BATCH;
+    }
+    for (i = 0; i < n; ++i) {
+        memset(&u->mm[i], 0, sizeof(u->mm[i]));
+        u->mm[i].msg_hdr.msg_name    = &u->names[i];
+        u->mm[i].msg_hdr.msg_namelen = sizeof(u->names[i]);
+        u->mm[i].msg_hdr.msg_iov     = msgs[i].iov;
+        u->mm[i].msg_hdr.msg_iovlen  = (msgs[i].iov[1].iov_len > 0) ? 2 : 1;
+    }
+    rc = recvmmsg(fd, u->mm, (unsigned)n, MSG_DONTWAIT, NULL);
+    if (rc < 0) {
+        return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
+    }
+    for (i = 0; i < rc; ++i) {
+        msgs[i].len   = u->mm[i].msg_len;
+        msgs[i].trunc = !!(u->mm[i].msg_hdr.msg_flags & MSG_TRUNC);
+        if ((u->mm[i].msg_hdr.msg_namelen == sizeof(struct sockaddr_in)) &&
+            (u->names[i].sin_family == AF_INET)) {
+            udz_udp_addr_make(u->names[i].sin_addr, u->names[i].sin_port, &msgs[i].src);
+        } else {
+            memset(&msgs[i].src, 0, sizeof(msgs[i].src));
+        }
+    }
+    return rc;
+}
+
+static uint32_t udz_udp_chan_id(void *wire, int chan)
+{
+    udz_udp_t *u = wire;
+
+    return u->chan_port[chan - 1];
+}
+
+static void udz_udp_chan_addr(void *wire __attribute__((unused)), const udz_addr_t *ctrl,
+                              uint32_t chan_id,
+                              udz_addr_t *out)
+{
+    struct in_addr ip;
+    uint16_t port;
+
+    udz_udp_addr_split(ctrl, &ip, &port);
+    udz_udp_addr_make(ip, (uint16_t)chan_id, out);
+}
+
+unsigned udz_udp_mtu(const char *ifname)
+{
+    struct ifreq ifr;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    unsigned mtu = 0;
+
+    if (fd < 0) {
+        return 0;
+    }
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+    if (ioctl(fd, SIOCGIFMTU, &ifr) == 0) {
+        mtu = (unsigned)ifr.ifr_mtu;
+    }
+    close(fd);
+    return mtu;
+}
+
+const udz_wire_ops_t udz_udp_ops = {
+    .send      = udz_udp_send,
+    .recv      = udz_udp_recv,
+    .chan_id   = udz_udp_chan_id,
+    .chan_addr = udz_udp_chan_addr,
+};

@@ -1,0 +1,43 @@
+/*
+ * ud_zcopy UDP wire: one control socket per iface (eager traffic, acks, control) and a pool of
+ * data-channel sockets (the seed's pool of UD QPs for zero-copy transfers). Plain C, no UCX:
+ * the unit tests and the fuzzer use it directly. Receives and sends are batched with
+ * recvmmsg/sendmmsg and scatter/gather straight from/to the iovecs the core gives.
+ */
+#ifndef UDZ_UDP_H
+#define UDZ_UDP_H
+
+#include "udz_core.h"
+
+#include <netinet/in.h>
+
+#define UDZ_UDP_BATCH 64
+
+typedef struct udz_udp {
+    int             fd;                         /* control */
+    int             chan_fd[UDZ_MAX_CHANNELS];
+    uint16_t        chan_port[UDZ_MAX_CHANNELS]; /* network byte order */
+    unsigned        nchan;
+    struct in_addr  ip;
+    uint16_t        port;                       /* network byte order */
+    int             rcvbuf, sndbuf;             /* what the kernel granted */
+    struct mmsghdr  mm[UDZ_UDP_BATCH];
+    struct sockaddr_in names[UDZ_UDP_BATCH];
+} udz_udp_t;
+
+extern const udz_wire_ops_t udz_udp_ops;
+
+/* Opens the control socket and nchan data channels bound to ip (port 0: any). rcvbuf/sndbuf are
+ * asked for (SO_RCVBUFFORCE first, so root gets them beyond rmem_max). Returns 0 or -errno
+ * with a message in err. */
+int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, int sndbuf,
+                 char *err, size_t errlen);
+void udz_udp_close(udz_udp_t *u);
+
+void udz_udp_addr_make(struct in_addr ip, uint16_t port_be, udz_addr_t *out);
+void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip, uint16_t *port_be);
+
+/* MTU of the interface that has this address (0 if unknown). */
+unsigned udz_udp_mtu(const char *ifname);
+
+#endif
