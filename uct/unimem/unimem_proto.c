@@ -45,7 +45,9 @@ unsigned unimem_proto_pack(unimem_msg_t *msgs, uint8_t am_id, uint16_t sender,
     if (len <= UNIMEM_PROTO_SHORT_MAX) {
         msgs[0].b[0] = (uint8_t)((UNIMEM_PROTO_SHORT << 5) | type_am);
         msgs[0].b[1] = (uint8_t)len;
-        memcpy(&msgs[0].b[2], src, len);
+        if (len > 0) {
+            memcpy(&msgs[0].b[2], src, len);
+        }
         return 1;
     }
 

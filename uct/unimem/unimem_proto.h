@@ -58,7 +58,9 @@ static inline void unimem_proto_short(unimem_msg_t *m, uint8_t am_id, uint64_t h
     m->b[0] = (uint8_t)((UNIMEM_PROTO_SHORT << 5) | (am_id & 0x1f));
     m->b[1] = (uint8_t)(hdr_len + len);
     memcpy(&m->b[2], &hdr, hdr_len);
-    memcpy(&m->b[2 + hdr_len], payload, len);
+    if (len > 0) {
+        memcpy(&m->b[2 + hdr_len], payload, len);
+    }
 }
 
 /* Encodes a message of len bytes (1 <= len, any size) into msgs[0..n), n = unimem_proto_nmsgs;

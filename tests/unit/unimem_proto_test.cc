@@ -1,0 +1,232 @@
+// Unit tier for the unimem mailbox protocol (uct/unimem/unimem_proto.[ch]) with an in-memory
+// mailbox: short messages in one 32-byte message, fragmentation and per-sender reassembly
+// (also with the senders' fragments interleaved), and corrupt messages dropped and counted.
+#include "unimem_proto.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Delivered {
+    uint8_t am_id;
+    std::vector<uint8_t> data;
+};
+
+struct Rx {
+    explicit Rx(uint32_t max_senders = 8, uint32_t max_len = 8192)
+    {
+        EXPECT_EQ(0, unimem_rx_init(&rx, max_senders, max_len, &stats, cb, this));
+    }
+    ~Rx() { unimem_rx_cleanup(&rx); }
+    static void cb(void *arg, uint8_t am_id, void *data, uint32_t length)
+    {
+        auto *self = static_cast<Rx*>(arg);
+        auto *p    = static_cast<uint8_t*>(data);
+        self->got.push_back({am_id, std::vector<uint8_t>(p, p + length)});
+        memset(data, 0xee, length);   // the handler may scribble: nothing must depend on it
+    }
+    void feed(const std::vector<unimem_msg_t> &msgs)
+    {
+        for (auto m : msgs) {   // the receiver decodes its private copy
+            unimem_rx_msg(&rx, &m);
+        }
+    }
+    unimem_rx_t rx{};
+    unimem_rx_stats_t stats{};
+    std::vector<Delivered> got;
+};
+
+std::vector<uint8_t> pattern(size_t len, unsigned seed)
+{
+    std::vector<uint8_t> v(len);
+    for (size_t i = 0; i < len; ++i) {
+        v[i] = (uint8_t)(seed * 77u + i * 13u + (i >> 8));
+    }
+    return v;
+}
+
+std::vector<unimem_msg_t> pack(uint8_t am_id, uint16_t sender, const std::vector<uint8_t> &d)
+{
+    std::vector<unimem_msg_t> msgs(unimem_proto_nmsgs(d.size()));
+    unsigned n = unimem_proto_pack(msgs.data(), am_id, sender, d.data(), d.size());
+    EXPECT_EQ(msgs.size(), n);
+    return msgs;
+}
+
+}  // namespace
+
+TEST(UnimemProto, ShortIsOneMessageWithTwoBytesOfHeader)
+{
+    Rx r;
+    for (size_t len = 0; len <= UNIMEM_PROTO_SHORT_MAX; ++len) {
+        auto d = pattern(len, (unsigned)len);
+        auto msgs = pack((uint8_t)(len % 32), 0, d);
+        ASSERT_EQ(1u, msgs.size());
+        r.feed(msgs);
+    }
+    ASSERT_EQ(31u, r.got.size());
+    for (size_t len = 0; len <= UNIMEM_PROTO_SHORT_MAX; ++len) {
+        EXPECT_EQ(len % 32, r.got[len].am_id);
+        EXPECT_EQ(pattern(len, (unsigned)len), r.got[len].data);
+    }
+    EXPECT_EQ(0u, r.stats.corrupt);
+
+    // UCT's am_short: an 8-byte header and up to 22 bytes
+    unimem_msg_t m;
+    auto payload = pattern(22, 5);
+    unimem_proto_short(&m, 9, 0x1122334455667788ull, 8, payload.data(), 22);
+    r.feed({m});
+    ASSERT_EQ(32u, r.got.size());
+    EXPECT_EQ(30u, r.got.back().data.size());
+    EXPECT_EQ(0x88, r.got.back().data[0]);
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), r.got.back().data.begin() + 8));
+}
+
+TEST(UnimemProto, FragmentCountAndReassembly)
+{
+    EXPECT_EQ(1u, unimem_proto_nmsgs(30));
+    EXPECT_EQ(2u, unimem_proto_nmsgs(31));
+    EXPECT_EQ(2u, unimem_proto_nmsgs(52));
+    EXPECT_EQ(3u, unimem_proto_nmsgs(53));
+    EXPECT_EQ(1u + (4096u - 24u + 27u) / 28u, unimem_proto_nmsgs(4096));
+
+    Rx r;
+    std::vector<size_t> sizes;
+    for (size_t len = 31; len < 200; ++len) {
+        sizes.push_back(len);
+    }
+    for (size_t len : {1000ul, 4096ul, 8191ul, 8192ul}) {
+        sizes.push_back(len);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        r.feed(pack(3, 1, pattern(sizes[i], (unsigned)i)));
+    }
+    ASSERT_EQ(sizes.size(), r.got.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(3, r.got[i].am_id);
+        ASSERT_EQ(pattern(sizes[i], (unsigned)i), r.got[i].data) << sizes[i];
+    }
+    EXPECT_EQ(0u, r.stats.corrupt);
+    EXPECT_EQ(sizes.size(), r.stats.am);
+}
+
+TEST(UnimemProto, InterleavedSendersAreReassembledApart)
+{
+    Rx r;
+    const unsigned nsenders = 5, per = 20;
+    std::vector<std::vector<unimem_msg_t>> streams(nsenders);
+    for (unsigned s = 0; s < nsenders; ++s) {
+        for (unsigned i = 0; i < per; ++i) {
+            auto msgs = pack((uint8_t)s, (uint16_t)s, pattern(10 + 97 * i + s, s * 1000 + i));
+            streams[s].insert(streams[s].end(), msgs.begin(), msgs.end());
+        }
+    }
+    // the mailbox keeps each sender's order but mixes senders: take from random streams
+    std::mt19937 rng(42);
+    std::vector<size_t> pos(nsenders, 0);
+    size_t left = 0;
+    for (auto &st : streams) {
+        left += st.size();
+    }
+    std::vector<unsigned> next_of(nsenders, 0);
+    while (left > 0) {
+        unsigned s = rng() % nsenders;
+        if (pos[s] == streams[s].size()) {
+            continue;
+        }
+        r.feed({streams[s][pos[s]++]});
+        --left;
+    }
+    ASSERT_EQ(nsenders * per, r.got.size());
+    for (auto &d : r.got) {
+        unsigned s = d.am_id, i = next_of[s]++;
+        ASSERT_EQ(pattern(10 + 97 * i + s, s * 1000 + i), d.data) << "sender " << s << " #" << i;
+    }
+    EXPECT_EQ(0u, r.stats.corrupt);
+}
+
+TEST(UnimemProto, CorruptMessagesAreDroppedAndCounted)
+{
+    Rx r(4, 1000);
+    auto good = pack(2, 1, pattern(100, 1));   // FIRST + 3 CONT
+    ASSERT_EQ(4u, good.size());
+    unimem_msg_t m;
+
+    memset(&m, 0, sizeof(m));                  // type 0 (zeroed memory)
+    r.feed({m});
+    m.b[0] = (uint8_t)(5 << 5);                // unknown type
+    r.feed({m});
+    m.b[0] = (uint8_t)(UNIMEM_PROTO_SHORT << 5);
+    m.b[1] = 31;                               // SHORT longer than a message
+    r.feed({m});
+    EXPECT_EQ(3u, r.stats.corrupt);
+
+    r.feed({good[1]});                         // CONT without FIRST
+    EXPECT_EQ(4u, r.stats.corrupt);
+    r.feed({good[0], good[2]});                // CONT out of sequence: the partial goes
+    EXPECT_EQ(5u, r.stats.corrupt);
+    r.feed({good[3]});                         // its rest has no FIRST any more
+    EXPECT_EQ(6u, r.stats.corrupt);
+
+    auto big = pack(2, 1, pattern(1001, 2));   // beyond the receiver's limit
+    r.feed({big[0]});
+    EXPECT_EQ(7u, r.stats.corrupt);
+    auto stranger = pack(2, 4, pattern(100, 3));   // sender id beyond the table
+    r.feed({stranger[0]});
+    EXPECT_EQ(8u, r.stats.corrupt);
+
+    auto other = good;
+    other[1].b[0] = (uint8_t)((UNIMEM_PROTO_CONT << 5) | 7);   // another AM id mid-message
+    r.feed({other[0], other[1]});
+    EXPECT_EQ(9u, r.stats.corrupt);
+
+    r.feed({good[0], good[1]});                // a FIRST while a message is in progress:
+    r.feed(good);                              // the partial one is dropped, this one lands
+    EXPECT_EQ(10u, r.stats.corrupt);
+
+    auto zero = good;
+    zero[0].b[4] = zero[0].b[5] = zero[0].b[6] = zero[0].b[7] = 0;   // total length 0
+    r.feed({zero[0]});
+    EXPECT_EQ(11u, r.stats.corrupt);
+
+    ASSERT_EQ(1u, r.got.size()) << "only the intact message is delivered";
+    EXPECT_EQ(pattern(100, 1), r.got[0].data);
+    r.feed(pack(1, 0, pattern(20, 9)));        // and the receiver still works
+    ASSERT_EQ(2u, r.got.size());
+    EXPECT_EQ(pattern(20, 9), r.got[1].data);
+}
+
+TEST(UnimemProto, RandomGarbageNeverCrashesOrOverflows)
+{
+    Rx r(4, 300);
+    std::mt19937 rng(7);
+    for (int i = 0; i < 200000; ++i) {
+        unimem_msg_t m;
+        for (auto &b : m.b) {
+            b = (uint8_t)rng();
+        }
+        if (i % 3 == 0) {   // make plausible headers common
+            m.b[0] = (uint8_t)(((1 + rng() % 3) << 5) | (rng() % 32));
+            m.b[1] = (uint8_t)(rng() % 8);
+            m.b[2] = (uint8_t)(rng() % 5);
+            m.b[3] = 0;
+            m.b[5] = m.b[6] = m.b[7] = 0;
+        }
+        r.feed({m});
+    }
+    for (auto &d : r.got) {
+        EXPECT_LE(d.data.size(), 300u);
+    }
+    EXPECT_GT(r.stats.corrupt, 0u);
+    size_t before = r.got.size();
+    for (uint16_t s = 0; s < 4; ++s) {   // every sender's stream still works afterwards
+        r.feed(pack(1, s, pattern(250, s)));
+    }
+    ASSERT_EQ(before + 4, r.got.size());
+    EXPECT_EQ(pattern(250, 3), r.got.back().data);
+}
