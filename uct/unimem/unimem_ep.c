@@ -542,7 +542,8 @@ static ucs_arbiter_cb_result_t uct_unimem_ep_pending_cb(ucs_arbiter_t *arbiter,
     uct_pending_req_t *req;
     ucs_status_t status;
 
-    if (ep->stashed || !unimem_hal_can_send(ep->dest, 1)) {
+    /* the room any op may need: a request that would fail again is not even called */
+    if (ep->stashed || !unimem_hal_can_send(ep->dest, iface->max_msgs)) {
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
     req                = ucs_container_of(elem, uct_pending_req_t, priv);

@@ -16,7 +16,7 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_unimem_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_sm_iface_config_table)},
 
-    {"MBOX_SLOTS", "2048",
+    {"MBOX_SLOTS", "8192",
      "32-byte message slots of this process's mailbox (a power of two, 64..1048576). Senders\n"
      "get UCS_ERR_NO_RESOURCE (and queue as pending) while it is full.",
      ucs_offsetof(uct_unimem_iface_config_t, mbox_slots), UCS_CONFIG_TYPE_UINT},
