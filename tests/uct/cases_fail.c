@@ -69,6 +69,7 @@ static int peer_death(ut_t *t, int full)
     }
 
     memset(reqs, 0, sizeof(reqs));
+    memset(&comp, 0, sizeof(comp));   /* comp.uct.status is read even when no put used it */
     comp.done = 1;
     if ((ut_buf_alloc(t, &buf, 4096) != 0) || (pair_sync(t->pair, 1) != 0)) {
         return PAIR_FAIL;

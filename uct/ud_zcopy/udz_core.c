@@ -45,8 +45,9 @@ typedef struct udz_skb {
     uint32_t        psn;
     uint32_t        len;            /* header + inline payload */
     int             iovcnt;
+    int             has_ctx;        /* a by-reference send: send_done(ctx) when acked */
     struct iovec    iov[UDZ_MAX_IOV];
-    void           *ctx;            /* send_done context of a by-reference send */
+    void           *ctx;
     uint64_t        data[];         /* udz_hdr_t + payload, 8-byte aligned */
 } udz_skb_t;
 
@@ -286,10 +287,11 @@ static void peer_activate(udz_core_t *core, udz_peer_t *p)
 
 static void skb_release(udz_core_t *core, udz_skb_t *skb, int status)
 {
-    if (skb->iovcnt > 0) {
+    if (skb->has_ctx) {
+        skb->has_ctx = 0;
         core->uops->send_done(core->user, skb->ctx, status);
-        skb->iovcnt = 0;
     }
+    skb->iovcnt = 0;
     skb->next = core->skb_free;
     core->skb_free = skb;
 }
@@ -442,7 +444,8 @@ static udz_skb_t *skb_get(udz_core_t *core)
     skb = malloc(core->skb_size);
     if (skb != NULL) {
         core->skb_count++;
-        skb->iovcnt = 0;
+        skb->iovcnt  = 0;
+        skb->has_ctx = 0;
     }
     return skb;
 }
@@ -461,6 +464,7 @@ void *udz_send_begin(udz_core_t *core, udz_peer_t *peer, int *err)
         return NULL;
     }
     skb->iovcnt    = 0;
+    skb->has_ctx   = 0;
     core->cur      = skb;
     core->cur_peer = peer;
     return (udz_hdr_t*)skb->data + 1;
@@ -469,7 +473,7 @@ void *udz_send_begin(udz_core_t *core, udz_peer_t *peer, int *err)
 void udz_send_abort(udz_core_t *core)
 {
     if (core->cur != NULL) {
-        core->cur->iovcnt = 0;
+        core->cur->has_ctx = 0;     /* a refused send does not complete */
         skb_release(core, core->cur, 0);
         core->cur = NULL;
     }
@@ -531,13 +535,34 @@ int udz_send_iov(udz_core_t *core, udz_peer_t *peer, uint8_t am_id, const void *
     for (i = 0; i < iovcnt; ++i) {
         core->cur->iov[i] = iov[i];
     }
-    core->cur->iovcnt = iovcnt;
-    core->cur->ctx    = ctx;
-    err = udz_send_commit(core, UDZ_T_AM, am_id, hdr_len);
-    if (err != 0) {
-        return err;     /* the abort cleared iovcnt first: no send_done for a refused send */
+    core->cur->iovcnt  = iovcnt;
+    core->cur->ctx     = ctx;
+    core->cur->has_ctx = 1;
+    return udz_send_commit(core, UDZ_T_AM, am_id, hdr_len);
+}
+
+int udz_put_iov(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *rkey,
+                const struct iovec *iov, int iovcnt, void *ctx)
+{
+    udz_put_t *put;
+    int err, i;
+
+    if (iovcnt > UDZ_MAX_IOV) {
+        return -EMSGSIZE;
     }
-    return 0;
+    put = udz_send_begin(core, peer, &err);
+    if (put == NULL) {
+        return err;
+    }
+    put->addr = raddr;
+    memcpy(put->rkey, rkey, UDZ_RKEY_LEN);
+    for (i = 0; i < iovcnt; ++i) {
+        core->cur->iov[i] = iov[i];
+    }
+    core->cur->iovcnt  = iovcnt;
+    core->cur->ctx     = ctx;
+    core->cur->has_ctx = 1;
+    return udz_send_commit(core, UDZ_T_PUT, 0, sizeof(*put));
 }
 
 int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *rkey,
@@ -1116,6 +1141,14 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     udz_zrx_t *z;
     unsigned i;
 
+    if (m->unreach) {
+        /* nothing listens at that address any more: whoever was there is gone */
+        p = peer_lookup(core, &m->src);
+        if ((p != NULL) && !p->failed) {
+            peer_fail(core, p);
+        }
+        return;
+    }
     if (m->trunc || (m->len < UDZ_HDR_LEN) || (h->magic != UDZ_MAGIC) ||
         (h->version != UDZ_VERSION) || (m->len != UDZ_HDR_LEN + (size_t)h->len) ||
         !len_ok(h->type, h->len)) {

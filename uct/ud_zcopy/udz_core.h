@@ -51,6 +51,8 @@ typedef struct udz_rxmsg {
     struct iovec iov[2];    /* in: [0] header area, [1] payload area (may be empty) */
     size_t       len;       /* out: bytes the datagram had */
     int          trunc;     /* out: it did not fit into iov[0] + iov[1] */
+    int          unreach;   /* out: not a datagram but the wire's report that src cannot be
+                             * reached (UDP: ICMP port unreachable: no iface is there any more) */
     udz_addr_t   src;       /* out: sender's control address */
 } udz_rxmsg_t;
 
@@ -162,6 +164,9 @@ int udz_send_iov(udz_core_t *core, udz_peer_t *peer, uint8_t am_id, const void *
 /* Put into the peer's registered memory (copied out of the datagram at the target). */
 int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *rkey,
             const void *buf, size_t len);
+/* The same with the data sent by reference from the caller's memory; send_done(ctx) when acked. */
+int udz_put_iov(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *rkey,
+                const struct iovec *iov, int iovcnt, void *ctx);
 
 /* Zero-copy get of [raddr, raddr+len) into buf; get_done(ctx) later. -EAGAIN: no free data
  * channel (or window): retry after resources(). */

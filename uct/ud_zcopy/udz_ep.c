@@ -263,6 +263,87 @@ ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *
     return length;
 }
 
+ucs_status_t uct_udz_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    struct iovec vec[UDZ_MAX_IOV];
+    size_t i, n = 0, total = 0;
+    int err;
+
+    UCT_CHECK_PARAM(iovcnt <= UDZ_MAX_IOV, "iovcnt %zu > %d", iovcnt, UDZ_MAX_IOV);
+    for (i = 0; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        vec[n].iov_base = iov[i].buffer;
+        vec[n].iov_len  = uct_iov_get_length(&iov[i]);
+        total          += vec[n].iov_len;
+        ++n;
+    }
+    UCT_CHECK_LENGTH(total, 0, iface->max_payload - sizeof(udz_put_t), "put_zcopy");
+    if (uct_udz_ep_must_queue(ep)) {
+        UCT_UDZ_COUNT(tx_no_resource, 1);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    err = udz_put_iov(iface->core, ep->peer, remote_addr, (const uint8_t*)rkey, vec, (int)n,
+                      comp);
+    if (ucs_unlikely(err != 0)) {
+        return uct_udz_ep_send_error(ep, err);
+    }
+    UCT_UDZ_COUNT(tx_put_zcopy, 1);
+    UCT_UDZ_COUNT(tx_bytes, total);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_udz_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void *arg,
+                                  size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp)
+{
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    uct_udz_getb_t *g      = NULL;
+    unsigned i;
+    int err;
+
+    UCT_CHECK_LENGTH(length, 0, iface->max_payload, "get_bcopy");
+    if (length == 0) {
+        return UCS_OK;
+    }
+    if (uct_udz_ep_must_queue(ep)) {
+        UCT_UDZ_COUNT(tx_no_resource, 1);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    for (i = 0; i < iface->nchannels; ++i) {
+        if (!iface->getb[i].busy) {
+            g = &iface->getb[i];
+            break;
+        }
+    }
+    if (g == NULL) {
+        UCT_UDZ_COUNT(tx_no_resource, 1);
+        return UCS_ERR_NO_RESOURCE;    /* as many get_bcopy in flight as channels */
+    }
+    if ((g->buf == NULL) &&
+        ((g->buf = ucs_malloc(iface->max_payload, "udz_getb")) == NULL)) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    g->unpack_cb = unpack_cb;
+    g->arg       = arg;
+    g->length    = length;
+    g->comp      = comp;
+    err = udz_get(iface->core, ep->peer, g->buf, length, remote_addr, (const uint8_t*)rkey, g);
+    if (ucs_unlikely(err != 0)) {
+        return uct_udz_ep_send_error(ep, err);
+    }
+    g->busy = 1;
+    UCT_UDZ_COUNT(tx_get_bcopy, 1);
+    UCT_UDZ_COUNT(tx_bytes, length);
+    return UCS_INPROGRESS;
+}
+
 ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                   uint64_t remote_addr, uct_rkey_t rkey,
                                   uct_completion_t *comp)
@@ -273,7 +354,10 @@ ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
     int err;
 
     UCT_CHECK_PARAM(iovcnt == 1, "get_zcopy takes one iov, got %zu", iovcnt);
-    UCT_CHECK_LENGTH(length, 1, iface->zc_max, "get_zcopy");
+    UCT_CHECK_LENGTH(length, 0, iface->zc_max, "get_zcopy");
+    if (length == 0) {
+        return UCS_OK;
+    }
     if (uct_udz_ep_must_queue(ep)) {
         UCT_UDZ_COUNT(tx_no_resource, 1);
         return UCS_ERR_NO_RESOURCE;

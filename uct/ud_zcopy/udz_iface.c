@@ -120,6 +120,7 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
                             UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
                             UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
                             UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
                             UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
@@ -135,14 +136,15 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
 
     attr->cap.put.max_short       = put_max;
     attr->cap.put.max_bcopy       = put_max;
+    /* put_zcopy: one datagram sent from the caller's buffer, completed when acked */
     attr->cap.put.min_zcopy       = 0;
-    attr->cap.put.max_zcopy       = 0;
-    attr->cap.put.max_iov         = 1;
+    attr->cap.put.max_zcopy       = put_max;
+    attr->cap.put.max_iov         = UDZ_MAX_IOV;
     attr->cap.put.opt_zcopy_align = 1;
     attr->cap.put.align_mtu       = 1;
 
     attr->cap.get.max_short       = 0;
-    attr->cap.get.max_bcopy       = 0;
+    attr->cap.get.max_bcopy       = iface->max_payload;    /* through a bounce buffer */
     /* UCP's rendezvous uses get_zcopy from get.min_zcopy on (any size works) */
     attr->cap.get.min_zcopy       = iface->zcopy_thresh;
     attr->cap.get.max_zcopy       = iface->zc_max;
@@ -225,8 +227,20 @@ static void *uct_udz_iface_mem(void *user, uint64_t addr, uint64_t len, const ui
 
 static void uct_udz_iface_get_done(void *user, void *ctx, int status)
 {
+    uct_udz_iface_t *iface = user;
+    uct_udz_getb_t *g      = ctx;
+
     if (status != 0) {
         UCT_UDZ_COUNT(get_failed, 1);
+    }
+    if ((g >= iface->getb) && (g < iface->getb + UDZ_MAX_CHANNELS)) {
+        /* a get_bcopy: hand the bounce buffer to the caller's unpack */
+        g->busy = 0;
+        if (status == 0) {
+            g->unpack_cb(g->arg, g->buf, g->length);
+        }
+        uct_invoke_completion(g->comp, uct_udz_status(status));
+        return;
     }
     uct_invoke_completion((uct_completion_t*)ctx, uct_udz_status(status));
 }
@@ -445,6 +459,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     }
     udz_core_set_time(self->core, uct_udz_now_ns());
 
+    memset(self->getb, 0, sizeof(self->getb));
+    self->nchannels   = config->channels;
     ucs_arbiter_init(&self->arbiter);
     self->dispatching = NULL;
     ucs_list_head_init(&self->eps);
@@ -458,6 +474,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
 UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
 {
     uct_udz_flush_t *f, *tmp;
+    unsigned i;
 
     uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_list_for_each_safe(f, tmp, &self->flushes, list) {
@@ -467,6 +484,9 @@ UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
     ucs_arbiter_cleanup(&self->arbiter);
     udz_core_destroy(self->core);
     udz_udp_close(&self->udp);
+    for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
+        ucs_free(self->getb[i].buf);
+    }
 }
 
 UCS_CLASS_DEFINE(uct_udz_iface_t, uct_base_iface_t);
@@ -516,9 +536,9 @@ static uct_iface_ops_t uct_udz_iface_ops = {
     .ep_am_zcopy              = uct_udz_ep_am_zcopy,
     .ep_put_short             = uct_udz_ep_put_short,
     .ep_put_bcopy             = uct_udz_ep_put_bcopy,
-    .ep_put_zcopy             = (uct_ep_put_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_put_zcopy             = uct_udz_ep_put_zcopy,
     .ep_get_short             = (uct_ep_get_short_func_t)ucs_empty_function_return_unsupported,
-    .ep_get_bcopy             = (uct_ep_get_bcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_get_bcopy             = uct_udz_ep_get_bcopy,
     .ep_get_zcopy             = uct_udz_ep_get_zcopy,
     .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)ucs_empty_function_return_unsupported,
     .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,

@@ -28,7 +28,7 @@
 
 #define UCT_UDZ_TX_COUNTERS(_) \
     _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
-    _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) _(pending_add) _(peer_failed) \
+    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) _(pending_add) _(peer_failed) \
     _(get_failed)
 
 typedef struct uct_udz_counters {
@@ -92,6 +92,16 @@ typedef struct uct_udz_iface_config {
     size_t             sndbuf;
 } uct_udz_iface_config_t;
 
+/* A get_bcopy: a zero-copy get into a bounce buffer, unpacked on completion. */
+typedef struct uct_udz_getb {
+    void                  *buf;         /* max_payload bytes, allocated on first use */
+    uct_unpack_callback_t unpack_cb;
+    void                  *arg;
+    size_t                length;
+    uct_completion_t      *comp;
+    int                   busy;
+} uct_udz_getb_t;
+
 typedef struct uct_udz_iface {
     uct_base_iface_t   super;
     udz_udp_t          udp;
@@ -106,6 +116,8 @@ typedef struct uct_udz_iface {
     struct uct_udz_ep  *dispatching;    /* ep whose queue head is being dispatched */
     ucs_list_link_t    eps;
     ucs_list_link_t    flushes;         /* ep flushes waiting for acks */
+    uct_udz_getb_t     getb[UDZ_MAX_CHANNELS];
+    unsigned           nchannels;
 } uct_udz_iface_t;
 
 UCS_CLASS_DECLARE(uct_udz_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -149,6 +161,12 @@ ucs_status_t uct_udz_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned l
                                   uint64_t remote_addr, uct_rkey_t rkey);
 ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
                              uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_udz_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp);
+ucs_status_t uct_udz_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void *arg,
+                                  size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp);
 ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                   uint64_t remote_addr, uct_rkey_t rkey,
                                   uct_completion_t *comp);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,6 +67,12 @@ static int open_one(struct in_addr ip, int rcvbuf, int sndbuf, int *fd_p, uint16
         snprintf(err, errlen, "bind(%s): %s", inet_ntoa(ip), strerror(e));
         close(fd);
         return -e;
+    }
+    if (sndbuf > 0) {
+        /* the sending socket learns of ICMP port unreachable: nobody listens there any more,
+         * a peer that died (read from the error queue in udz_udp_recv) */
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof(one));
     }
     *rcv_got = set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf);
     *snd_got = set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf);
@@ -134,6 +141,11 @@ static int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *ms
                             .msg_iov = (struct iovec*)msgs[0].iov,
                             .msg_iovlen = (size_t)msgs[0].iovcnt};
         rc = (int)sendmsg(u->fd, &mh, MSG_DONTWAIT);
+        if ((rc < 0) && (errno == ECONNREFUSED)) {
+            /* the error belongs to an earlier datagram (IP_RECVERR): note it, send again */
+            u->errq = 1;
+            rc = (int)sendmsg(u->fd, &mh, MSG_DONTWAIT);
+        }
         if (rc >= 0) {
             return 1;
         }
@@ -150,10 +162,54 @@ static int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *ms
         u->mm[i].msg_hdr.msg_iovlen  = (size_t)msgs[i].iovcnt;
     }
     rc = sendmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT);
+    if ((rc < 0) && (errno == ECONNREFUSED)) {
+        u->errq = 1;
+        rc = sendmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT);
+    }
     if (rc >= 0) {
         return rc;
     }
     return ((errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) ? 0 : -errno;
+}
+
+/* Reports ICMP port-unreachable errors as 'unreach' records naming the dead destination. */
+static int udz_udp_errqueue(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
+{
+    char cbuf[512];
+    struct sockaddr_in dst;
+    struct cmsghdr *cm;
+    struct sock_extended_err *ee;
+    struct msghdr mh;
+    int count = 0;
+
+    while (count < n) {
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_name       = &dst;
+        mh.msg_namelen    = sizeof(dst);
+        mh.msg_control    = cbuf;
+        mh.msg_controllen = sizeof(cbuf);
+        if (recvmsg(u->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+            break;
+        }
+        for (cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
+            if ((cm->cmsg_level != IPPROTO_IP) || (cm->cmsg_type != IP_RECVERR)) {
+                continue;
+            }
+            ee = (struct sock_extended_err*)CMSG_DATA(cm);
+            if ((ee->ee_origin == SO_EE_ORIGIN_ICMP) && (ee->ee_errno == ECONNREFUSED) &&
+                (mh.msg_namelen >= sizeof(dst)) && (dst.sin_family == AF_INET)) {
+                msgs[count].len     = 0;
+                msgs[count].trunc   = 0;
+                msgs[count].unreach = 1;
+                udz_udp_addr_make(dst.sin_addr, dst.sin_port, &msgs[count].src);
+                ++count;
+            }
+        }
+    }
+    if (count == n) {
+        u->errq = 1;    /* maybe more */
+    }
+    return count;
 }
 
 static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
@@ -172,11 +228,22 @@ static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
         u->mm[i].msg_hdr.msg_iov     = msgs[i].iov;
         u->mm[i].msg_hdr.msg_iovlen  = (msgs[i].iov[1].iov_len > 0) ? 2 : 1;
     }
+    if ((chan == 0) && u->errq) {
+        u->errq = 0;
+        rc = udz_udp_errqueue(u, msgs, n);
+        if (rc > 0) {
+            return rc;
+        }
+    }
     rc = recvmmsg(fd, u->mm, (unsigned)n, MSG_DONTWAIT, NULL);
     if (rc < 0) {
+        if ((errno == ECONNREFUSED) && (chan == 0)) {
+            return udz_udp_errqueue(u, msgs, n);
+        }
         return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
     }
     for (i = 0; i < rc; ++i) {
+        msgs[i].unreach = 0;
         msgs[i].len   = u->mm[i].msg_len;
         msgs[i].trunc = !!(u->mm[i].msg_hdr.msg_flags & MSG_TRUNC);
         if ((u->mm[i].msg_hdr.msg_namelen == sizeof(struct sockaddr_in)) &&

@@ -21,6 +21,7 @@ typedef struct udz_udp {
     struct in_addr  ip;
     uint16_t        port;                       /* network byte order */
     int             rcvbuf, sndbuf;             /* what the kernel granted */
+    int             errq;                       /* an ICMP error waits in the error queue */
     struct mmsghdr  mm[UDZ_UDP_BATCH];
     struct sockaddr_in names[UDZ_UDP_BATCH];
 } udz_udp_t;
