@@ -773,6 +773,19 @@ static uint32_t zrx_next_missing(const udz_zrx_t *z, uint32_t from)
     return z->nchunks;
 }
 
+/* The next missing chunk at or after from, without wrapping (nchunks: none). */
+static uint32_t zrx_next_missing_from(const udz_zrx_t *z, uint32_t from)
+{
+    uint32_t i;
+
+    for (i = from; i < z->nchunks; ++i) {
+        if (!bit_get(z->bitmap, i)) {
+            return i;
+        }
+    }
+    return z->nchunks;
+}
+
 static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
 {
     bit_set(z->bitmap, idx);
@@ -792,7 +805,7 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
 {
     uint32_t chunk = (uint32_t)core->cfg.chunk_size;
     unsigned batch = core->cfg.rx_batch, k = 0, j, handled = 0;
-    uint32_t slot[64], idx, clen, p;
+    uint32_t slot[64], idx, clen, p, next_pred = z->pred;
     udz_rxmsg_t *m = core->rxmsgs;
     udz_hdr_t *h;
     int n, misplaced = 0;
@@ -800,18 +813,19 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     if (batch > 64) {
         batch = 64;
     }
-    /* predict where the next datagrams go: the next missing chunks */
+    /* Predict where the next datagrams go: the next missing chunks from pred on, in order.
+     * Every slot takes a full chunk: the short last chunk is received into scratch and copied,
+     * so that a full datagram arriving there (after a loss) is never cut. */
     for (p = zrx_next_missing(z, z->pred); (k < batch) && (p < z->nchunks);
-         p = zrx_next_missing(z, p + 1)) {
+         p = zrx_next_missing_from(z, p + 1)) {
         slot[k] = p;
         m[k].iov[0].iov_base = &core->zhdr[k];
         m[k].iov[0].iov_len  = UDZ_HDR_LEN;
-        m[k].iov[1].iov_base = z->buf + (size_t)p * chunk;
-        m[k].iov[1].iov_len  = chunk_len(z->len, chunk, p);
+        m[k].iov[1].iov_base = (chunk_len(z->len, chunk, p) == chunk) ?
+                               z->buf + (size_t)p * chunk :
+                               core->zscratch + (size_t)k * chunk;
+        m[k].iov[1].iov_len  = chunk;
         ++k;
-        if (p + 1 >= z->nchunks) {
-            break;
-        }
     }
     if (k == 0) {
         return 0;
@@ -824,7 +838,7 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     for (j = 0; j < (unsigned)n; ++j) {
         h = &core->zhdr[j];
         core->zplace[j] = -1;
-        if ((m[j].len < UDZ_HDR_LEN) || (h->magic != UDZ_MAGIC) ||
+        if ((m[j].len < UDZ_HDR_LEN) || m[j].trunc || (h->magic != UDZ_MAGIC) ||
             (h->version != UDZ_VERSION) || (h->type != UDZ_T_ZDATA) ||
             (h->dst_cookie != core->cookie)) {
             core->cnt->rx_corrupt++;
@@ -846,26 +860,32 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
             continue;
         }
         clen = chunk_len(z->len, chunk, idx);
-        if (m[j].trunc || (h->len != clen) || (m[j].len != UDZ_HDR_LEN + clen)) {
-            /* a full chunk predicted into the short last slot is cut: it will be resent */
-            core->cnt->rx_corrupt += !m[j].trunc;
+        if ((h->len != clen) || (m[j].len != UDZ_HDR_LEN + clen)) {
+            core->cnt->rx_corrupt++;
             continue;
         }
         z->last_rx_ns = core->now;
-        z->backoff = 0;
+        z->backoff    = 0;
+        next_pred     = idx + 1;
         if (bit_get(z->bitmap, idx)) {
             core->cnt->rx_dup++;
             continue;
         }
-        if (idx == slot[j]) {
-            zrx_mark(core, z, idx);
-            core->cnt->rx_zcopy_bytes += clen;
-            handled++;
-        } else {
-            memcpy(core->zscratch + (size_t)j * chunk, m[j].iov[1].iov_base, clen);
+        if (idx != slot[j]) {
+            /* saved before pass 2 writes anything (its slot may be another one's place) */
+            memmove(core->zscratch + (size_t)j * chunk, m[j].iov[1].iov_base, clen);
             core->zplace[j] = (int)idx;
             misplaced = 1;
+            continue;
         }
+        if (m[j].iov[1].iov_base != z->buf + (size_t)idx * chunk) {
+            memcpy(z->buf + (size_t)idx * chunk, m[j].iov[1].iov_base, clen);   /* last chunk */
+            core->cnt->rx_copy_bytes += clen;
+        } else {
+            core->cnt->rx_zcopy_bytes += clen;
+        }
+        zrx_mark(core, z, idx);
+        handled++;
     }
     /* pass 2: move the misplaced ones (a copy; rare: loss or reordering) */
     for (j = 0; misplaced && (j < (unsigned)n); ++j) {
@@ -883,9 +903,8 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
         core->cnt->rx_copy_bytes += clen;
         handled++;
     }
-    if (n > 0) {
-        z->pred = (slot[n - 1] + 1 < z->nchunks) ? slot[n - 1] + 1 : 0;
-    }
+    /* the next datagram most likely follows the last one that came */
+    z->pred = (next_pred < z->nchunks) ? next_pred : 0;
     if (z->received == z->nchunks) {
         send_zctl(core, z->peer, UDZ_T_ZDONE, 0, z->xfer_id, NULL, 0);
         zrx_finish(core, z, 0);
