@@ -44,6 +44,8 @@ typedef struct udz_skb {
     struct udz_skb *next;
     uint32_t        psn;
     uint32_t        len;            /* header + inline payload */
+    uint64_t        sent_ns;        /* first transmission */
+    int             retx;           /* retransmitted: no round-trip sample from its ack */
     int             iovcnt;
     int             has_ctx;        /* a by-reference send: send_done(ctx) when acked */
     struct iovec    iov[UDZ_MAX_IOV];
@@ -66,6 +68,8 @@ struct udz_peer {
     uint32_t     next_psn;          /* next psn to send */
     uint32_t     rx_expected;       /* next psn to deliver */
     uint32_t     get_seq;           /* gets issued, for flush */
+    uint32_t     srtt_us;           /* smoothed round trip (0: no sample yet) */
+    uint32_t     rttvar_us;
     uint16_t     unacked_count;
     uint16_t     ack_owed;          /* delivered packets not yet acked */
     uint8_t      backoff;
@@ -172,11 +176,37 @@ int udz_peer_is_failed(const udz_peer_t *peer) { return peer->failed; }
 size_t udz_core_max_payload(const udz_core_t *core) { return core->cfg.seg_size - UDZ_HDR_LEN; }
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns) { core->now = now_ns; }
 
-static uint64_t rto(const udz_core_t *core, unsigned backoff)
+/* Retransmission timeout towards a peer: the configured minimum, or srtt + 4 rttvar when the
+ * measured round trips are longer (a loaded host delays acks by whole scheduler slices), doubled
+ * per retransmission up to the cap. */
+static uint64_t rto(const udz_core_t *core, const udz_peer_t *p, unsigned backoff)
 {
-    uint64_t t = core->cfg.rto_ns << (backoff < UDZ_BACKOFF_MAX ? backoff : UDZ_BACKOFF_MAX);
+    uint64_t t = (uint64_t)p->srtt_us * 1000 + 4000ull * p->rttvar_us;
 
+    if (t < core->cfg.rto_ns) {
+        t = core->cfg.rto_ns;
+    }
+    t <<= (backoff < UDZ_BACKOFF_MAX ? backoff : UDZ_BACKOFF_MAX);
     return t < core->cfg.rto_max_ns ? t : core->cfg.rto_max_ns;
+}
+
+/* Jacobson/Karels on one round-trip sample (never from a retransmitted packet: Karn). */
+static void rtt_sample(udz_peer_t *p, uint64_t ns)
+{
+    uint32_t us = (ns / 1000 > 0xffffffffull) ? 0xffffffffu : (uint32_t)(ns / 1000);
+    uint32_t diff;
+
+    if (p->srtt_us == 0) {
+        p->srtt_us   = us ? us : 1;
+        p->rttvar_us = us / 2;
+        return;
+    }
+    diff = (us > p->srtt_us) ? us - p->srtt_us : p->srtt_us - us;
+    p->rttvar_us = (3 * p->rttvar_us + diff) / 4;
+    p->srtt_us   = (7 * p->srtt_us + us) / 8;
+    if (p->srtt_us == 0) {
+        p->srtt_us = 1;
+    }
 }
 
 /* ---- peers ---- */
@@ -424,6 +454,7 @@ static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
     udz_skb_t *skb;
 
     for (skb = p->unacked; skb != NULL; skb = skb->next) {
+        skb->retx = 1;
         skb_xmit(core, p, skb, skb->next == NULL ? UDZ_F_ACK_REQ : 0);
         core->cnt->retransmit++;
     }
@@ -495,6 +526,9 @@ int udz_send_commit(udz_core_t *core, uint8_t type, uint8_t am_id, size_t len)
         return -EMSGSIZE;
     }
     core->cur = NULL;
+    if (core->uops->now != NULL) {
+        core->now = core->uops->now(core->user);   /* sends come between progress calls */
+    }
     memset(h, 0, sizeof(*h));
     hdr_fill(core, h, p, type);
     h->am_id = am_id;
@@ -503,6 +537,8 @@ int udz_send_commit(udz_core_t *core, uint8_t type, uint8_t am_id, size_t len)
     skb->psn = h->psn;
     skb->len = UDZ_HDR_LEN + len;
     skb->next = NULL;
+    skb->sent_ns = core->now;
+    skb->retx = 0;
     if (p->unacked == NULL) {
         p->unacked = skb;
         p->last_progress_ns = core->now;
@@ -597,6 +633,9 @@ static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fl
     while (((skb = p->unacked) != NULL) && seq_lt(skb->psn, ack)) {
         p->unacked = skb->next;
         p->unacked_count--;
+        if ((p->unacked == NULL || !seq_lt(p->unacked->psn, ack)) && !skb->retx) {
+            rtt_sample(p, core->now - skb->sent_ns);   /* the newest packet this ack covers */
+        }
         skb_release(core, skb, 0);
         freed = 1;
     }
@@ -1003,12 +1042,17 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
     if (t->sack != 0) {
         top = t->cum + 1 + (63 - (uint32_t)__builtin_clzll(t->sack));
     }
+    if (stuck) {
+        /* nothing arrived for an RTO: the tail may be lost too, resend every unacked chunk
+         * the selective ack can name (not one per timeout) */
+        top = t->cum + 64;
+    }
     for (c = t->cum; (c <= top) && (c < t->sent) && (n < 65); ++c) {
         if ((c > t->cum) && ((t->sack >> (c - t->cum - 1)) & 1)) {
             continue;
         }
         if ((c < t->rexmit_mark) && !stuck &&
-            (core->now - t->rexmit_ns < rto(core, 0))) {
+            (core->now - t->rexmit_ns < rto(core, t->peer, 0))) {
             continue;   /* resent recently: give it time */
         }
         list[n++] = c;
@@ -1289,7 +1333,7 @@ static void timers(udz_core_t *core)
                 peer_fail(core, p);
                 continue;
             }
-            if (now - p->last_tx_ns >= rto(core, p->backoff)) {
+            if (now - p->last_tx_ns >= rto(core, p, p->backoff)) {
                 if (p->backoff < UDZ_BACKOFF_MAX) {
                     p->backoff++;
                 }
@@ -1313,7 +1357,7 @@ static void timers(udz_core_t *core)
             p = z->peer;
             zrx_finish(core, z, -ETIMEDOUT);
             peer_fail(core, p);
-        } else if (now - z->zack_ns >= rto(core, z->backoff)) {
+        } else if (now - z->zack_ns >= rto(core, z->peer, z->backoff)) {
             if (z->backoff < UDZ_BACKOFF_MAX) {
                 z->backoff++;
             }
@@ -1327,8 +1371,8 @@ static void timers(udz_core_t *core)
             continue;
         }
         if ((t->status == 0) && (t->cum < t->sent) &&
-            (now - t->last_send_ns >= rto(core, t->backoff)) &&
-            (now - t->last_progress_ns >= rto(core, t->backoff))) {
+            (now - t->last_send_ns >= rto(core, t->peer, t->backoff)) &&
+            (now - t->last_progress_ns >= rto(core, t->peer, t->backoff))) {
             uint32_t c = t->cum;
             if (t->backoff < UDZ_BACKOFF_MAX) {
                 t->backoff++;
@@ -1535,7 +1579,6 @@ void udz_core_destroy(udz_core_t *core)
             sn = skb->next;
             free(skb);
         }
-        core->cnt->peer_state_bytes -= sizeof(*p);
         free(p);
     }
     for (skb = core->skb_free; skb != NULL; skb = sn) {
@@ -1552,9 +1595,6 @@ void udz_core_destroy(udz_core_t *core)
     }
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
         free(core->zrx[i].bitmap);
-    }
-    if (core->htab != NULL) {
-        core->cnt->peer_state_bytes -= (core->hmask + 1) * sizeof(udz_peer_t*);
     }
     free(core->htab);
     free(core->rxbuf);

@@ -92,6 +92,9 @@ typedef struct udz_user_ops {
     void (*peer_failed)(void *user, udz_peer_t *peer);
     /* Send resources were freed (window, pool, channel): retry what was refused. */
     void (*resources)(void *user);
+    /* Optional: the current time in ns, read when a packet is sent between progress calls
+     * (round-trip samples); NULL: the time of the last progress call. */
+    uint64_t (*now)(void *user);
 } udz_user_ops_t;
 
 typedef struct udz_config {
@@ -101,7 +104,8 @@ typedef struct udz_config {
     unsigned tx_pool;           /* send buffers per core, shared by all peers */
     unsigned ack_every;         /* standalone ack after this many unacked received packets */
     uint64_t ack_delay_ns;      /* ... or after this delay */
-    uint64_t rto_ns;            /* first retransmission timeout */
+    uint64_t rto_ns;            /* smallest retransmission timeout (it adapts to the measured
+                                 * round trip: srtt + 4 rttvar) */
     uint64_t rto_max_ns;        /* backoff cap */
     uint64_t peer_timeout_ns;   /* no progress for this long: the peer has failed */
     unsigned channels;          /* zero-copy data channels (the seed's QP pool) */
@@ -111,7 +115,9 @@ typedef struct udz_config {
     unsigned max_peers;
 } udz_config_t;
 
-/* Counters the core keeps (the glue exports them with its own). */
+/* Counters the core keeps (the glue exports them with its own). peer_state_bytes: bytes ever
+ * allocated for per-peer state (peer structs + hash slots), the scalability figure; peers: how
+ * many were created. */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) \

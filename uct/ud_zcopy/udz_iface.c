@@ -48,8 +48,9 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "... or after this delay.",
      ucs_offsetof(uct_udz_iface_config_t, ack_delay), UCS_CONFIG_TYPE_TIME},
 
-    {"RTO", "5ms",
-     "First retransmission timeout; it doubles on every retransmission up to RTO_MAX.",
+    {"RTO", "2ms",
+     "Smallest retransmission timeout. Per peer it follows the measured round trip (smoothed\n"
+     "round trip + 4 x its variation, as TCP), and doubles on every retransmission up to RTO_MAX.",
      ucs_offsetof(uct_udz_iface_config_t, rto), UCS_CONFIG_TYPE_TIME},
 
     {"RTO_MAX", "500ms",
@@ -262,7 +263,13 @@ static void uct_udz_iface_resources(void *user)
     /* the pending queue is dispatched by the progress that follows */
 }
 
+static uint64_t uct_udz_iface_now(void *user)
+{
+    return uct_udz_now_ns();
+}
+
 static const udz_user_ops_t uct_udz_user_ops = {
+    .now         = uct_udz_iface_now,
     .am          = uct_udz_iface_am,
     .mem         = uct_udz_iface_mem,
     .get_done    = uct_udz_iface_get_done,
