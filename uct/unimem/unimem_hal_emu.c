@@ -6,7 +6,9 @@
  *
  *   page 0   header: magic, version, owner pid, PDID, geometry, cookie; then, each on its own
  *            cache line, the producers' tail and the sender-id counter
- *   page 1.. nslots slots of 64 bytes: { seq (8) | message (32) | pad }
+ *   page 1.. nslots sequence words (8 bytes each), then nslots messages (32 bytes each): a slot
+ *            is (seq[i], msg[i]). Apart, eight sequence words share a cache line and two
+ *            messages another, so a burst moves half the cache lines a 64-byte slot would.
  *
  * The queue is a bounded multi-producer, single-consumer ring (Vyukov's sequence-number
  * scheme). Slot i starts with seq = i ("free for position i"). A producer reserves positions
@@ -45,10 +47,9 @@
 #include <unistd.h>
 
 #define EMU_MAGIC      0x31304d454d494e55ull   /* "UNIMEM01" */
-#define EMU_VERSION    1
+#define EMU_VERSION    2
 #define EMU_PAGE       4096ul
 #define EMU_LINE       64
-#define EMU_SLOT_SIZE  64
 #define EMU_MAX_SLOTS  (1u << 20)
 
 typedef struct emu_hdr {
@@ -68,14 +69,8 @@ typedef struct emu_hdr {
     char              pad2[EMU_LINE - 4];
 } emu_hdr_t;
 
-typedef struct emu_slot {
-    volatile uint64_t seq;
-    unimem_msg_t      msg;
-    char              pad[EMU_SLOT_SIZE - 8 - sizeof(unimem_msg_t)];
-} emu_slot_t;
-
 _Static_assert(sizeof(emu_hdr_t) == 3 * EMU_LINE, "header layout");
-_Static_assert(sizeof(emu_slot_t) == EMU_SLOT_SIZE, "slot layout");
+_Static_assert(sizeof(unimem_msg_t) == UNIMEM_HAL_MSG_SIZE, "message layout");
 
 struct unimem_hal {
     int               refs;
@@ -88,8 +83,9 @@ struct unimem_hal {
 
 struct unimem_hal_mbox {
     unimem_hal_t *hal;
-    emu_hdr_t    *hdr;
-    emu_slot_t   *slots;
+    emu_hdr_t         *hdr;
+    volatile uint64_t *seqs;
+    unimem_msg_t      *msgs;
     uint64_t     head;                   /* private: a peer cannot move it */
     uint64_t     mask;
     uint64_t     nslots;
@@ -104,7 +100,8 @@ struct unimem_hal_dest {
     unimem_hal_dest_t *next;
     int               refs;
     emu_hdr_t         *hdr;
-    emu_slot_t        *slots;
+    volatile uint64_t *seqs;
+    unimem_msg_t      *msgs;
     uint64_t          mask;              /* private copies of the validated geometry */
     uint64_t          nslots;
     uint32_t          max_senders;
@@ -182,9 +179,14 @@ const char *unimem_hal_device_name(void)
 
 /* ---- mailboxes ---- */
 
+static size_t emu_seqs_size(uint64_t nslots)
+{
+    return (nslots * sizeof(uint64_t) + EMU_PAGE - 1) & ~(EMU_PAGE - 1);
+}
+
 static size_t emu_seg_size(uint64_t nslots)
 {
-    return EMU_PAGE + nslots * EMU_SLOT_SIZE;
+    return EMU_PAGE + emu_seqs_size(nslots) + nslots * sizeof(unimem_msg_t);
 }
 
 static uint64_t emu_random(void)
@@ -249,14 +251,15 @@ int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_send
 
     mbox->hal    = hal;
     mbox->hdr    = base;
-    mbox->slots  = (emu_slot_t*)((char*)base + EMU_PAGE);
+    mbox->seqs   = (volatile uint64_t*)((char*)base + EMU_PAGE);
+    mbox->msgs   = (unimem_msg_t*)((char*)base + EMU_PAGE + emu_seqs_size(nslots));
     mbox->head   = 0;
     mbox->nslots = nslots;
     mbox->mask   = nslots - 1;
     mbox->index  = (uint32_t)index;
     mbox->cookie = emu_random();
     for (i = 0; i < nslots; ++i) {
-        mbox->slots[i].seq = i;   /* free for position i */
+        mbox->seqs[i] = i;   /* free for position i */
     }
 
     hdr.cookie      = mbox->cookie;
@@ -307,16 +310,16 @@ void unimem_hal_mbox_address(const unimem_hal_mbox_t *mbox, unimem_hal_mbox_addr
 unsigned unimem_hal_mbox_recv(unimem_hal_mbox_t *mbox, unimem_msg_t *msgs, unsigned max)
 {
     uint64_t head = mbox->head;
-    emu_slot_t *slot;
+    uint64_t i;
     unsigned n;
 
     for (n = 0; n < max; ++n) {
-        slot = &mbox->slots[head & mbox->mask];
-        if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != head + 1) {
+        i = head & mbox->mask;
+        if (__atomic_load_n(&mbox->seqs[i], __ATOMIC_ACQUIRE) != head + 1) {
             break;
         }
-        memcpy(&msgs[n], &slot->msg, sizeof(unimem_msg_t));
-        __atomic_store_n(&slot->seq, head + mbox->nslots, __ATOMIC_RELEASE);
+        memcpy(&msgs[n], &mbox->msgs[i], sizeof(unimem_msg_t));
+        __atomic_store_n(&mbox->seqs[i], head + mbox->nslots, __ATOMIC_RELEASE);
         ++head;
     }
     mbox->head = head;
@@ -393,7 +396,8 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     dest->hal         = hal;
     dest->refs        = 1;
     dest->hdr         = base;
-    dest->slots       = (emu_slot_t*)((char*)base + EMU_PAGE);
+    dest->seqs        = (volatile uint64_t*)((char*)base + EMU_PAGE);
+    dest->msgs        = (unimem_msg_t*)((char*)base + EMU_PAGE + emu_seqs_size(hdr.nslots));
     dest->nslots      = hdr.nslots;
     dest->mask        = hdr.nslots - 1;
     dest->max_senders = hdr.max_senders;
@@ -452,8 +456,7 @@ int unimem_hal_dest_sender_id(unimem_hal_dest_t *dest, uint32_t *id_p)
 
 int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned n)
 {
-    uint64_t t, last, seq;
-    emu_slot_t *slot;
+    uint64_t t, last, seq, pos;
     unsigned i;
 
     if (__builtin_expect(dest->hdr->pdid != dest->hal->pdid, 0)) {
@@ -466,7 +469,7 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
     t = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
     for (;;) {
         last = t + n - 1;
-        seq  = __atomic_load_n(&dest->slots[last & dest->mask].seq, __ATOMIC_ACQUIRE);
+        seq  = __atomic_load_n(&dest->seqs[last & dest->mask], __ATOMIC_ACQUIRE);
         if (seq == last) {
             /* free for this lap, and so is every slot before it */
             if (__atomic_compare_exchange_n(&dest->hdr->tail, &t, t + n, 1, __ATOMIC_ACQ_REL,
@@ -481,9 +484,9 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
     }
 
     for (i = 0; i < n; ++i) {
-        slot = &dest->slots[(t + i) & dest->mask];
-        memcpy(&slot->msg, &msgs[i], sizeof(unimem_msg_t));
-        __atomic_store_n(&slot->seq, t + i + 1, __ATOMIC_RELEASE);
+        pos = (t + i) & dest->mask;
+        memcpy(&dest->msgs[pos], &msgs[i], sizeof(unimem_msg_t));
+        __atomic_store_n(&dest->seqs[pos], t + i + 1, __ATOMIC_RELEASE);
     }
     return 0;
 }
@@ -492,7 +495,7 @@ int unimem_hal_can_send(unimem_hal_dest_t *dest, unsigned n)
 {
     uint64_t t    = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
     uint64_t last = t + n - 1;
-    uint64_t seq  = __atomic_load_n(&dest->slots[last & dest->mask].seq, __ATOMIC_ACQUIRE);
+    uint64_t seq  = __atomic_load_n(&dest->seqs[last & dest->mask], __ATOMIC_ACQUIRE);
 
     return (n <= dest->nslots) && ((int64_t)(seq - last) >= 0);
 }

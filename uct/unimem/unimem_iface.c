@@ -37,7 +37,7 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "Mailbox messages received per progress call (1..4096).",
      ucs_offsetof(uct_unimem_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
 
-    {"ZCOPY_THRESH", "16k",
+    {"ZCOPY_THRESH", "8k",
      "get/put zero copy (zDMA) from this size on; UCP's rendezvous threshold is floored by it,\n"
      "so messages below it go eagerly through the mailbox, above it as a rendezvous whose data\n"
      "moves by zDMA read. At least 1.",
