@@ -56,6 +56,7 @@ typedef struct udz_skb {
 struct udz_peer {
     udz_addr_t   addr;
     uint64_t     cookie;            /* the peer iface's cookie (dst_cookie of our datagrams) */
+    uint64_t     prev_cookie;       /* the incarnation this one replaced (0: none) */
     udz_peer_t  *hnext;             /* hash chain */
     udz_peer_t  *all_next;          /* every peer ever made, for destroy */
     void        *user;
@@ -369,7 +370,7 @@ static void peer_fail(udz_core_t *core, udz_peer_t *p)
 
 udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
-    udz_peer_t *p = peer_lookup(core, addr);
+    udz_peer_t *p = peer_lookup(core, addr), *n;
 
     if (p != NULL) {
         if (p->cookie == cookie) {
@@ -380,6 +381,11 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
         peer_hash_remove(core, p);
         core->npeers--;
         peer_fail(core, p);
+        n = peer_create(core, addr, cookie);
+        if (n != NULL) {
+            n->prev_cookie = p->cookie;
+        }
+        return n;
     }
     return peer_create(core, addr, cookie);
 }
@@ -560,7 +566,9 @@ int udz_send_iov(udz_core_t *core, udz_peer_t *peer, uint8_t am_id, const void *
     void *payload;
     int err, i;
 
-    if (iovcnt > UDZ_MAX_IOV) {
+    if ((iovcnt > UDZ_MAX_IOV) || (hdr_len > udz_core_max_payload(core))) {
+        /* hdr is copied into the send buffer before commit checks the total: a header larger
+         * than a datagram overflowed the buffer (ASan, unit test UdzAm.SendIovByReference) */
         return -EMSGSIZE;
     }
     payload = udz_send_begin(core, peer, &err);
@@ -1223,6 +1231,13 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         return;
     }
     p = peer_lookup(core, &m->src);
+    if ((p != NULL) && (p->cookie != h->src_cookie) && (h->src_cookie == p->prev_cookie)) {
+        /* a late datagram of the incarnation p replaced (still in the network, reordered):
+         * without this check it would be taken for yet another restart and fail the live
+         * incarnation (unit test UdzFail.OldIncarnationLateDatagramsDoNotKillNewOne) */
+        core->cnt->rx_foreign++;
+        return;
+    }
     if ((p != NULL) && (p->cookie != h->src_cookie)) {
         /* the sender restarted at this address: the old incarnation is gone */
         p = udz_peer_get(core, &m->src, h->src_cookie);
@@ -1461,6 +1476,11 @@ int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int star
         }
     }
     return 1;
+}
+
+unsigned udz_core_gets_in_flight(const udz_core_t *core)
+{
+    return core->zrx_busy;
 }
 
 int udz_core_idle(const udz_core_t *core)
