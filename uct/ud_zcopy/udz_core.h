@@ -182,6 +182,8 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
 /* Everything sent to the peer before this call acked and every get to it done? Returns 1 when
  * so; otherwise 0 and *token identifies the point to wait for (see udz_flush_done). */
 int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int start);
+/* Gets in flight (data channels in use), for fences. */
+unsigned udz_core_gets_in_flight(const udz_core_t *core);
 /* Everything sent to any peer acked and every get done. */
 int udz_core_idle(const udz_core_t *core);
 /* Fails every get in flight to the peer with status (cancel). */

@@ -109,8 +109,24 @@ ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
  * dispatch of this ep's own queue may send. */
 static UCS_F_ALWAYS_INLINE int uct_udz_ep_must_queue(uct_udz_ep_t *ep)
 {
-    return ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
-           (ucs_derived_of(ep->super.super.iface, uct_udz_iface_t)->dispatching != ep);
+    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_udz_iface_t);
+
+    return uct_udz_iface_fence_holds(iface) ||
+           (ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
+            (iface->dispatching != ep));
+}
+
+ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+
+    iface->fenced = (udz_core_gets_in_flight(iface->core) > 0);
+    return UCS_OK;
+}
+
+ucs_status_t uct_udz_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    return uct_udz_iface_fence(tl_ep->iface, flags);
 }
 
 static UCS_F_NOINLINE ucs_status_t uct_udz_ep_send_error(uct_udz_ep_t *ep, int err)

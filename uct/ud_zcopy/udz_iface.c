@@ -313,10 +313,11 @@ static ucs_status_t uct_udz_iface_flush(uct_iface_h tl_iface, unsigned flags,
     if (comp != NULL) {
         return UCS_ERR_UNSUPPORTED;
     }
-    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
-        return UCS_ERR_NO_RESOURCE;
+    /* UCP's worker flush polls this and takes anything but OK/INPROGRESS as a failure */
+    if (!ucs_arbiter_is_empty(&iface->arbiter) || !udz_core_idle(iface->core)) {
+        return UCS_INPROGRESS;
     }
-    return udz_core_idle(iface->core) ? UCS_OK : UCS_INPROGRESS;
+    return UCS_OK;
 }
 
 static ucs_status_t uct_udz_config_error(const char *var, const char *what)
@@ -467,6 +468,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     udz_core_set_time(self->core, uct_udz_now_ns());
 
     memset(self->getb, 0, sizeof(self->getb));
+    self->fenced      = 0;
     self->nchannels   = config->channels;
     ucs_arbiter_init(&self->arbiter);
     self->dispatching = NULL;
@@ -564,14 +566,14 @@ static uct_iface_ops_t uct_udz_iface_ops = {
     .ep_pending_add           = uct_udz_ep_pending_add,
     .ep_pending_purge         = uct_udz_ep_pending_purge,
     .ep_flush                 = uct_udz_ep_flush,
-    .ep_fence                 = uct_base_ep_fence,
+    .ep_fence                 = uct_udz_ep_fence,
     .ep_check                 = uct_udz_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_udz_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_udz_ep_t),
     .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
     .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
     .iface_flush              = uct_udz_iface_flush,
-    .iface_fence              = uct_base_iface_fence,
+    .iface_fence              = uct_udz_iface_fence,
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_udz_iface_progress,

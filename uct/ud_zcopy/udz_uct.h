@@ -118,6 +118,7 @@ typedef struct uct_udz_iface {
     ucs_list_link_t    flushes;         /* ep flushes waiting for acks */
     uct_udz_getb_t     getb[UDZ_MAX_CHANNELS];
     unsigned           nchannels;
+    int                fenced;          /* a fence waits for the gets issued before it */
 } uct_udz_iface_t;
 
 UCS_CLASS_DECLARE(uct_udz_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -174,10 +175,29 @@ ucs_status_t uct_udz_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsi
 void uct_udz_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
 ucs_status_t uct_udz_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_udz_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags);
 
 unsigned uct_udz_ep_dispatch_pending(uct_udz_iface_t *iface);
 unsigned uct_udz_ep_check_flushes(uct_udz_iface_t *iface);
 void uct_udz_ep_set_failed(uct_udz_ep_t *ep);
+
+/* Fence: puts, active messages and get requests travel one in-order reliable stream, so they
+ * are ordered already; only a get's data comes back on its own channel, after later operations
+ * may have taken effect. A fence therefore holds every later operation (they get NO_RESOURCE
+ * and wait in the pending queue) until the gets issued before it have completed. Open MPI's
+ * request-based Rget relies on this: get, fence, then an atomic whose reply completes it. */
+static UCS_F_ALWAYS_INLINE int uct_udz_iface_fence_holds(uct_udz_iface_t *iface)
+{
+    if (ucs_likely(!iface->fenced)) {
+        return 0;
+    }
+    if (udz_core_gets_in_flight(iface->core) == 0) {
+        iface->fenced = 0;
+        return 0;
+    }
+    return 1;
+}
 
 static inline ucs_status_t uct_udz_status(int err)
 {
