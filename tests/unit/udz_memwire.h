@@ -1,0 +1,311 @@
+/*
+ * An in-memory lossy datagram wire for the ud_zcopy protocol core (udz_core.c): the stand-in for
+ * the UDP wire in the unit tests and the fuzzer.
+ *
+ * One MemNet holds N endpoints (one per core) in one process; every endpoint has a control
+ * channel (0) and data channels 1..UDZ_MAX_CHANNELS. Addresses are opaque udz_addr_t built here:
+ * bytes 0..3 the endpoint index, bytes 4..7 the channel (a data channel's id is its number, like
+ * a UDP port). send() copies the gathered datagram into the destination channel's queue; recv()
+ * dequeues and scatters into the core's iovecs exactly like recvmmsg: header iov first, then the
+ * payload iov, len = the datagram's full length, trunc = 1 when it did not fit (only what fits
+ * is copied), src = the sender's control address.
+ *
+ * Impairments, per net, from a seeded PRNG (deterministic per test): loss, duplication,
+ * reordering (a datagram is held back and delivered after later ones), truncation (cut short),
+ * corruption (flip bytes: anywhere, or only in the header fields the decoder validates), and per
+ * endpoint a "dead" switch (it neither sends nor receives), optionally answering sends to it with
+ * an 'unreach' record (the UDP wire's ICMP port unreachable).
+ */
+#ifndef UDZ_MEMWIRE_H
+#define UDZ_MEMWIRE_H
+
+#if defined(__cplusplus) && !defined(_Static_assert)
+#define _Static_assert static_assert    /* udz_proto.h is C11; this header is C++ */
+#endif
+#include "udz_core.h"
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace udzmem {
+
+struct Dgram {
+    std::vector<uint8_t> data;
+    udz_addr_t           src;
+    int                  unreach = 0;
+};
+
+struct Impair {
+    double loss      = 0;   /* probability a datagram is dropped */
+    double dup       = 0;   /* ... delivered twice */
+    double reorder   = 0;   /* ... held back and delivered after later ones */
+    double trunc     = 0;   /* ... cut short */
+    double corrupt   = 0;   /* ... gets 1..3 bytes flipped */
+    bool   corrupt_hdr_checked = false;  /* flip only magic/version/len/dst_cookie (detectable) */
+    bool   data_only = false;  /* impair only the data channels */
+    bool   ctrl_only = false;  /* impair only the control channel */
+};
+
+struct Stats {
+    uint64_t sent = 0, delivered = 0, lost = 0, dups = 0, reordered = 0, truncated = 0,
+             corrupted = 0, dead_drops = 0, overflow = 0, unreach = 0;
+};
+
+class MemNet;
+
+struct Endpoint {
+    MemNet *net;
+    int     idx;
+    bool    dead = false;
+    struct Queue {
+        std::deque<Dgram> q;
+        std::vector<std::pair<Dgram, int>> held;   /* held back: delivered after n more */
+    };
+    Queue   chan[1 + UDZ_MAX_CHANNELS];
+};
+
+class MemNet {
+public:
+    explicit MemNet(uint64_t seed = 1, size_t qcap = 8192) : rng_(seed ? seed : 1), qcap_(qcap) {}
+
+    Endpoint *add() {
+        eps_.emplace_back(new Endpoint());
+        eps_.back()->net = this;
+        eps_.back()->idx = (int)eps_.size() - 1;
+        return eps_.back().get();
+    }
+    Endpoint *ep(int i) { return eps_[(size_t)i].get(); }
+    size_t size() const { return eps_.size(); }
+
+    static udz_addr_t addr(int idx, uint32_t chan = 0) {
+        udz_addr_t a;
+        memset(&a, 0, sizeof(a));
+        memcpy(a.b, &idx, 4);
+        memcpy(a.b + 4, &chan, 4);
+        a.b[8] = 0xa5;
+        return a;
+    }
+    static int addr_idx(const udz_addr_t &a) { int i; memcpy(&i, a.b, 4); return i; }
+    static uint32_t addr_chan(const udz_addr_t &a) { uint32_t c; memcpy(&c, a.b + 4, 4); return c; }
+
+    Impair  imp;
+    Stats   st;
+    bool    unreach_mode = false;   /* sends to a dead endpoint come back as 'unreach' */
+
+    /* Puts raw bytes into a channel's queue as if src had sent them (tests, fuzzer). */
+    void inject(int dst, uint32_t chan, const void *p, size_t len, const udz_addr_t &src) {
+        Dgram d;
+        d.data.assign((const uint8_t*)p, (const uint8_t*)p + len);
+        d.src = src;
+        eps_[(size_t)dst]->chan[chan].q.push_back(std::move(d));
+    }
+    /* Drops everything queued or held for an endpoint (a restarted process has empty sockets). */
+    void clear(int idx) {
+        for (auto &c : eps_[(size_t)idx]->chan) {
+            c.q.clear();
+            c.held.clear();
+        }
+    }
+    /* Delivers every held-back datagram now. */
+    void release_held() {
+        for (auto &e : eps_) {
+            for (auto &c : e->chan) {
+                for (auto &h : c.held) {
+                    c.q.push_back(std::move(h.first));
+                }
+                c.held.clear();
+            }
+        }
+    }
+    size_t queued(int idx, uint32_t chan) const {
+        return eps_[(size_t)idx]->chan[chan].q.size() + eps_[(size_t)idx]->chan[chan].held.size();
+    }
+
+    uint64_t rand64() {     /* xorshift64* */
+        rng_ ^= rng_ >> 12;
+        rng_ ^= rng_ << 25;
+        rng_ ^= rng_ >> 27;
+        return rng_ * 0x2545f4914f6cdd1dull;
+    }
+    bool chance(double p) { return (p > 0) && ((double)(rand64() >> 11) * 0x1.0p-53 < p); }
+    size_t below(size_t n) { return n ? (size_t)(rand64() % n) : 0; }
+
+    /* ---- udz_wire_ops_t ---- */
+
+    static int send_op(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n) {
+        Endpoint *from = (Endpoint*)wire;
+        return from->net->send(from, *dst, msgs, n);
+    }
+    static int recv_op(void *wire, int chan, udz_rxmsg_t *msgs, int n) {
+        Endpoint *at = (Endpoint*)wire;
+        return at->net->recv(at, chan, msgs, n);
+    }
+    static uint32_t chan_id_op(void *, int chan) { return (uint32_t)chan; }
+    static void chan_addr_op(void *, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out) {
+        *out = *ctrl;
+        memcpy(out->b + 4, &chan_id, 4);
+    }
+    static const udz_wire_ops_t *ops() {
+        static const udz_wire_ops_t o = {send_op, recv_op, chan_id_op, chan_addr_op};
+        return &o;
+    }
+
+private:
+    int send(Endpoint *from, const udz_addr_t &dst, const udz_txmsg_t *msgs, int n) {
+        int di = addr_idx(dst);
+        uint32_t ch = addr_chan(dst);
+
+        for (int i = 0; i < n; ++i) {
+            st.sent++;
+            if (from->dead) {
+                st.dead_drops++;
+                continue;
+            }
+            if ((di < 0) || ((size_t)di >= eps_.size()) || (ch > UDZ_MAX_CHANNELS) ||
+                (dst.b[8] != 0xa5)) {
+                st.lost++;          /* nobody there */
+                continue;
+            }
+            Endpoint *to = eps_[(size_t)di].get();
+            if (to->dead) {
+                st.dead_drops++;
+                if (unreach_mode) {
+                    Dgram u;
+                    u.src = addr(di, 0);    /* the UDP wire names the dead destination */
+                    u.unreach = 1;
+                    from->chan[0].q.push_back(std::move(u));
+                    st.unreach++;
+                }
+                continue;
+            }
+            Dgram d;
+            d.src = addr(from->idx, 0);
+            for (int k = 0; k < msgs[i].iovcnt; ++k) {
+                const uint8_t *p = (const uint8_t*)msgs[i].iov[k].iov_base;
+                d.data.insert(d.data.end(), p, p + msgs[i].iov[k].iov_len);
+            }
+            bool impair = !((imp.data_only && ch == 0) || (imp.ctrl_only && ch != 0));
+            if (impair && chance(imp.loss)) {
+                st.lost++;
+                continue;
+            }
+            if (impair && chance(imp.trunc) && !d.data.empty()) {
+                d.data.resize(below(d.data.size()));
+                st.truncated++;
+            }
+            if (impair && chance(imp.corrupt) && !d.data.empty()) {
+                corrupt(d.data);
+                st.corrupted++;
+            }
+            int copies = (impair && chance(imp.dup)) ? 2 : 1;
+            if (copies == 2) {
+                st.dups++;
+            }
+            for (int c = 0; c < copies; ++c) {
+                Dgram dd = (c + 1 < copies) ? d : std::move(d);
+                enqueue(to->chan[ch], std::move(dd), impair && chance(imp.reorder));
+            }
+        }
+        return n;   /* like a UDP socket: what went into the network counts as sent */
+    }
+
+    void corrupt(std::vector<uint8_t> &b) {
+        /* bytes whose damage the decoder must detect: magic, version, len, dst_cookie */
+        static const int checked[] = {0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+        int flips = 1 + (int)below(3);
+        for (int f = 0; f < flips; ++f) {
+            size_t at;
+            if (imp.corrupt_hdr_checked) {
+                at = (size_t)checked[below(sizeof(checked) / sizeof(checked[0]))];
+                if (at >= b.size()) {
+                    continue;
+                }
+            } else {
+                at = below(b.size());
+            }
+            b[at] ^= (uint8_t)(1u << below(8));
+        }
+    }
+
+    void enqueue(Endpoint::Queue &q, Dgram d, bool hold) {
+        /* everything held ages by one datagram; the ripe ones go after this one */
+        std::vector<Dgram> ripe;
+        for (size_t i = 0; i < q.held.size();) {
+            if (--q.held[i].second <= 0) {
+                ripe.push_back(std::move(q.held[i].first));
+                q.held.erase(q.held.begin() + (long)i);
+            } else {
+                ++i;
+            }
+        }
+        if (hold) {
+            st.reordered++;
+            q.held.emplace_back(std::move(d), 1 + (int)below(8));
+        } else if (q.q.size() < qcap_) {
+            q.q.push_back(std::move(d));
+        } else {
+            st.overflow++;      /* the socket buffer is full */
+        }
+        for (auto &r : ripe) {
+            if (q.q.size() < qcap_) {
+                q.q.push_back(std::move(r));
+            }
+        }
+    }
+
+    int recv(Endpoint *at, int chan, udz_rxmsg_t *msgs, int n) {
+        Endpoint::Queue &q = at->chan[chan];
+        int got = 0;
+
+        if (at->dead) {
+            q.q.clear();
+            q.held.clear();
+            return 0;
+        }
+        if (q.q.empty() && !q.held.empty()) {
+            /* nothing else came: what was held back arrives now, late */
+            for (auto &h : q.held) {
+                q.q.push_back(std::move(h.first));
+            }
+            q.held.clear();
+        }
+        while ((got < n) && !q.q.empty()) {
+            Dgram d = std::move(q.q.front());
+            q.q.pop_front();
+            udz_rxmsg_t &m = msgs[got++];
+            m.src = d.src;
+            m.unreach = d.unreach;
+            m.len = d.data.size();
+            m.trunc = 0;
+            if (d.unreach) {
+                m.len = 0;
+                continue;
+            }
+            size_t off = 0;
+            for (int k = 0; k < 2; ++k) {
+                size_t take = d.data.size() - off;
+                if (take > m.iov[k].iov_len) {
+                    take = m.iov[k].iov_len;
+                }
+                if (take > 0) {
+                    memcpy(m.iov[k].iov_base, d.data.data() + off, take);
+                }
+                off += take;
+            }
+            m.trunc = off < d.data.size();
+            st.delivered++;
+        }
+        return got;
+    }
+
+    std::vector<std::unique_ptr<Endpoint>> eps_;
+    uint64_t rng_;
+    size_t   qcap_;
+};
+
+}  // namespace udzmem
+
+#endif
