@@ -36,6 +36,7 @@ static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; 
 static inline int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
 
 #define UDZ_BACKOFF_MAX 16
+#define UDZ_RTO_INIT_NS (20ull * 1000 * 1000)   /* before the first round-trip sample */
 
 /* ---- objects ---- */
 
@@ -83,6 +84,7 @@ struct udz_peer {
 typedef struct udz_zrx {
     udz_peer_t *peer;               /* NULL: channel free */
     void       *ctx;
+    struct udz_skb *fin;            /* reserved at issue: the ZFIN always has a buffer */
     uint8_t    *buf;
     size_t      len;
     uint64_t   *bitmap;             /* chunk received */
@@ -184,6 +186,9 @@ static uint64_t rto(const udz_core_t *core, const udz_peer_t *p, unsigned backof
 {
     uint64_t t = (uint64_t)p->srtt_us * 1000 + 4000ull * p->rttvar_us;
 
+    if (p->srtt_us == 0) {
+        t = UDZ_RTO_INIT_NS;    /* no sample yet: do not guess short */
+    }
     if (t < core->cfg.rto_ns) {
         t = core->cfg.rto_ns;
     }
@@ -633,7 +638,7 @@ int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *r
 static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
 {
     udz_skb_t *skb;
-    int freed = 0;
+    int freed = 0, sampled = 0;
 
     if (seq_lt(p->next_psn, ack)) {
         return;     /* acks something never sent: corrupt or stale, ignore */
@@ -643,6 +648,7 @@ static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fl
         p->unacked_count--;
         if ((p->unacked == NULL || !seq_lt(p->unacked->psn, ack)) && !skb->retx) {
             rtt_sample(p, core->now - skb->sent_ns);   /* the newest packet this ack covers */
+            sampled = 1;
         }
         skb_release(core, skb, 0);
         freed = 1;
@@ -653,7 +659,9 @@ static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fl
     if (freed) {
         p->last_progress_ns = core->now;
         p->last_tx_ns = core->now;
-        p->backoff = 0;
+        if (sampled) {
+            p->backoff = 0;     /* Karn: keep the backoff until a clean round trip */
+        }
     }
     if ((flags & UDZ_F_NAK) && (p->unacked != NULL) && (p->unacked->psn == ack) &&
         (core->now - p->nak_ns >= core->cfg.rto_ns / 4)) {
@@ -721,7 +729,22 @@ static void zrx_send_zack(udz_core_t *core, udz_zrx_t *z, uint8_t flags)
 static void zrx_finish(udz_core_t *core, udz_zrx_t *z, int status)
 {
     void *ctx = z->ctx;
+    udz_peer_t *p = z->peer;
+    udz_skb_t *skb = z->fin;
+    udz_zfin_t *fin;
 
+    /* ZFIN on the reliable stream, beyond the window if need be (its buffer was reserved),
+     * before the completion lets the user send anything else */
+    z->fin = NULL;
+    if (p->failed) {
+        skb_release(core, skb, 0);
+    } else {
+        fin = (udz_zfin_t*)((udz_hdr_t*)skb->data + 1);
+        fin->xfer_id   = z->xfer_id;
+        core->cur      = skb;
+        core->cur_peer = p;
+        udz_send_commit(core, UDZ_T_ZFIN, 0, sizeof(*fin));
+    }
     z->peer = NULL;
     z->ctx  = NULL;
     core->zrx_busy--;
@@ -738,6 +761,7 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     uint32_t chunk = (uint32_t)core->cfg.chunk_size;
     udz_zreq_t *req;
     udz_zrx_t *z = NULL;
+    udz_skb_t *fin;
     unsigned i;
     int err;
 
@@ -758,10 +782,20 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
         core->starved = 1;
         return -EAGAIN;
     }
+    fin = skb_get(core);
+    if (fin == NULL) {
+        core->starved = 1;
+        return -EAGAIN;
+    }
     req = udz_send_begin(core, peer, &err);
     if (req == NULL) {
+        fin->next = core->skb_free;
+        core->skb_free = fin;
         return err;
     }
+    fin->iovcnt  = 0;
+    fin->has_ctx = 0;
+    z->fin       = fin;
     if (++core->next_xfer == 0) {
         core->next_xfer = 1;
     }
@@ -795,6 +829,8 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     memcpy(req->rkey, rkey, UDZ_RKEY_LEN);
     err = udz_send_commit(core, UDZ_T_ZREQ, 0, sizeof(*req));
     if (err != 0) {
+        skb_release(core, z->fin, 0);
+        z->fin  = NULL;
         z->peer = NULL;
         core->zrx_busy--;
         return err;
@@ -953,7 +989,6 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     /* the next datagram most likely follows the last one that came */
     z->pred = (next_pred < z->nchunks) ? next_pred : 0;
     if (z->received == z->nchunks) {
-        send_zctl(core, z->peer, UDZ_T_ZDONE, 0, z->xfer_id, NULL, 0);
         zrx_finish(core, z, 0);
     } else if ((z->since_ack * 4 >= core->cfg.zc_window / chunk) ||
                (z->gap && (core->now - z->zack_ns >= core->cfg.rto_ns / 8))) {
@@ -1020,7 +1055,7 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
 static unsigned ztx_pump(udz_core_t *core)
 {
     uint32_t list[64];
-    unsigned batch = core->cfg.rx_batch > 64 ? 64 : core->cfg.rx_batch, n, sent, total = 0;
+    unsigned batch = 64, n, sent, total = 0;    /* the wire may send a batch as one GSO packet */
     udz_ztx_t *t;
 
     for (t = core->ztx_active; t != NULL; t = t->next) {
@@ -1050,10 +1085,10 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
     if (t->sack != 0) {
         top = t->cum + 1 + (63 - (uint32_t)__builtin_clzll(t->sack));
     }
-    if (stuck) {
-        /* nothing arrived for an RTO: the tail may be lost too, resend every unacked chunk
-         * the selective ack can name (not one per timeout) */
-        top = t->cum + 64;
+    if (stuck && (t->sack == 0)) {
+        /* nothing arrived for an RTO: the tail may be lost, resend a few from the first
+         * missing one on (the requester's next ZACKs name the rest) */
+        top = t->cum + 7;
     }
     for (c = t->cum; (c <= top) && (c < t->sent) && (n < 65); ++c) {
         if ((c > t->cum) && ((t->sack >> (c - t->cum - 1)) & 1)) {
@@ -1165,6 +1200,7 @@ static int len_ok(uint8_t type, size_t len)
     case UDZ_T_AM:    return 1;
     case UDZ_T_PUT:   return len >= sizeof(udz_put_t);
     case UDZ_T_ZREQ:  return len == sizeof(udz_zreq_t);
+    case UDZ_T_ZFIN:  return len == sizeof(udz_zfin_t);
     case UDZ_T_ACK:   return len == 0;
     case UDZ_T_ZACK:  return len == sizeof(udz_zack_t);
     case UDZ_T_ZDONE: return len == 0;
@@ -1176,6 +1212,7 @@ static int len_ok(uint8_t type, size_t len)
 static void deliver(udz_core_t *core, udz_peer_t *p, udz_hdr_t *h)
 {
     void *payload = h + 1;
+    udz_ztx_t **pp;
     const udz_put_t *put;
     void *dst;
 
@@ -1199,6 +1236,12 @@ static void deliver(udz_core_t *core, udz_peer_t *p, udz_hdr_t *h)
         break;
     case UDZ_T_ZREQ:
         ztx_on_zreq(core, p, payload);
+        break;
+    case UDZ_T_ZFIN:
+        pp = ztx_find(core, p, ((const udz_zfin_t*)payload)->xfer_id);
+        if (pp != NULL) {
+            ztx_free(core, pp);
+        }
         break;
     }
 }
@@ -1298,7 +1341,6 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         for (i = 0; i < core->cfg.channels; ++i) {
             z = &core->zrx[i];
             if ((z->peer == p) && (z->xfer_id == ((udz_zerr_t*)(h + 1))->xfer_id)) {
-                send_zctl(core, p, UDZ_T_ZDONE, 0, z->xfer_id, NULL, 0);
                 zrx_finish(core, z, ((udz_zerr_t*)(h + 1))->status < 0 ?
                                     ((udz_zerr_t*)(h + 1))->status : -EACCES);
                 break;
@@ -1349,10 +1391,15 @@ static void timers(udz_core_t *core)
                 continue;
             }
             if (now - p->last_tx_ns >= rto(core, p, p->backoff)) {
+                /* resend the oldest only, asking for an ack: if more is missing the receiver
+                 * sees the gap and NAKs, and we go back then */
                 if (p->backoff < UDZ_BACKOFF_MAX) {
                     p->backoff++;
                 }
-                peer_retransmit(core, p);
+                p->unacked->retx = 1;
+                skb_xmit(core, p, p->unacked, UDZ_F_ACK_REQ);
+                core->cnt->retransmit++;
+                p->last_tx_ns = now;
             }
         }
         if ((p->ack_owed != 0) && ((int64_t)(now - p->ack_due_ns) >= 0)) {
@@ -1372,7 +1419,8 @@ static void timers(udz_core_t *core)
             p = z->peer;
             zrx_finish(core, z, -ETIMEDOUT);
             peer_fail(core, p);
-        } else if (now - z->zack_ns >= rto(core, z->peer, z->backoff)) {
+        } else if ((now - z->zack_ns >= rto(core, z->peer, z->backoff)) &&
+                   (now - z->last_rx_ns >= rto(core, z->peer, z->backoff))) {
             if (z->backoff < UDZ_BACKOFF_MAX) {
                 z->backoff++;
             }
@@ -1506,7 +1554,6 @@ void udz_peer_cancel(udz_core_t *core, udz_peer_t *peer, int status)
 
     for (i = 0; i < core->cfg.channels; ++i) {
         if (core->zrx[i].peer == peer) {
-            send_zctl(core, peer, UDZ_T_ZDONE, 0, core->zrx[i].xfer_id, NULL, 0);
             zrx_finish(core, &core->zrx[i], status);
         }
     }

@@ -25,11 +25,16 @@ enum {
     UDZ_T_AM    = 1,    /* active message: am_id in header, payload = user data */
     UDZ_T_PUT   = 2,    /* udz_put_t + data, written into the target's registered memory */
     UDZ_T_ZREQ  = 3,    /* udz_zreq_t: "send me this region on my data channel" */
-    UDZ_T_RELIABLE_MAX = UDZ_T_ZREQ,
+    UDZ_T_ZFIN  = 4,    /* udz_zfin_t: the requester is done with a transfer (all data there, or
+                         * failed): the owner stops touching the region. Reliable, so that it
+                         * arrives before whatever the requester sends next (UCP's ATS, after
+                         * which the owner's buffer may be freed). */
+    UDZ_T_RELIABLE_MAX = UDZ_T_ZFIN,
     /* unreliable control (a transfer's own timers recover their loss) */
     UDZ_T_ACK   = 8,    /* header only: cumulative ack, maybe NAK */
     UDZ_T_ZACK  = 9,    /* udz_zack_t: progress of a transfer, selective ack */
-    UDZ_T_ZDONE = 10,   /* header only, psn = transfer id: the receiver has every chunk */
+    UDZ_T_ZDONE = 10,   /* header only, psn = transfer id: "no such transfer here" (answer to a
+                         * late ZDATA of a finished transfer) */
     UDZ_T_ZERR  = 11,   /* udz_zerr_t: the owner refused a ZREQ (resent on every ZACK) */
     /* data channel */
     UDZ_T_ZDATA = 16,   /* psn = transfer id, ack = chunk index, payload = chunk */
@@ -72,6 +77,10 @@ typedef struct udz_zreq {
     uint32_t window;        /* chunks the owner may have in flight beyond the acked ones */
     uint8_t  rkey[UDZ_RKEY_LEN];
 } __attribute__((packed)) udz_zreq_t;
+
+typedef struct udz_zfin {
+    uint32_t xfer_id;
+} __attribute__((packed)) udz_zfin_t;
 
 typedef struct udz_zerr {
     uint32_t xfer_id;

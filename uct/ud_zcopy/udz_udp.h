@@ -22,6 +22,10 @@ typedef struct udz_udp {
     uint16_t        port;                       /* network byte order */
     int             rcvbuf, sndbuf;             /* what the kernel granted */
     int             errq;                       /* an ICMP error waits in the error queue */
+    int             gso;                        /* UDP_SEGMENT works: batch equal datagrams */
+    struct iovec    gso_iov[UDZ_UDP_BATCH * (1 + UDZ_MAX_IOV)];
+    int             gso_count[UDZ_UDP_BATCH];
+    uint64_t        gso_cmsg[UDZ_UDP_BATCH][4];
     struct mmsghdr  mm[UDZ_UDP_BATCH];
     struct sockaddr_in names[UDZ_UDP_BATCH];
 } udz_udp_t;
