@@ -266,7 +266,7 @@ static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
 
     if (!ucs_arbiter_is_empty(&iface->arbiter)) {
-        return UCS_ERR_NO_RESOURCE;
+        return UCS_INPROGRESS;  /* UCP's worker flush takes NO_RESOURCE as a failure */
     }
     ucs_memory_cpu_store_fence();
     return UCS_OK;

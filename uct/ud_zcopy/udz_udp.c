@@ -164,9 +164,9 @@ static int udz_udp_send_gso(udz_udp_t *u, struct sockaddr_in *sin, const udz_txm
         bytes = 0;
         while ((i < n) && (i - start < 64)) {
             len = txmsg_len(&msgs[i]);
-            if ((len > seg) || (bytes + len > 65000) ||
-                (niov + msgs[i].iovcnt > UDZ_UDP_BATCH * (1 + UDZ_MAX_IOV))) {
-                break;
+            if ((niov + msgs[i].iovcnt > UDZ_UDP_BATCH * (1 + UDZ_MAX_IOV)) ||
+                ((i > start) && ((len > seg) || (bytes + len > 65000)))) {
+                break;  /* the first datagram of a run always goes, whatever its size */
             }
             for (j = 0; j < msgs[i].iovcnt; ++j) {
                 u->gso_iov[niov++] = msgs[i].iov[j];
