@@ -346,11 +346,11 @@ static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t
     if ((c->ack_every == 0) || (c->ack_every > c->tx_window)) {
         return uct_udz_config_error("ACK_EVERY", "must be between 1 and TX_WINDOW");
     }
-    if ((c->ack_delay < 0) || (c->ack_delay >= c->rto)) {
-        return uct_udz_config_error("ACK_DELAY", "must be shorter than RTO");
-    }
     if ((c->rto < 1e-6) || (c->rto > 60)) {
         return uct_udz_config_error("RTO", "must be between 1us and 60s");
+    }
+    if ((c->ack_delay < 0) || (c->ack_delay >= c->rto)) {
+        return uct_udz_config_error("ACK_DELAY", "must be shorter than RTO");
     }
     if (c->rto_max < c->rto) {
         return uct_udz_config_error("RTO_MAX", "must be at least RTO");

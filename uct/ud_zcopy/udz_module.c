@@ -17,6 +17,11 @@ uct_udz_counters_t uct_udz_counters;
 
 static int uct_udz_registered;
 
+/* Test hook: a build with a non-zero skew sees every UCX as a foreign layout (tests/config). */
+#ifndef UCT_UDZ_ABI_SKEW
+#  define UCT_UDZ_ABI_SKEW 0
+#endif
+
 static void uct_udz_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
 {
     void (*get_version)(unsigned*, unsigned*, unsigned*);
@@ -39,7 +44,7 @@ static const char *uct_udz_abi_mismatch(void)
         (release != UCT_VERNO_PATCH)) {
         return "version";
     }
-    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t)) ||
+    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t) + UCT_UDZ_ABI_SKEW) ||
         (uct_base_ep_t_class.size != sizeof(uct_base_ep_t))) {
         return "UCT internal object layout";
     }
