@@ -310,13 +310,27 @@ void am_streams(Harness &h, size_t n, bool bidir)
     Stream ba{b, a, h.peer(b, a), plan(h.net, bidir ? n : 0, maxp)};
     route(b, {&ab});
     route(a, {&ba});
+    uint64_t t0 = h.now;
     bool ok = h.run_until([&] {
         ab.pump();
         ba.pump();
         return ab.done() && ba.done();
     });
+    if (getenv("UDZ_TEST_VERBOSE")) {
+        fprintf(stderr, "am_streams: %zu AMs%s in %.3f s simulated, %llu retransmissions\n", n,
+                bidir ? " each way" : "", (double)(h.now - t0) * 1e-9,
+                (unsigned long long)(a->cnt.retransmit + b->cnt.retransmit));
+    }
     EXPECT_FALSE(ab.bad) << ab.why;
     EXPECT_FALSE(ba.bad) << ba.why;
+    if (!ok) {
+#define UDZT_PR(_n) fprintf(stderr, " %s=%llu/%llu", #_n, (unsigned long long)a->cnt._n, \
+                            (unsigned long long)b->cnt._n);
+        fprintf(stderr, "counters a/b:");
+        UDZ_CORE_COUNTERS(UDZT_PR)
+        fprintf(stderr, "\n");
+#undef UDZT_PR
+    }
     ASSERT_TRUE(ok) << "a->b " << ab.got << "/" << n << ", b->a " << ba.got << "/" << ba.lens.size();
     /* and then everything gets acked: both cores go idle, nobody failed */
     ASSERT_TRUE(h.run_until([&] { return udz_core_idle(a->core) && udz_core_idle(b->core); }));
