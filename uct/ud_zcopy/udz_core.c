@@ -638,7 +638,7 @@ int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *r
 static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
 {
     udz_skb_t *skb;
-    int freed = 0, sampled = 0;
+    int freed = 0;
 
     if (seq_lt(p->next_psn, ack)) {
         return;     /* acks something never sent: corrupt or stale, ignore */
@@ -648,7 +648,6 @@ static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fl
         p->unacked_count--;
         if ((p->unacked == NULL || !seq_lt(p->unacked->psn, ack)) && !skb->retx) {
             rtt_sample(p, core->now - skb->sent_ns);   /* the newest packet this ack covers */
-            sampled = 1;
         }
         skb_release(core, skb, 0);
         freed = 1;
@@ -659,9 +658,7 @@ static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fl
     if (freed) {
         p->last_progress_ns = core->now;
         p->last_tx_ns = core->now;
-        if (sampled) {
-            p->backoff = 0;     /* Karn: keep the backoff until a clean round trip */
-        }
+        p->backoff = 0;     /* forward progress: the path works (Karn only guards samples) */
     }
     if ((flags & UDZ_F_NAK) && (p->unacked != NULL) && (p->unacked->psn == ack) &&
         (core->now - p->nak_ns >= core->cfg.rto_ns / 4)) {
@@ -1391,15 +1388,13 @@ static void timers(udz_core_t *core)
                 continue;
             }
             if (now - p->last_tx_ns >= rto(core, p, p->backoff)) {
-                /* resend the oldest only, asking for an ack: if more is missing the receiver
-                 * sees the gap and NAKs, and we go back then */
+                /* go back: resend everything unacked. Resending only the oldest would leave a
+                 * lost tail waiting one RTO per packet (the receiver sees no gap to NAK); the
+                 * adaptive RTO keeps spurious go-backs rare */
                 if (p->backoff < UDZ_BACKOFF_MAX) {
                     p->backoff++;
                 }
-                p->unacked->retx = 1;
-                skb_xmit(core, p, p->unacked, UDZ_F_ACK_REQ);
-                core->cnt->retransmit++;
-                p->last_tx_ns = now;
+                peer_retransmit(core, p);
             }
         }
         if ((p->ack_owed != 0) && ((int64_t)(now - p->ack_due_ns) >= 0)) {
