@@ -382,9 +382,10 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
             return p;
         }
         /* the address belongs to a new incarnation: the old one has failed, keep it aside for
-         * whoever still points to it and start afresh */
+         * whoever still points to it and start afresh. The old record still counts against
+         * max_peers: whoever knows our cookie cannot grow our memory without bound by
+         * inventing incarnations. */
         peer_hash_remove(core, p);
-        core->npeers--;
         peer_fail(core, p);
         n = peer_create(core, addr, cookie);
         if (n != NULL) {

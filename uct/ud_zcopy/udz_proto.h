@@ -93,6 +93,10 @@ typedef struct udz_zack {
     uint64_t sack;          /* bit i: chunk cum + 1 + i has arrived */
 } __attribute__((packed)) udz_zack_t;
 
+#ifdef __cplusplus
+static_assert(sizeof(udz_hdr_t) == 32, "header must stay 32 bytes (payload alignment)");
+#else
 _Static_assert(sizeof(udz_hdr_t) == 32, "header must stay 32 bytes (payload alignment)");
+#endif
 
 #endif
