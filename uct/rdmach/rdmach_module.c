@@ -8,10 +8,8 @@
  */
 #include "rdmach_uct.h"
 #include "ucx_ext_counters.h"
+#include "ucx_ext_module.h"
 
-#include <uct/api/version.h>
-#include <dlfcn.h>
-#include <stdio.h>
 
 extern uct_tl_t UCT_TL_NAME(rdmach);
 
@@ -24,36 +22,16 @@ static int uct_rdmach_registered;
 #  define UCT_RDMACH_ABI_SKEW 0
 #endif
 
-/* The loaded UCX's version, through UCP when the process has it (libuct has no such call). */
-static void uct_rdmach_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
-{
-    void (*get_version)(unsigned*, unsigned*, unsigned*);
-
-    *major = UCT_VERNO_MAJOR;
-    *minor = UCT_VERNO_MINOR;
-    *release = UCT_VERNO_PATCH;
-    *(void**)&get_version = dlsym(RTLD_DEFAULT, "ucp_get_version");
-    if (get_version != NULL) {
-        get_version(major, minor, release);
-    }
-}
-
-/* UCT's internal ABI is unversioned: check the runtime version and the class sizes. */
+/* UCT's internal ABI is unversioned: the runtime version and the class sizes we use. */
 static const char *uct_rdmach_abi_mismatch(void)
 {
-    unsigned major, minor, release;
+    const ucx_ext_class_size_t classes[] = {
+        {uct_base_iface_t_class.size, sizeof(uct_base_iface_t) + UCT_RDMACH_ABI_SKEW},
+        {uct_base_ep_t_class.size, sizeof(uct_base_ep_t)},
+        {uct_sm_iface_t_class.size, sizeof(uct_sm_iface_t)},
+    };
 
-    uct_rdmach_ucx_version(&major, &minor, &release);
-    if ((major != UCT_VERNO_MAJOR) || (minor != UCT_VERNO_MINOR) ||
-        (release != UCT_VERNO_PATCH)) {
-        return "version";
-    }
-    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t) + UCT_RDMACH_ABI_SKEW) ||
-        (uct_base_ep_t_class.size != sizeof(uct_base_ep_t)) ||
-        (uct_sm_iface_t_class.size != sizeof(uct_sm_iface_t))) {
-        return "UCT internal object layout";
-    }
-    return NULL;
+    return ucx_ext_abi_mismatch(classes, sizeof(classes) / sizeof(classes[0]));
 }
 
 static void uct_rdmach_dump_counters(void)
@@ -77,15 +55,10 @@ static void uct_rdmach_dump_counters(void)
 
 UCS_F_CTOR static void uct_rdmach_init(void)
 {
-    unsigned major, minor, release;
     const char *what = uct_rdmach_abi_mismatch();
 
     if (what != NULL) {
-        uct_rdmach_ucx_version(&major, &minor, &release);
-        fprintf(stderr, "[rdmach] WARNING: not registering the rdmach transport: it was built "
-                "for UCX %d.%d.%d and the loaded UCX %u.%u.%u differs in its %s\n",
-                UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release,
-                what);
+        ucx_ext_abi_warn(UCT_RDMACH_NAME, what);
         return;
     }
     ucx_ext_counters_config_init();

@@ -6,10 +6,8 @@
  */
 #include "udz_uct.h"
 #include "ucx_ext_counters.h"
+#include "ucx_ext_module.h"
 
-#include <uct/api/version.h>
-#include <dlfcn.h>
-#include <stdio.h>
 
 extern uct_tl_t UCT_TL_NAME(ud_zcopy);
 
@@ -22,33 +20,15 @@ static int uct_udz_registered;
 #  define UCT_UDZ_ABI_SKEW 0
 #endif
 
-static void uct_udz_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
-{
-    void (*get_version)(unsigned*, unsigned*, unsigned*);
-
-    *major   = UCT_VERNO_MAJOR;
-    *minor   = UCT_VERNO_MINOR;
-    *release = UCT_VERNO_PATCH;
-    *(void**)&get_version = dlsym(RTLD_DEFAULT, "ucp_get_version");
-    if (get_version != NULL) {
-        get_version(major, minor, release);
-    }
-}
-
+/* UCT's internal ABI is unversioned: the runtime version and the class sizes we use. */
 static const char *uct_udz_abi_mismatch(void)
 {
-    unsigned major, minor, release;
+    const ucx_ext_class_size_t classes[] = {
+        {uct_base_iface_t_class.size, sizeof(uct_base_iface_t) + UCT_UDZ_ABI_SKEW},
+        {uct_base_ep_t_class.size, sizeof(uct_base_ep_t)},
+    };
 
-    uct_udz_ucx_version(&major, &minor, &release);
-    if ((major != UCT_VERNO_MAJOR) || (minor != UCT_VERNO_MINOR) ||
-        (release != UCT_VERNO_PATCH)) {
-        return "version";
-    }
-    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t) + UCT_UDZ_ABI_SKEW) ||
-        (uct_base_ep_t_class.size != sizeof(uct_base_ep_t))) {
-        return "UCT internal object layout";
-    }
-    return NULL;
+    return ucx_ext_abi_mismatch(classes, sizeof(classes) / sizeof(classes[0]));
 }
 
 static void uct_udz_dump_counters(void)
@@ -72,15 +52,10 @@ static void uct_udz_dump_counters(void)
 
 UCS_F_CTOR static void uct_udz_init(void)
 {
-    unsigned major, minor, release;
     const char *what = uct_udz_abi_mismatch();
 
     if (what != NULL) {
-        uct_udz_ucx_version(&major, &minor, &release);
-        fprintf(stderr, "[ud_zcopy] WARNING: not registering the ud_zcopy transport: it was "
-                "built for UCX %d.%d.%d and the loaded UCX %u.%u.%u differs in its %s\n",
-                UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release,
-                what);
+        ucx_ext_abi_warn(UCT_UDZ_NAME, what);
         return;
     }
     ucx_ext_counters_config_init();

@@ -9,10 +9,8 @@
  */
 #include "unimem_uct.h"
 #include "ucx_ext_counters.h"
+#include "ucx_ext_module.h"
 
-#include <uct/api/version.h>
-#include <dlfcn.h>
-#include <stdio.h>
 
 extern uct_tl_t UCT_TL_NAME(unimem);
 
@@ -25,36 +23,16 @@ static int uct_unimem_registered;
 #  define UCT_UNIMEM_ABI_SKEW 0
 #endif
 
-/* The loaded UCX's version, through UCP when the process has it (libuct has no such call). */
-static void uct_unimem_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
-{
-    void (*get_version)(unsigned*, unsigned*, unsigned*);
-
-    *major = UCT_VERNO_MAJOR;
-    *minor = UCT_VERNO_MINOR;
-    *release = UCT_VERNO_PATCH;
-    *(void**)&get_version = dlsym(RTLD_DEFAULT, "ucp_get_version");
-    if (get_version != NULL) {
-        get_version(major, minor, release);
-    }
-}
-
-/* UCT's internal ABI is unversioned: check the runtime version and the class sizes. */
+/* UCT's internal ABI is unversioned: the runtime version and the class sizes we use. */
 static const char *uct_unimem_abi_mismatch(void)
 {
-    unsigned major, minor, release;
+    const ucx_ext_class_size_t classes[] = {
+        {uct_base_iface_t_class.size, sizeof(uct_base_iface_t) + UCT_UNIMEM_ABI_SKEW},
+        {uct_base_ep_t_class.size, sizeof(uct_base_ep_t)},
+        {uct_sm_iface_t_class.size, sizeof(uct_sm_iface_t)},
+    };
 
-    uct_unimem_ucx_version(&major, &minor, &release);
-    if ((major != UCT_VERNO_MAJOR) || (minor != UCT_VERNO_MINOR) ||
-        (release != UCT_VERNO_PATCH)) {
-        return "version";
-    }
-    if ((uct_base_iface_t_class.size != sizeof(uct_base_iface_t) + UCT_UNIMEM_ABI_SKEW) ||
-        (uct_base_ep_t_class.size != sizeof(uct_base_ep_t)) ||
-        (uct_sm_iface_t_class.size != sizeof(uct_sm_iface_t))) {
-        return "UCT internal object layout";
-    }
-    return NULL;
+    return ucx_ext_abi_mismatch(classes, sizeof(classes) / sizeof(classes[0]));
 }
 
 static const char *const uct_unimem_counter_names[] = {
@@ -90,15 +68,10 @@ static void uct_unimem_dump_counters(void)
 
 UCS_F_CTOR static void uct_unimem_init(void)
 {
-    unsigned major, minor, release;
     const char *what = uct_unimem_abi_mismatch();
 
     if (what != NULL) {
-        uct_unimem_ucx_version(&major, &minor, &release);
-        fprintf(stderr, "[unimem] WARNING: not registering the unimem transport: it was built "
-                "for UCX %d.%d.%d and the loaded UCX %u.%u.%u differs in its %s\n",
-                UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release,
-                what);
+        ucx_ext_abi_warn(UCT_UNIMEM_NAME, what);
         return;
     }
     ucx_ext_counters_config_init();

@@ -1,0 +1,46 @@
+#include "ucx_ext_module.h"
+
+#include <uct/api/version.h>
+#include <dlfcn.h>
+#include <stdio.h>
+
+/* The loaded UCX's version, through UCP when the process has it (libuct has no such call). */
+static void ucx_ext_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
+{
+    void (*get_version)(unsigned*, unsigned*, unsigned*);
+
+    *major   = UCT_VERNO_MAJOR;
+    *minor   = UCT_VERNO_MINOR;
+    *release = UCT_VERNO_PATCH;
+    *(void**)&get_version = dlsym(RTLD_DEFAULT, "ucp_get_version");
+    if (get_version != NULL) {
+        get_version(major, minor, release);
+    }
+}
+
+const char *ucx_ext_abi_mismatch(const ucx_ext_class_size_t *classes, unsigned count)
+{
+    unsigned major, minor, release, i;
+
+    ucx_ext_ucx_version(&major, &minor, &release);
+    if ((major != UCT_VERNO_MAJOR) || (minor != UCT_VERNO_MINOR) ||
+        (release != UCT_VERNO_PATCH)) {
+        return "version";
+    }
+    for (i = 0; i < count; ++i) {
+        if (classes[i].loaded != classes[i].built) {
+            return "UCT internal object layout";
+        }
+    }
+    return NULL;
+}
+
+void ucx_ext_abi_warn(const char *tl, const char *what)
+{
+    unsigned major, minor, release;
+
+    ucx_ext_ucx_version(&major, &minor, &release);
+    fprintf(stderr, "[%s] WARNING: not registering the %s transport: it was built for UCX "
+            "%d.%d.%d and the loaded UCX %u.%u.%u differs in its %s\n", tl, tl,
+            UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release, what);
+}
