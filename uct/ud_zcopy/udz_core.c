@@ -160,6 +160,8 @@ struct udz_core {
     unsigned              zrx_busy;
     uint8_t              *zscratch;     /* rx_batch chunks: misplaced datagrams */
     udz_hdr_t            *zhdr;         /* rx_batch headers (rx) */
+    udz_rxmsg_t          *zmsgs;        /* rx_batch receive slots of the data channels (the
+                                         * control endpoint's own stay set up for good) */
     udz_txmsg_t          *ztxmsgs;      /* rx_batch datagrams (tx) */
     udz_hdr_t            *ztxhdr;
     int                  *zplace;
@@ -887,7 +889,7 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     uint32_t chunk = (uint32_t)core->cfg.chunk_size;
     unsigned batch = core->cfg.rx_batch, k = 0, j, handled = 0;
     uint32_t slot[64], idx, clen, p, next_pred = z->pred;
-    udz_rxmsg_t *m = core->rxmsgs;
+    udz_rxmsg_t *m = core->zmsgs;
     udz_hdr_t *h;
     int n, misplaced = 0;
 
@@ -1465,23 +1467,11 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
         core->nack = 0;
         count += (unsigned)n;
     }
-    /* the receive areas of the control endpoint are reset every time (zrx_poll shares them) */
-    for (j = 0; j < (int)core->cfg.rx_batch; ++j) {
-        core->rxmsgs[j].iov[0].iov_base = core->rxbuf + (size_t)j * core->cfg.seg_size;
-        core->rxmsgs[j].iov[0].iov_len  = core->cfg.seg_size;
-        core->rxmsgs[j].iov[1].iov_len  = 0;
-    }
     if (core->zrx_busy > 0) {
         for (i = 0; i < core->cfg.channels; ++i) {
             if (core->zrx[i].peer != NULL) {
                 count += zrx_poll(core, &core->zrx[i], 1 + (int)i);
             }
-        }
-        for (j = 0; j < (int)core->cfg.rx_batch; ++j) {
-            core->rxmsgs[j].iov[0].iov_base = core->rxbuf + (size_t)j * core->cfg.seg_size;
-            core->rxmsgs[j].iov[0].iov_len  = core->cfg.seg_size;
-            core->rxmsgs[j].iov[1].iov_base = NULL;
-            core->rxmsgs[j].iov[1].iov_len  = 0;
         }
     }
     if (core->ztx_active != NULL) {
@@ -1599,11 +1589,13 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
     core->acklist  = calloc(batch, sizeof(*core->acklist));
     core->zscratch = malloc(batch * cfg->chunk_size);
     core->zhdr     = calloc(batch, sizeof(*core->zhdr));
+    core->zmsgs    = calloc(batch, sizeof(*core->zmsgs));
     core->ztxhdr   = calloc(64, sizeof(*core->ztxhdr));
     core->ztxmsgs  = calloc(64, sizeof(*core->ztxmsgs));
     core->zplace   = calloc(batch, sizeof(*core->zplace));
     if ((core->htab == NULL) || (core->rxbuf == NULL) || (core->rxmsgs == NULL) ||
         (core->acklist == NULL) || (core->zscratch == NULL) || (core->zhdr == NULL) ||
+        (core->zmsgs == NULL) ||
         (core->ztxhdr == NULL) || (core->ztxmsgs == NULL) || (core->zplace == NULL)) {
         goto nomem;
     }
@@ -1665,6 +1657,7 @@ void udz_core_destroy(udz_core_t *core)
     free(core->acklist);
     free(core->zscratch);
     free(core->zhdr);
+    free(core->zmsgs);
     free(core->ztxhdr);
     free(core->ztxmsgs);
     free(core->zplace);
