@@ -4,6 +4,7 @@
  * stream; get_zcopy onto a zero-copy transfer over a data channel.
  */
 #include "udz_uct.h"
+#include "ucx_ext_pending.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <uct/base/uct_iov.inl>
@@ -435,26 +436,12 @@ unsigned uct_udz_ep_dispatch_pending(uct_udz_iface_t *iface)
     return count;
 }
 
-static ucs_arbiter_cb_result_t uct_udz_ep_purge_cb(ucs_arbiter_t *arbiter,
-                                                   ucs_arbiter_group_t *group,
-                                                   ucs_arbiter_elem_t *elem, void *arg)
-{
-    uct_purge_cb_args_t *args = arg;
-    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
-
-    if (args->cb != NULL) {
-        args->cb(req, args->arg);
-    }
-    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-}
-
 void uct_udz_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
 {
-    uct_udz_iface_t *iface   = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
-    uct_udz_ep_t *ep         = ucs_derived_of(tl_ep, uct_udz_ep_t);
-    uct_purge_cb_args_t args = {cb, arg};
+    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
+    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
 
-    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group, uct_udz_ep_purge_cb, &args);
+    ucx_ext_pending_purge(&iface->arbiter, &ep->arb_group, cb, arg);
 }
 
 /* ---- flush ---- */

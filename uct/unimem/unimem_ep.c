@@ -5,6 +5,7 @@
  * write/read, checked against the rkey (global address + PDID + length).
  */
 #include "unimem_uct.h"
+#include "ucx_ext_pending.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/sys/sys.h>
@@ -576,28 +577,12 @@ unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface)
     return count;
 }
 
-static ucs_arbiter_cb_result_t uct_unimem_ep_purge_cb(ucs_arbiter_t *arbiter,
-                                                      ucs_arbiter_group_t *group,
-                                                      ucs_arbiter_elem_t *elem, void *arg)
-{
-    uct_purge_cb_args_t *args = arg;
-    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
-
-    if (args->cb != NULL) {
-        args->cb(req, args->arg);
-    } else {
-        ucs_debug("unimem: canceling pending request %p", req);
-    }
-    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-}
-
 void uct_unimem_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
     uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
-    uct_purge_cb_args_t args  = {cb, arg};
 
-    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group, uct_unimem_ep_purge_cb, &args);
+    ucx_ext_pending_purge(&iface->arbiter, &ep->arb_group, cb, arg);
 }
 
 /* Mailbox messages are in the peer's mailbox when the send returns; requests still queued
