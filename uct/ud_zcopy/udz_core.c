@@ -158,9 +158,12 @@ struct udz_core {
     udz_zrx_t             zrx[UDZ_MAX_CHANNELS];
     uint32_t              next_xfer;
     unsigned              zrx_busy;
-    uint8_t              *zscratch;     /* rx_batch chunks: misplaced datagrams */
-    udz_hdr_t            *zhdr;         /* rx_batch headers (rx) */
-    udz_rxmsg_t          *zmsgs;        /* rx_batch receive slots of the data channels (the
+    unsigned              zbatch;       /* receive slots per data-channel poll: rx_batch, or
+                                         * more so that one coalesced (GRO) run of up to 64
+                                         * datagrams or 64 KiB always fits whole */
+    uint8_t              *zscratch;     /* zbatch chunks: misplaced datagrams */
+    udz_hdr_t            *zhdr;         /* zbatch headers (rx) */
+    udz_rxmsg_t          *zmsgs;        /* zbatch receive slots of the data channels (the
                                          * control endpoint's own stay set up for good) */
     udz_txmsg_t          *ztxmsgs;      /* rx_batch datagrams (tx) */
     udz_hdr_t            *ztxhdr;
@@ -887,15 +890,12 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
 static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
 {
     uint32_t chunk = (uint32_t)core->cfg.chunk_size;
-    unsigned batch = core->cfg.rx_batch, k = 0, j, handled = 0;
+    unsigned batch = core->zbatch, k = 0, j, handled = 0;
     uint32_t slot[64], idx, clen, p, next_pred = z->pred;
     udz_rxmsg_t *m = core->zmsgs;
     udz_hdr_t *h;
     int n, misplaced = 0;
 
-    if (batch > 64) {
-        batch = 64;
-    }
     /* Predict where the next datagrams go: the next missing chunks from pred on, in order.
      * Every slot takes a full chunk: the short last chunk is received into scratch and copied,
      * so that a full datagram arriving there (after a loss) is never cut. */
@@ -912,6 +912,16 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     }
     if (k == 0) {
         return 0;
+    }
+    /* Fewer chunks missing than slots: the rest go to scratch (predicting nothing), so the
+     * receive area never shrinks below one coalesced run. Otherwise duplicates at the head of
+     * a run could push the chunks still missing out of a GRO receive (truncated, lost). */
+    for (; k < batch; ++k) {
+        slot[k] = UINT32_MAX;
+        m[k].iov[0].iov_base = &core->zhdr[k];
+        m[k].iov[0].iov_len  = UDZ_HDR_LEN;
+        m[k].iov[1].iov_base = core->zscratch + (size_t)k * chunk;
+        m[k].iov[1].iov_len  = chunk;
     }
     n = core->wops->recv(core->wire, chan, m, (int)k);
     if (n <= 0) {
@@ -1581,18 +1591,26 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
     dl_init(&core->active);
     core->hmask    = 63;
     batch          = cfg->rx_batch;
+    /* a coalesced run is at most 64 datagrams and 64 KiB: enough slots to take any whole */
+    core->zbatch   = (65536 + cfg->chunk_size + UDZ_HDR_LEN - 1) / (cfg->chunk_size + UDZ_HDR_LEN);
+    if (core->zbatch > 64) {
+        core->zbatch = 64;
+    }
+    if (core->zbatch < batch) {
+        core->zbatch = batch;
+    }
     nwords         = (cfg->zc_max / cfg->chunk_size + 1 + 63) / 64;
     core->bitmap_words = (uint32_t)nwords;
     core->htab     = calloc(core->hmask + 1, sizeof(*core->htab));
     core->rxbuf    = aligned_alloc(64, ((batch * cfg->seg_size) + 63) & ~(size_t)63);
     core->rxmsgs   = calloc(batch, sizeof(*core->rxmsgs));
     core->acklist  = calloc(batch, sizeof(*core->acklist));
-    core->zscratch = malloc(batch * cfg->chunk_size);
-    core->zhdr     = calloc(batch, sizeof(*core->zhdr));
-    core->zmsgs    = calloc(batch, sizeof(*core->zmsgs));
+    core->zscratch = malloc(core->zbatch * cfg->chunk_size);
+    core->zhdr     = calloc(core->zbatch, sizeof(*core->zhdr));
+    core->zmsgs    = calloc(core->zbatch, sizeof(*core->zmsgs));
     core->ztxhdr   = calloc(64, sizeof(*core->ztxhdr));
     core->ztxmsgs  = calloc(64, sizeof(*core->ztxmsgs));
-    core->zplace   = calloc(batch, sizeof(*core->zplace));
+    core->zplace   = calloc(core->zbatch, sizeof(*core->zplace));
     if ((core->htab == NULL) || (core->rxbuf == NULL) || (core->rxmsgs == NULL) ||
         (core->acklist == NULL) || (core->zscratch == NULL) || (core->zhdr == NULL) ||
         (core->zmsgs == NULL) ||

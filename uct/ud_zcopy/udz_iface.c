@@ -96,6 +96,11 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "Socket send buffer of the control socket.",
      ucs_offsetof(uct_udz_iface_config_t, sndbuf), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"GRO", "y",
+     "Data channels receive coalesced runs of zero-copy datagrams (UDP GRO), one system call\n"
+     "per run, scattered straight into the destination. n: one datagram at a time (recvmmsg).",
+     ucs_offsetof(uct_udz_iface_config_t, gro), UCS_CONFIG_TYPE_BOOL},
+
     {NULL}
 };
 
@@ -432,7 +437,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->dev_addr.net_ns = ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET);
 
     ret = udz_udp_open(&self->udp, self->dev_addr.ip, config->channels, (int)config->rcvbuf,
-                       (int)config->sndbuf, err, sizeof(err));
+                       (int)config->sndbuf, config->gro, err, sizeof(err));
     if (ret != 0) {
         ucs_error("ud_zcopy: %s: %s", self->ifname, err);
         return UCS_ERR_IO_ERROR;
@@ -474,9 +479,10 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->dispatching = NULL;
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->flushes);
-    ucs_debug("ud_zcopy iface %p on %s %s:%u: seg %zu chunk %zu, %u channels, rcvbuf %d",
-              self, self->ifname, inet_ntoa(self->dev_addr.ip), ntohs(self->udp.port),
-              cc.seg_size, cc.chunk_size, cc.channels, self->udp.rcvbuf);
+    ucs_debug("ud_zcopy iface %p on %s %s:%u: seg %zu chunk %zu, %u channels, rcvbuf %d, "
+              "gso %d gro %d", self, self->ifname, inet_ntoa(self->dev_addr.ip),
+              ntohs(self->udp.port), cc.seg_size, cc.chunk_size, cc.channels,
+              self->udp.rcvbuf, self->udp.gso, self->udp.gro);
     return UCS_OK;
 }
 

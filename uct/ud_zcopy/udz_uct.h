@@ -90,6 +90,7 @@ typedef struct uct_udz_iface_config {
     unsigned           max_peers;
     size_t             rcvbuf;
     size_t             sndbuf;
+    int                gro;
 } uct_udz_iface_config_t;
 
 /* A get_bcopy: a zero-copy get into a bounce buffer, unpacked on completion. */

@@ -83,7 +83,7 @@ static int open_one(struct in_addr ip, int rcvbuf, int sndbuf, int *fd_p, uint16
 }
 
 int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, int sndbuf,
-                 char *err, size_t errlen)
+                 int gro, char *err, size_t errlen)
 {
     unsigned i;
     int rc, r, s;
@@ -116,6 +116,20 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
             return rc;
         }
         u->nchan = i + 1;
+    }
+    /* UDP GRO (Linux >= 5.0): a GSO run from the peer (kept whole across veth and loopback,
+     * or rebuilt by the NIC's GRO) reaches a data channel as one packet instead of being cut
+     * up at the socket; udz_udp_recv_gro scatters it into the core's slots in one call */
+    u->gro = gro && (nchan > 0);
+    for (i = 0; u->gro && (i < nchan); ++i) {
+        int one = 1;
+        u->gro = (setsockopt(u->chan_fd[i], SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0);
+    }
+    if (!u->gro) {
+        for (i = 0; gro && (i < nchan); ++i) {
+            int zero = 0;
+            (void)setsockopt(u->chan_fd[i], SOL_UDP, UDP_GRO, &zero, sizeof(zero));
+        }
     }
     return 0;
 }
@@ -303,12 +317,104 @@ static int udz_udp_errqueue(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
     return count;
 }
 
+/* A data channel with UDP_GRO: one recvmsg per coalesced run, its iovec the slots of msgs[j..n)
+ * back to back ([header, payload] pairs). A run of equal datagrams, each exactly one slot pair
+ * long (the core's slots are header + full chunk, and the owner cuts at the chunk size the
+ * requester asked for), so the kernel's linear copy lands datagram i in slot pair i: the
+ * header/payload split of recvmmsg, without a call or a socket-buffer hop per datagram.
+ * A run whose segment size is not one slot pair (a stale transfer, a foreign sender) has
+ * been scattered across slot boundaries: its first datagram is reported as it is (its header
+ * sits in place, so the core can still tell a stale sender to stop), the rest as one
+ * truncated datagram that the core drops and counts. Only slots of missing chunks and
+ * scratch were written. */
+static int udz_udp_recv_gro(udz_udp_t *u, int fd, udz_rxmsg_t *msgs, int n)
+{
+    struct sockaddr_in name;
+    struct cmsghdr *cm;
+    struct msghdr mh;
+    size_t seg, pair, left;
+    int i, j = 0, niov, aligned, misaligned, gso;
+    ssize_t rc;
+
+    while (j < n) {
+        niov    = 0;
+        aligned = 1;
+        pair    = msgs[j].iov[0].iov_len + msgs[j].iov[1].iov_len;
+        if ((j > 0) && ((size_t)(n - j) * pair < 65536) && (n - j < 64)) {
+            break;  /* what is left might not hold a whole run: its tail would be cut off */
+        }
+        for (i = j; (i < n) && (niov + 2 <= (int)(sizeof(u->gro_iov) / sizeof(u->gro_iov[0])));
+             ++i) {
+            u->gro_iov[niov++] = msgs[i].iov[0];
+            if (msgs[i].iov[1].iov_len > 0) {
+                u->gro_iov[niov++] = msgs[i].iov[1];
+            }
+            aligned &= (msgs[i].iov[0].iov_len + msgs[i].iov[1].iov_len == pair);
+        }
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_name       = &name;
+        mh.msg_namelen    = sizeof(name);
+        mh.msg_iov        = u->gro_iov;
+        mh.msg_iovlen     = (size_t)niov;
+        mh.msg_control    = u->gro_cmsg;
+        mh.msg_controllen = sizeof(u->gro_cmsg);
+        rc = recvmsg(fd, &mh, MSG_DONTWAIT);
+        if (rc < 0) {
+            if (j > 0) {
+                break;
+            }
+            return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
+        }
+        gso = 0;
+        for (cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
+            if ((cm->cmsg_level == SOL_UDP) && (cm->cmsg_type == UDP_GRO) &&
+                (cm->cmsg_len >= CMSG_LEN(sizeof(int)))) {
+                memcpy(&gso, CMSG_DATA(cm), sizeof(gso));
+            }
+        }
+        seg        = (gso > 0) ? (size_t)gso : 0;
+        left       = (size_t)rc;
+        misaligned = 0;     /* the first datagram's header is in place whatever the size */
+        do {
+            msgs[j].unreach = 0;
+            if ((mh.msg_namelen == sizeof(name)) && (name.sin_family == AF_INET)) {
+                udz_udp_addr_make(name.sin_addr, name.sin_port, &msgs[j].src);
+            } else {
+                memset(&msgs[j].src, 0, sizeof(msgs[j].src));
+            }
+            if (misaligned) {
+                msgs[j].len   = left;       /* the rest of the run, in pieces: dropped */
+                msgs[j].trunc = 1;
+                left = 0;
+            } else if ((seg == 0) || (left <= seg)) {
+                /* one datagram (or the run's last, shorter one) */
+                msgs[j].len   = left;
+                msgs[j].trunc = (seg == 0) && !!(mh.msg_flags & MSG_TRUNC);
+                left = 0;
+            } else {
+                misaligned    = !aligned || (seg != pair);
+                msgs[j].len   = seg;
+                msgs[j].trunc = 0;
+                left -= seg;
+            }
+            ++j;
+        } while ((left > 0) && (j < n));
+        /* the receive area held a whole run (the core offers zbatch slots, and a run is received
+         * only into room for 64 datagrams or 64 KiB); should a longer one come, its tail was
+         * cut by the kernel (MSG_TRUNC) and is lost like a dropped datagram */
+    }
+    return j;
+}
+
 static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
 {
     udz_udp_t *u = wire;
     int fd = (chan == 0) ? u->fd : u->chan_fd[chan - 1];
     int i, rc;
 
+    if ((chan > 0) && u->gro) {
+        return udz_udp_recv_gro(u, fd, msgs, (n > 64) ? 64 : n);
+    }
     if (n > UDZ_UDP_BATCH) {
         n = UDZ_UDP_BATCH;
     }

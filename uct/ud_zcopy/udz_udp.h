@@ -11,6 +11,10 @@
 
 #include <netinet/in.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define UDZ_UDP_BATCH 64
 
 typedef struct udz_udp {
@@ -23,6 +27,9 @@ typedef struct udz_udp {
     int             rcvbuf, sndbuf;             /* what the kernel granted */
     int             errq;                       /* an ICMP error waits in the error queue */
     int             gso;                        /* UDP_SEGMENT works: batch equal datagrams */
+    int             gro;                        /* data channels take coalesced runs (UDP_GRO) */
+    struct iovec    gro_iov[2 * 64];
+    uint64_t        gro_cmsg[4];
     struct iovec    gso_iov[UDZ_UDP_BATCH * (1 + UDZ_MAX_IOV)];
     int             gso_count[UDZ_UDP_BATCH];
     uint64_t        gso_cmsg[UDZ_UDP_BATCH][4];
@@ -33,10 +40,11 @@ typedef struct udz_udp {
 extern const udz_wire_ops_t udz_udp_ops;
 
 /* Opens the control socket and nchan data channels bound to ip (port 0: any). rcvbuf/sndbuf are
- * asked for (SO_RCVBUFFORCE first, so root gets them beyond rmem_max). Returns 0 or -errno
- * with a message in err. */
+ * asked for (SO_RCVBUFFORCE first, so root gets them beyond rmem_max). gro: let the data
+ * channels receive coalesced runs of datagrams (UDP_GRO), one receive call per run, if the
+ * kernel can. Returns 0 or -errno with a message in err. */
 int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, int sndbuf,
-                 char *err, size_t errlen);
+                 int gro, char *err, size_t errlen);
 void udz_udp_close(udz_udp_t *u);
 
 void udz_udp_addr_make(struct in_addr ip, uint16_t port_be, udz_addr_t *out);
@@ -45,4 +53,7 @@ void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip, uint16_t *port_
 /* MTU of the interface that has this address (0 if unknown). */
 unsigned udz_udp_mtu(const char *ifname);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
