@@ -1362,25 +1362,12 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
 
 /* ---- timers ---- */
 
-static int peer_busy(const udz_core_t *core, const udz_peer_t *p)
+/* A peer stays on the active list while it has reliable packets in flight or owes an ack.
+ * Its zero-copy transfers need no list entry: their timers run while any channel is busy or
+ * any transfer is being served (udz_core_progress), so this check is O(1) per peer. */
+static int peer_busy(const udz_peer_t *p)
 {
-    const udz_ztx_t *t;
-    unsigned i;
-
-    if ((p->unacked != NULL) || (p->ack_owed != 0)) {
-        return 1;
-    }
-    for (i = 0; i < core->cfg.channels; ++i) {
-        if (core->zrx[i].peer == p) {
-            return 1;
-        }
-    }
-    for (t = core->ztx_active; t != NULL; t = t->next) {
-        if (t->peer == p) {
-            return 1;
-        }
-    }
-    return 0;
+    return (p->unacked != NULL) || (p->ack_owed != 0);
 }
 
 static void timers(udz_core_t *core)
@@ -1413,7 +1400,7 @@ static void timers(udz_core_t *core)
         if ((p->ack_owed != 0) && ((int64_t)(now - p->ack_due_ns) >= 0)) {
             send_ack(core, p, 0);
         }
-        if (!peer_busy(core, p)) {
+        if (!peer_busy(p)) {
             dl_del(&p->active);
         }
     }
@@ -1487,7 +1474,8 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
     if (core->ztx_active != NULL) {
         count += ztx_pump(core);
     }
-    if (core->active.next != &core->active) {
+    if ((core->active.next != &core->active) || (core->zrx_busy > 0) ||
+        (core->ztx_active != NULL)) {
         timers(core);
     }
     return count;
