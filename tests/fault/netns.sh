@@ -21,8 +21,12 @@
 #
 # Loss: one table "inet udzloss" per namespace with an input chain: UDP arriving on udz0 is
 # counted, then dropped when `numgen random mod 100 < PCT`. Only UDP is touched, so the TCP
-# out-of-band connections of ucx_perftest/MPICH are not; every datagram meets exactly one rule
-# (its receiver's), so the loss rate per datagram is PCT% in each direction.
+# out-of-band connections of ucx_perftest/MPICH are not; every packet meets exactly one rule
+# (its receiver's), so the loss rate per packet is PCT% in each direction. A packet is what
+# crosses the veth: a UDP GSO run (up to 64 datagrams of one zero-copy transfer) crosses it
+# whole, like tcp's 64 KiB segments, so the rule drops runs, not single datagrams. For drops
+# per datagram, set gso_max_segs 1 on both udz0 (runs are then cut before the veth); the
+# README gives figures for both.
 set -uo pipefail
 
 udz_ns_up() { # prefix [subnet]

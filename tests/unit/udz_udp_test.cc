@@ -140,6 +140,36 @@ void expect_datagram(Slots &s, size_t slot, unsigned run, unsigned dgram, size_t
     }
 }
 
+struct Expect {
+    unsigned run, dgram;
+    size_t   pay_len;
+};
+
+/* Receives n datagrams on channel 1; datagram d must be expect(d). Returns the calls it took
+ * (0 when something was lost or wrong: the failure is recorded). */
+template <class F> unsigned recv_all(Wire &tx, Wire &rx, Slots &s, unsigned n, F expect)
+{
+    udz_addr_t src;
+    unsigned got = 0, calls = 0;
+
+    udz_udp_addr_make(tx.u->ip, tx.u->port, &src);
+    while (got < n) {
+        int rc = recv_once(rx, s, kSlots);
+        EXPECT_GT(rc, 0) << "after " << got << " datagrams: lost";
+        if (rc <= 0) {
+            return 0;
+        }
+        for (int i = 0; i < rc; ++i) {
+            Expect e = expect(got + (unsigned)i);
+            expect_datagram(s, (size_t)i, e.run, e.dgram, e.pay_len);
+            EXPECT_EQ(0, memcmp(&src, &s.msgs[i].src, sizeof(src)));
+        }
+        got += (unsigned)rc;
+        ++calls;
+    }
+    return calls;
+}
+
 class UdzUdpGro : public ::testing::TestWithParam<int> {};
 
 /* 44 full datagrams and a short last one (a transfer's tail) arrive each in its own slot pair,
@@ -155,20 +185,10 @@ TEST_P(UdzUdpGro, RunScattersIntoSlotPairs)
     const unsigned n = 44;
     send_run(tx, rx.chan_addr(1), 1, n, kChunk, 1000, keep);
 
-    unsigned got = 0, calls = 0;
-    while (got < n) {
-        int rc = recv_once(rx, s, kSlots);
-        ASSERT_GT(rc, 0) << "after " << got << " datagrams";
-        for (int i = 0; i < rc; ++i) {
-            expect_datagram(s, (size_t)i, 1, got + i, (got + i + 1 == n) ? 1000 : kChunk);
-            udz_addr_t src;
-            udz_udp_addr_make(tx.u->ip, tx.u->port, &src);
-            EXPECT_EQ(0, memcmp(&src, &s.msgs[i].src, sizeof(src)));
-        }
-        got += (unsigned)rc;
-        ++calls;
-    }
-    EXPECT_EQ(n, got);
+    unsigned calls = recv_all(tx, rx, s, n, [&](unsigned d) {
+        return Expect{1, d, (d + 1 == n) ? 1000 : kChunk};
+    });
+    ASSERT_GT(calls, 0u);
     EXPECT_TRUE(s.guards_intact());
     if (GetParam() && tx.u->gso) {
         EXPECT_LT(calls, 4u) << "GRO: a coalesced run should come in one or a few calls";
@@ -188,17 +208,9 @@ TEST_P(UdzUdpGro, RunNeverReceivedIntoTooLittleRoom)
     send_run(tx, rx.chan_addr(1), 1, 44, kChunk, kChunk, keep);
     send_run(tx, rx.chan_addr(1), 2, 44, kChunk, kChunk, keep);
 
-    unsigned got = 0;
-    while (got < 88) {
-        int rc = recv_once(rx, s, kSlots);
-        ASSERT_GT(rc, 0) << "after " << got << " datagrams: lost";
-        for (int i = 0; i < rc; ++i) {
-            unsigned d = got + (unsigned)i;
-            expect_datagram(s, (size_t)i, (d < 44) ? 1 : 2, d % 44, kChunk);
-        }
-        got += (unsigned)rc;
-    }
-    EXPECT_EQ(88u, got);
+    EXPECT_GT(recv_all(tx, rx, s, 88, [](unsigned d) {
+        return Expect{(d < 44) ? 1u : 2u, d % 44, kChunk};
+    }), 0u);
     EXPECT_TRUE(s.guards_intact());
 }
 
@@ -240,15 +252,7 @@ TEST_P(UdzUdpGro, MisalignedRunIsDroppedWithinSlots)
         ASSERT_GT(udz_udp_ops.recv(rx.u, 1, s.msgs.data(), (int)kSlots), 0);
     }
     send_run(tx, rx.chan_addr(1), 4, 10, kChunk, kChunk, keep);
-    unsigned got = 0;
-    while (got < 10) {
-        rc = recv_once(rx, s, kSlots);
-        ASSERT_GT(rc, 0);
-        for (int i = 0; i < rc; ++i) {
-            expect_datagram(s, (size_t)i, 4, got + (unsigned)i, kChunk);
-        }
-        got += (unsigned)rc;
-    }
+    EXPECT_GT(recv_all(tx, rx, s, 10, [](unsigned d) { return Expect{4, d, kChunk}; }), 0u);
     EXPECT_TRUE(s.guards_intact());
 }
 

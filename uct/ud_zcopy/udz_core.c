@@ -94,6 +94,8 @@ typedef struct udz_zrx {
     uint32_t    nchunks;
     uint32_t    received;
     uint32_t    cum;                /* lowest chunk missing */
+    uint32_t    top;                /* one past the highest chunk received */
+    uint32_t    zack_cum;           /* cum when the last ZACK went */
     uint32_t    pred;               /* where the next datagram is expected */
     uint32_t    seq;                /* peer's get_seq at issue */
     uint32_t    since_ack;
@@ -724,6 +726,7 @@ static void zrx_send_zack(udz_core_t *core, udz_zrx_t *z, uint8_t flags)
         }
     }
     send_zctl(core, z->peer, UDZ_T_ZACK, flags, z->xfer_id, &a, sizeof(a));
+    z->zack_cum  = z->cum;
     z->since_ack = 0;
     z->gap       = 0;
     z->zack_ns   = core->now;
@@ -810,6 +813,8 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     z->nchunks    = (uint32_t)((len + chunk - 1) / chunk);
     z->received   = 0;
     z->cum        = 0;
+    z->top        = 0;
+    z->zack_cum   = 0;
     z->pred       = 0;
     z->seq        = ++peer->get_seq;
     z->since_ack  = 0;
@@ -879,6 +884,9 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
     z->since_ack++;
     if (idx != z->cum) {
         z->gap = 1;     /* something below is missing (or arrived late) */
+    }
+    if (idx >= z->top) {
+        z->top = idx + 1;
     }
     while ((z->cum < z->nchunks) && bit_get(z->bitmap, z->cum)) {
         z->cum++;
@@ -1001,7 +1009,12 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     if (z->received == z->nchunks) {
         zrx_finish(core, z, 0);
     } else if ((z->since_ack * 4 >= core->cfg.zc_window / chunk) ||
-               (z->gap && (core->now - z->zack_ns >= core->cfg.rto_ns / 8))) {
+               (z->gap && (core->now - z->zack_ns >= core->cfg.rto_ns / 8)) ||
+               ((z->cum != z->zack_cum) && (z->cum < z->top))) {
+        /* the last rule: a repair filled the lowest hole, and another one lies above it.
+         * Say so now: the owner learns of holes only from ZACKs (cum + 64-bit sack), so
+         * with holes far apart, waiting for the stuck timer would cost an RTO per hole. One
+         * ZACK per hole filled, and none while nothing is missing. */
         zrx_send_zack(core, z, 0);
     }
     return handled + (unsigned)n;
