@@ -85,14 +85,16 @@ int main(int argc, char **argv)
     b.clear(); rec(b, 0x10, dg(UDZ_T_ACK, UDZ_F_NAK, 0, 2, NULL, 0)); rc |= put(dir, "nak", b);
     b.clear(); rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 1, 4, &zr, sizeof(zr))); rc |= put(dir, "zreq", b);
     b.clear(); rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 1, 4, &zr, sizeof(zr)));
-    rec(b, 0x20, dg(UDZ_T_ZACK, 0, 77, 4, &za, sizeof(za)));
-    rec(b, 0x20, dg(UDZ_T_ZACK, UDZ_F_STUCK, 77, 4, &za, sizeof(za)));
+    rec(b, 0x20, dg(UDZ_T_ZACK, 0, 77, 4, &za, UDZ_ZACK_LEN(1)));
+    rec(b, 0x20, dg(UDZ_T_ZACK, UDZ_F_STUCK, 77, 4, &za, UDZ_ZACK_LEN(1)));
+    za.sack[3] = 0x8000000000000001ull;     /* a wide selective ack: holes far up */
+    rec(b, 0x20, dg(UDZ_T_ZACK, 0, 77, 4, &za, UDZ_ZACK_LEN(4)));
     rec(b, 0x10, dg(UDZ_T_ZDONE, 0, 77, 4, NULL, 0)); rc |= put(dir, "zreq_zack_zdone", b);
     /* the requester's reliable ZFIN ends the owner's transfer */
     udz_zfin_t zf = {77};
     b.clear(); rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 1, 4, &zr, sizeof(zr)));
     rec(b, 0x10, dg(UDZ_T_ZFIN, 0, 2, 4, &zf, sizeof(zf))); rc |= put(dir, "zreq_zfin", b);
-    b.clear(); rec(b, 0x10, dg(UDZ_T_ZACK, 0, 1, 1, &za1, sizeof(za1))); rc |= put(dir, "zack", b);
+    b.clear(); rec(b, 0x10, dg(UDZ_T_ZACK, 0, 1, 1, &za1, UDZ_ZACK_LEN(1))); rc |= put(dir, "zack", b);
     b.clear(); rec(b, 0x10, dg(UDZ_T_ZDONE, 0, 1, 1, NULL, 0)); rc |= put(dir, "zdone", b);
     b.clear(); rec(b, 0x10, dg(UDZ_T_ZERR, 0, 1, 1, &ze, sizeof(ze))); rc |= put(dir, "zerr", b);
     b.clear(); rec(b, 0x10, dg(UDZ_T_PUT, 0, 1, 1, putb, sizeof(putb))); rc |= put(dir, "put", b);

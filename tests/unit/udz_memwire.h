@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -47,6 +48,8 @@ struct Impair {
     bool   corrupt_hdr_checked = false;  /* flip only magic/version/len/dst_cookie (detectable) */
     bool   data_only = false;  /* impair only the data channels */
     bool   ctrl_only = false;  /* impair only the control channel */
+    /* a chosen datagram is lost (before the random impairments): for exact loss patterns */
+    std::function<bool(const std::vector<uint8_t> &data, uint32_t chan)> drop_if;
 };
 
 struct Stats {
@@ -188,6 +191,10 @@ private:
                 d.data.insert(d.data.end(), p, p + msgs[i].iov[k].iov_len);
             }
             bool impair = !((imp.data_only && ch == 0) || (imp.ctrl_only && ch != 0));
+            if (imp.drop_if && imp.drop_if(d.data, ch)) {
+                st.lost++;
+                continue;
+            }
             if (impair && chance(imp.loss)) {
                 st.lost++;
                 continue;

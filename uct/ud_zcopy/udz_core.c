@@ -101,6 +101,8 @@ typedef struct udz_zrx {
     uint32_t    since_ack;
     uint32_t    backoff;
     int         gap;                /* an out-of-order chunk since the last ZACK */
+    int         hole;               /* a new hole opened since the last ZACK (a chunk came
+                                     * from beyond the highest one so far) */
 } udz_zrx_t;
 
 /* Send side of one zero-copy transfer (the owner streams the region). */
@@ -110,7 +112,8 @@ typedef struct udz_ztx {
     udz_addr_t      dst;            /* the requester's data channel */
     const uint8_t  *src;
     size_t          len;
-    uint64_t        sack;
+    uint64_t        sack[UDZ_ZACK_WORDS];   /* the last ZACK's, for chunks above cum */
+    uint32_t        sack_words;
     uint64_t        last_progress_ns;
     uint64_t        last_send_ns;
     uint64_t        rexmit_ns;
@@ -715,20 +718,30 @@ static void send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t fla
 static void zrx_send_zack(udz_core_t *core, udz_zrx_t *z, uint8_t flags)
 {
     udz_zack_t a;
-    uint32_t i;
+    uint32_t i, span, words;
 
+    /* the selective ack reaches the highest chunk received, at most 64 * UDZ_ZACK_WORDS */
+    span  = (z->top > z->cum + 1) ? z->top - z->cum - 1 : 0;
+    if (span > 64 * UDZ_ZACK_WORDS) {
+        span = 64 * UDZ_ZACK_WORDS;
+    }
+    words = (span + 63) / 64;
+    if (words == 0) {
+        words = 1;
+    }
     a.xfer_id = z->xfer_id;
     a.cum     = z->cum;
-    a.sack    = 0;
-    for (i = 0; (i < 64) && (z->cum + 1 + i < z->nchunks); ++i) {
+    memset(a.sack, 0, sizeof(a.sack));
+    for (i = 0; i < span; ++i) {
         if (bit_get(z->bitmap, z->cum + 1 + i)) {
-            a.sack |= 1ull << i;
+            a.sack[i / 64] |= 1ull << (i % 64);
         }
     }
-    send_zctl(core, z->peer, UDZ_T_ZACK, flags, z->xfer_id, &a, sizeof(a));
+    send_zctl(core, z->peer, UDZ_T_ZACK, flags, z->xfer_id, &a, UDZ_ZACK_LEN(words));
     z->zack_cum  = z->cum;
     z->since_ack = 0;
     z->gap       = 0;
+    z->hole      = 0;
     z->zack_ns   = core->now;
 }
 
@@ -820,6 +833,7 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     z->since_ack  = 0;
     z->backoff    = 0;
     z->gap        = 0;
+    z->hole       = 0;
     z->last_rx_ns = core->now;
     z->zack_ns    = core->now;
     memset(z->bitmap, 0, ((z->nchunks + 63) / 64) * sizeof(uint64_t));
@@ -886,6 +900,9 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
         z->gap = 1;     /* something below is missing (or arrived late) */
     }
     if (idx >= z->top) {
+        if (idx > z->top) {
+            z->hole = 1;    /* chunks top..idx-1 were skipped: lost, on an ordered path */
+        }
         z->top = idx + 1;
     }
     while ((z->cum < z->nchunks) && bit_get(z->bitmap, z->cum)) {
@@ -1008,13 +1025,15 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     z->pred = (next_pred < z->nchunks) ? next_pred : 0;
     if (z->received == z->nchunks) {
         zrx_finish(core, z, 0);
-    } else if ((z->since_ack * 4 >= core->cfg.zc_window / chunk) ||
+    } else if ((z->since_ack * 4 >= core->cfg.zc_window / chunk) || z->hole ||
                (z->gap && (core->now - z->zack_ns >= core->cfg.rto_ns / 8)) ||
                ((z->cum != z->zack_cum) && (z->cum < z->top))) {
-        /* the last rule: a repair filled the lowest hole, and another one lies above it.
-         * Say so now: the owner learns of holes only from ZACKs (cum + 64-bit sack), so
-         * with holes far apart, waiting for the stuck timer would cost an RTO per hole. One
-         * ZACK per hole filled, and none while nothing is missing. */
+        /* At most one ZACK per receive batch, and none while nothing is missing:
+         * - a new hole opened in this batch: the owner repairs it a round trip later
+         *   instead of a stuck timer (an RTO) later;
+         * - a repair filled the lowest hole and others lie above: cum moved, and holes
+         *   more than 1024 chunks up become visible;
+         * - otherwise flow control (a quarter of the window) and late arrivals. */
         zrx_send_zack(core, z, 0);
     }
     return handled + (unsigned)n;
@@ -1100,21 +1119,33 @@ static unsigned ztx_pump(udz_core_t *core)
 
 /* Resend the holes the requester reports (each at most once per RTO), or the first missing
  * chunk when it is stuck. */
+static int ztx_sacked(const udz_ztx_t *t, uint32_t c)
+{
+    uint32_t i = c - t->cum - 1;    /* c > cum */
+
+    return (i < 64 * t->sack_words) && ((t->sack[i / 64] >> (i % 64)) & 1);
+}
+
+/* Resend the holes the requester reports (each at most once per RTO), or the first missing
+ * chunks when it is stuck. */
 static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
 {
-    uint32_t list[65], top = t->cum, c;
-    unsigned n = 0, i;
+    uint32_t list[64], top = t->cum, c, w;
+    unsigned n = 0, total = 0;
 
-    if (t->sack != 0) {
-        top = t->cum + 1 + (63 - (uint32_t)__builtin_clzll(t->sack));
+    for (w = t->sack_words; w > 0; --w) {
+        if (t->sack[w - 1] != 0) {
+            top = t->cum + 1 + 64 * (w - 1) + (63 - (uint32_t)__builtin_clzll(t->sack[w - 1]));
+            break;
+        }
     }
-    if (stuck && (t->sack == 0)) {
+    if (stuck && (top == t->cum)) {
         /* nothing arrived for an RTO: the tail may be lost, resend a few from the first
          * missing one on (the requester's next ZACKs name the rest) */
         top = t->cum + 7;
     }
-    for (c = t->cum; (c <= top) && (c < t->sent) && (n < 65); ++c) {
-        if ((c > t->cum) && ((t->sack >> (c - t->cum - 1)) & 1)) {
+    for (c = t->cum; (c <= top) && (c < t->sent); ++c) {
+        if ((c > t->cum) && ztx_sacked(t, c)) {
             continue;
         }
         if ((c < t->rexmit_mark) && !stuck &&
@@ -1122,16 +1153,20 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
             continue;   /* resent recently: give it time */
         }
         list[n++] = c;
+        if (n == 64) {
+            total += ztx_send(core, t, list, n);
+            n = 0;
+        }
     }
-    if (n == 0) {
+    if (n > 0) {
+        total += ztx_send(core, t, list, n);
+    }
+    if (total == 0) {
         return;
     }
-    for (i = 0; i < n; i += 64) {
-        ztx_send(core, t, list + i, (n - i) > 64 ? 64 : (n - i));
-    }
-    core->cnt->retransmit_chunks += n;
-    if (list[n - 1] + 1 > t->rexmit_mark) {
-        t->rexmit_mark = list[n - 1] + 1;
+    core->cnt->retransmit_chunks += total;
+    if (c > t->rexmit_mark) {
+        t->rexmit_mark = c;
     }
     t->rexmit_ns = core->now;
 }
@@ -1182,7 +1217,8 @@ static void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     peer_activate(core, p);
 }
 
-static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, uint8_t flags)
+static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
+                        uint8_t flags)
 {
     udz_ztx_t **pp = ztx_find(core, p, a->xfer_id), *t;
 
@@ -1205,12 +1241,17 @@ static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, ui
         t->backoff = 0;
     }
     t->last_progress_ns = core->now;
-    t->sack = (a->cum == t->cum) ? a->sack : 0;
+    if (a->cum == t->cum) {
+        memcpy(t->sack, a->sack, sizeof(uint64_t) * words);
+        t->sack_words = words;
+    } else {
+        t->sack_words = 0;      /* an old ZACK, overtaken */
+    }
     if (t->cum >= t->nchunks) {
         ztx_free(core, pp);     /* all there; the ZDONE will find nothing */
         return;
     }
-    if ((t->sack != 0) || (flags & UDZ_F_STUCK)) {
+    if ((t->sack_words != 0) || (flags & UDZ_F_STUCK)) {
         ztx_repair(core, t, flags & UDZ_F_STUCK);
     }
 }
@@ -1225,7 +1266,8 @@ static int len_ok(uint8_t type, size_t len)
     case UDZ_T_ZREQ:  return len == sizeof(udz_zreq_t);
     case UDZ_T_ZFIN:  return len == sizeof(udz_zfin_t);
     case UDZ_T_ACK:   return len == 0;
-    case UDZ_T_ZACK:  return len == sizeof(udz_zack_t);
+    case UDZ_T_ZACK:  return (len >= UDZ_ZACK_LEN(1)) && (len <= UDZ_ZACK_LEN(UDZ_ZACK_WORDS)) &&
+                             ((len - UDZ_ZACK_LEN(0)) % 8 == 0);
     case UDZ_T_ZDONE: return len == 0;
     case UDZ_T_ZERR:  return len == sizeof(udz_zerr_t);
     default:          return 0;
@@ -1352,7 +1394,7 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     }
     switch (h->type) {
     case UDZ_T_ZACK:
-        ztx_on_zack(core, p, (udz_zack_t*)(h + 1), h->flags);
+        ztx_on_zack(core, p, (udz_zack_t*)(h + 1), (h->len - UDZ_ZACK_LEN(0)) / 8, h->flags);
         break;
     case UDZ_T_ZDONE:
         pp = ztx_find(core, p, h->psn);

@@ -87,11 +87,19 @@ typedef struct udz_zerr {
     int32_t  status;        /* negative errno */
 } __attribute__((packed)) udz_zerr_t;
 
+/* A ZACK names every hole up to 1024 chunks above cum, so that one ZACK lets the owner repair
+ * all of them (at 1% loss per datagram a 1 MiB transfer of 1440-byte chunks has 7 holes).
+ * It carries 1 to UDZ_ZACK_WORDS words, as many as reach the highest chunk received: the
+ * datagram is 8 + 8 * words bytes (16 bytes, one word, is the first version's ZACK). */
+#define UDZ_ZACK_WORDS  16
+
 typedef struct udz_zack {
     uint32_t xfer_id;
     uint32_t cum;           /* every chunk below has arrived */
-    uint64_t sack;          /* bit i: chunk cum + 1 + i has arrived */
+    uint64_t sack[UDZ_ZACK_WORDS];  /* bit i of word w: chunk cum + 1 + 64 w + i has arrived */
 } __attribute__((packed)) udz_zack_t;
+
+#define UDZ_ZACK_LEN(_words)  (8u + 8u * (unsigned)(_words))
 
 #ifdef __cplusplus
 static_assert(sizeof(udz_hdr_t) == 32, "header must stay 32 bytes (payload alignment)");
