@@ -116,6 +116,16 @@ int case_flush(ut_t *t)
 /* ---- fence ---- */
 
 #define FENCE_ITERS 100
+
+/* Iterations per phase: fewer when the data put is large (rdmach's smallest put_zcopy is
+ * 16 MiB), so that filling and checking the data stays within the case's time limit on a
+ * loaded machine. Both sides compute it from the same length. */
+static uint64_t fence_iters(size_t data_len)
+{
+    uint64_t n = FENCE_ITERS * (uint64_t)(1u << 20) / (data_len ? data_len : 1);
+
+    return (n >= FENCE_ITERS) ? FENCE_ITERS : (n < 10) ? 10 : n;
+}
 #define FENCE_FLAG_OFF 0
 #define FENCE_DATA_OFF 4096
 
@@ -150,6 +160,7 @@ static int fence_target(ut_t *t, uint64_t data_op, size_t data_len, int with_am)
 {
     volatile uint64_t *flag = (volatile uint64_t*)(t->region.addr + FENCE_FLAG_OFF);
     fence_am_t f = {t, data_len, 0, 0};
+    const uint64_t iters = fence_iters(data_len);
     uint64_t k;
     ssize_t bad;
 
@@ -163,10 +174,14 @@ static int fence_target(ut_t *t, uint64_t data_op, size_t data_len, int with_am)
         return PAIR_FAIL;
     }
     /* phase 1: data put, fence, flag put; phase 2: data put, fence, am */
-    for (k = 1; k <= 2 * FENCE_ITERS; ++k) {
-        if (k <= FENCE_ITERS) {
+    for (k = 1; k <= 2 * iters; ++k) {
+        if (k <= iters) {
             while ((__atomic_load_n(flag, __ATOMIC_ACQUIRE) != k) && !ut_expired(t)) {
                 ut_progress(t);
+            }
+            if (ut_expired(t)) {
+                pair_log(t->pair, "flag %llu: timed out waiting for it", (unsigned long long)k);
+                return PAIR_FAIL;
             }
             bad = pair_pattern_check(t->region.addr + FENCE_DATA_OFF, data_len, FENCE_SEED + k);
             if (bad >= 0) {
@@ -226,7 +241,7 @@ int case_fence(ut_t *t)
     if ((ut_buf_alloc(t, &buf, data_len + 2 * 64) != 0) || (pair_sync(t->pair, 1) != 0)) {
         return PAIR_FAIL;
     }
-    for (k = 1; k <= (with_am ? 2 : 1) * FENCE_ITERS; ++k) {
+    for (k = 1; k <= (with_am ? 2 : 1) * fence_iters(data_len); ++k) {
         /* the data put is not waited for: the fence alone must order it before the flag */
         pair_pattern_fill(buf.addr + 64, data_len, FENCE_SEED + k);
         data_comp.done = 1;
@@ -243,22 +258,28 @@ int case_fence(ut_t *t)
         }
         memcpy(buf.addr, &k, 8);
         flag_comp.done = 1;
-        if (k <= FENCE_ITERS) {
+        if (k <= fence_iters(data_len)) {
             fst = ut_put(t, flag_op, &buf, 0, 8, t->peer_addr + FENCE_FLAG_OFF,
                          t->peer_rkey.rkey, &flag_comp);
         } else {
             fst = UT_RETRY(t, uct_ep_am_short(t->ep, UT_AM_ID + 1, k, NULL, 0));
         }
         if ((fst != UCS_OK) && (fst != UCS_INPROGRESS)) {
-            pair_log(t->pair, "flag %s: %s", (k <= FENCE_ITERS) ? ut_op_name(flag_op) : "am_short",
+            pair_log(t->pair, "flag %s: %s",
+                     (k <= fence_iters(data_len)) ? ut_op_name(flag_op) : "am_short",
                      ucs_status_string(fst));
             return PAIR_FAIL;
         }
-        if (((seen = pair_expect(t->pair, "seen")) == NULL) || strcmp(seen, "ok")) {
+        if ((seen = pair_expect(t->pair, "seen")) == NULL) {
+            pair_log(t->pair, "iteration %llu: no answer from the target (timed out or died)",
+                     (unsigned long long)k);
+            return PAIR_FAIL;
+        }
+        if (strcmp(seen, "ok")) {
             pair_log(t->pair, "iteration %llu: the target saw the flag before the data "
                      "(data %s of %zu bytes, fence, then %s)", (unsigned long long)k,
                      ut_op_name(data_op), data_len,
-                     (k <= FENCE_ITERS) ? ut_op_name(flag_op) : "am_short");
+                     (k <= fence_iters(data_len)) ? ut_op_name(flag_op) : "am_short");
             return PAIR_FAIL;
         }
         if ((ut_comp_wait(t, &data_comp, data_comp.done ? UCS_OK : status) != UCS_OK) ||
