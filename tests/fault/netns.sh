@@ -6,10 +6,11 @@
 #                                               SUBNET.1/24 in a, SUBNET.2/24 in b; default
 #                                               10.213.1); lo up in both
 #   tests/fault/netns.sh down PREFIX            kill what still runs in them, delete both
-#   tests/fault/netns.sh loss PREFIX PCT [udp|udp+tcp]
+#   tests/fault/netns.sh loss PREFIX PCT [udp|udp+tcp] [datagram|run]
 #                                               drop PCT% of the UDP datagrams (udp+tcp: and of
 #                                               the TCP segments) arriving on udz0, at random,
-#                                               in both namespaces (0 = remove rules)
+#                                               in both namespaces (0 = remove rules); per
+#                                               datagram (default) or per GSO run, see below
 #   tests/fault/netns.sh counters PREFIX        print "NS udp_in N dropped M" per namespace
 #                                               (udp_in: packets the rule looked at)
 #   tests/fault/netns.sh reap STEM              delete namespaces STEM<pid>-a/-b whose creating
@@ -22,11 +23,12 @@
 # Loss: one table "inet udzloss" per namespace with an input chain: UDP arriving on udz0 is
 # counted, then dropped when `numgen random mod 100 < PCT`. Only UDP is touched, so the TCP
 # out-of-band connections of ucx_perftest/MPICH are not; every packet meets exactly one rule
-# (its receiver's), so the loss rate per packet is PCT% in each direction. A packet is what
-# crosses the veth: a UDP GSO run (up to 64 datagrams of one zero-copy transfer) crosses it
-# whole, like tcp's 64 KiB segments, so the rule drops runs, not single datagrams. For drops
-# per datagram, set gso_max_segs 1 on both udz0 (runs are then cut before the veth); the
-# README gives figures for both.
+# (its receiver's), so the loss rate is PCT% in each direction. UNIT says what a packet is:
+#   datagram (default)  both udz0 get gso_max_segs 1 while loss is on: a GSO run (UDP, or tcp's
+#                       64 KiB segments) is cut into wire-sized packets before the veth, and
+#                       the rule decides per datagram, as loss on a real wire would;
+#   run                 a GSO run crosses the veth whole (and reaches the socket coalesced), so
+#                       the rule drops whole runs, as it drops whole 64 KiB tcp segments.
 set -uo pipefail
 
 udz_ns_up() { # prefix [subnet]
@@ -62,15 +64,21 @@ udz_ns_down() { # prefix
   return 0
 }
 
-udz_ns_loss() { # prefix pct [udp|udp+tcp]
-  local p=$1 pct=$2 proto=${3:-udp} ns match
+udz_ns_loss() { # prefix pct [udp|udp+tcp] [datagram|run]
+  local p=$1 pct=$2 proto=${3:-udp} unit=${4:-datagram} ns match segs=65535
   case $proto in
     udp) match="meta l4proto udp" ;;
     udp+tcp) match="meta l4proto { udp, tcp }" ;;  # the benchmark's tcp baseline
     *) echo "netns: loss protocol must be udp or udp+tcp, got '$proto'" >&2; return 2 ;;
   esac
+  case $unit in
+    datagram) [ "$pct" = 0 ] || segs=1 ;;
+    run) ;;
+    *) echo "netns: loss unit must be datagram or run, got '$unit'" >&2; return 2 ;;
+  esac
   for ns in "$p-a" "$p-b"; do
     ip netns exec "$ns" nft delete table inet udzloss 2>/dev/null
+    ip -n "$ns" link set udz0 gso_max_segs "$segs" || return 1
     [ "$pct" = 0 ] && continue
     ip netns exec "$ns" nft -f - <<NFT || return 1
 table inet udzloss {

@@ -270,6 +270,44 @@ TEST_P(UdzUdpGro, OversizedDatagramStaysInsideSlots)
     EXPECT_TRUE(s.guards_intact());
 }
 
+/* A path that never coalesces (every datagram its own packet): after UDZ_UDP_GRO_OFF of them
+ * the channel drops GRO and reads batches with recvmmsg; a GSO run sent then is cut at the
+ * socket and still arrives whole; after UDZ_UDP_GRO_PROBE datagrams GRO is tried again. */
+TEST(UdzUdpGroAdapt, UncoalescedPathFallsBackToRecvmmsgAndProbesAgain)
+{
+    Wire tx(0, 0), rx(1, 1);
+    if (!rx.u->gro) {
+        GTEST_SKIP() << "kernel without UDP_GRO";
+    }
+    Slots s;
+    std::vector<std::vector<uint8_t>> keep;
+    /* count datagrams, each sent on its own (no GSO run), received and checked 32 at a time */
+    auto singles = [&](unsigned count) {
+        while (count > 0) {
+            unsigned n = (count > 32) ? 32 : count;
+            for (unsigned i = 0; i < n; ++i) {
+                send_run(tx, rx.chan_addr(1), 10, 1, kChunk, kChunk, keep);
+            }
+            EXPECT_GT(recv_all(tx, rx, s, n, [](unsigned) { return Expect{10, 0, kChunk}; }),
+                      0u);
+            count -= n;
+            keep.clear();
+        }
+    };
+    singles(UDZ_UDP_GRO_OFF);
+    EXPECT_EQ(0, rx.u->chan_gro[0]) << "still one call per datagram after "
+                                    << UDZ_UDP_GRO_OFF << " uncoalesced ones";
+    send_run(tx, rx.chan_addr(1), 11, 44, kChunk, kChunk, keep);
+    EXPECT_GT(recv_all(tx, rx, s, 44, [](unsigned d) { return Expect{11, d, kChunk}; }), 0u);
+    EXPECT_TRUE(s.guards_intact());
+    keep.clear();
+    singles(UDZ_UDP_GRO_PROBE);
+    EXPECT_EQ(1, rx.u->chan_gro[0]) << "GRO not tried again";
+    send_run(tx, rx.chan_addr(1), 12, 44, kChunk, kChunk, keep);
+    EXPECT_GT(recv_all(tx, rx, s, 44, [](unsigned d) { return Expect{12, d, kChunk}; }), 0u);
+    EXPECT_TRUE(s.guards_intact());
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, UdzUdpGro, ::testing::Values(0, 1),
                          [](const ::testing::TestParamInfo<int> &i) {
                              return i.param ? std::string("gro") : std::string("recvmmsg");

@@ -124,6 +124,7 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
     for (i = 0; u->gro && (i < nchan); ++i) {
         int one = 1;
         u->gro = (setsockopt(u->chan_fd[i], SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0);
+        u->chan_gro[i] = 1;
     }
     if (!u->gro) {
         for (i = 0; gro && (i < nchan); ++i) {
@@ -327,7 +328,7 @@ static int udz_udp_errqueue(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
  * sits in place, so the core can still tell a stale sender to stop), the rest as one
  * truncated datagram that the core drops and counts. Only slots of missing chunks and
  * scratch were written. */
-static int udz_udp_recv_gro(udz_udp_t *u, int fd, udz_rxmsg_t *msgs, int n)
+static int udz_udp_recv_gro(udz_udp_t *u, int fd, udz_rxmsg_t *msgs, int n, int *runs)
 {
     struct sockaddr_in name;
     struct cmsghdr *cm;
@@ -373,6 +374,7 @@ static int udz_udp_recv_gro(udz_udp_t *u, int fd, udz_rxmsg_t *msgs, int n)
             }
         }
         seg        = (gso > 0) ? (size_t)gso : 0;
+        *runs     += (seg > 0) && ((size_t)rc > seg);
         left       = (size_t)rc;
         misaligned = 0;     /* the first datagram's header is in place whatever the size */
         do {
@@ -412,8 +414,22 @@ static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
     int fd = (chan == 0) ? u->fd : u->chan_fd[chan - 1];
     int i, rc;
 
-    if ((chan > 0) && u->gro) {
-        return udz_udp_recv_gro(u, fd, msgs, (n > 64) ? 64 : n);
+    if ((chan > 0) && u->gro && u->chan_gro[chan - 1]) {
+        int runs = 0, c = chan - 1;
+
+        rc = udz_udp_recv_gro(u, fd, msgs, (n > 64) ? 64 : n, &runs);
+        if (runs > 0) {
+            u->chan_count[c] = 0;
+        } else if ((rc > 0) && ((u->chan_count[c] += (uint32_t)rc) >= UDZ_UDP_GRO_OFF)) {
+            /* nothing coalesces on this path: one call per batch beats one per datagram.
+             * (A run queued before the switch would be cut by recvmmsg: a rare loss, which
+             * the transfer repairs.) */
+            int zero = 0;
+            (void)setsockopt(fd, SOL_UDP, UDP_GRO, &zero, sizeof(zero));
+            u->chan_gro[c]   = 0;
+            u->chan_count[c] = 0;
+        }
+        return rc;
     }
     if (n > UDZ_UDP_BATCH) {
         n = UDZ_UDP_BATCH;
@@ -438,6 +454,11 @@ static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
             return udz_udp_errqueue(u, msgs, n);
         }
         return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
+    }
+    if ((chan > 0) && u->gro && ((u->chan_count[chan - 1] += (uint32_t)rc) >= UDZ_UDP_GRO_PROBE)) {
+        int one = 1;   /* try runs again: the path (or the peer's GSO) may have changed */
+        u->chan_gro[chan - 1]   = (setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0);
+        u->chan_count[chan - 1] = 0;
     }
     for (i = 0; i < rc; ++i) {
         msgs[i].unreach = 0;

@@ -16,6 +16,8 @@ extern "C" {
 #endif
 
 #define UDZ_UDP_BATCH 64
+#define UDZ_UDP_GRO_OFF    256      /* uncoalesced datagrams in a row: GRO off on the channel */
+#define UDZ_UDP_GRO_PROBE  8192     /* datagrams later: GRO on again, to see if runs come */
 
 typedef struct udz_udp {
     int             fd;                         /* control */
@@ -27,7 +29,13 @@ typedef struct udz_udp {
     int             rcvbuf, sndbuf;             /* what the kernel granted */
     int             errq;                       /* an ICMP error waits in the error queue */
     int             gso;                        /* UDP_SEGMENT works: batch equal datagrams */
-    int             gro;                        /* data channels take coalesced runs (UDP_GRO) */
+    int             gro;                        /* data channels may take coalesced runs */
+    /* per data channel: UDP_GRO on now; datagrams in a row that came uncoalesced (GRO on) or
+     * since GRO was switched off. A path that never coalesces (no GSO across it, no GRO in
+     * the NIC) is read with recvmmsg, a call per batch instead of a call per datagram; every
+     * UDZ_UDP_GRO_PROBE datagrams GRO is tried again. */
+    uint8_t         chan_gro[UDZ_MAX_CHANNELS];
+    uint32_t        chan_count[UDZ_MAX_CHANNELS];
     struct iovec    gro_iov[2 * 64];
     uint64_t        gro_cmsg[4];
     struct iovec    gso_iov[UDZ_UDP_BATCH * (1 + UDZ_MAX_IOV)];
