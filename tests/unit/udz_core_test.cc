@@ -675,7 +675,7 @@ TEST(UdzGet, DataLossOnlyHeavy)
 /* One 1 MiB get (263 chunks of 4000 bytes, all in flight at once) whose chunks in `holes` are
  * lost on their first transmission. Returns the simulated time it took; the data, and that
  * exactly the lost chunks were resent, are checked. */
-uint64_t get_with_holes(uint64_t seed, const std::vector<uint32_t> &holes)
+uint64_t get_with_holes(uint64_t seed, const std::vector<uint32_t> &holes, int lost_times = 1)
 {
     udz_config_t c = default_cfg();
     c.zc_window = 4u << 20;         /* the whole transfer in flight, as with the defaults */
@@ -693,7 +693,8 @@ uint64_t get_with_holes(uint64_t seed, const std::vector<uint32_t> &holes)
         memcpy(&hd, d.data(), sizeof(hd));
         if (hd.type != UDZ_T_ZDATA) return false;
         const uint32_t idx = hd.ack;
-        return (++sends[idx] == 1) && (std::find(holes.begin(), holes.end(), idx) != holes.end());
+        return (++sends[idx] <= lost_times) &&
+               (std::find(holes.begin(), holes.end(), idx) != holes.end());
     };
     std::vector<uint8_t> dst(len, 0);
     udz_peer_t *pab = h.peer(a, b);
@@ -703,9 +704,9 @@ uint64_t get_with_holes(uint64_t seed, const std::vector<uint32_t> &holes)
     const uint64_t took = h.now - t0;
     EXPECT_EQ(0, a->gets_done[&dst]);
     EXPECT_EQ(0, memcmp(dst.data(), r.base, len));
-    EXPECT_EQ(holes.size(), b->cnt.retransmit_chunks);
+    EXPECT_EQ(holes.size() * (size_t)lost_times, b->cnt.retransmit_chunks);
     for (uint32_t hole : holes) {
-        EXPECT_EQ(2, sends[hole]) << "chunk " << hole;
+        EXPECT_EQ(lost_times + 1, sends[hole]) << "chunk " << hole;
     }
     return took;
 }
@@ -721,6 +722,17 @@ TEST(UdzGet, HolesFarApartRepairedWhileArriving)
     const uint64_t lossy = get_with_holes(41, {3, 100, 200, 250});
     const uint64_t round_trip = 2 * Harness().step;
     EXPECT_LE(lossy, clean + 2 * round_trip) << "clean " << clean << " ns, lossy " << lossy;
+}
+
+/* A repair lost too is named again and resent after the repair gate (srtt + 4 rttvar, at
+ * least 50 us), not after the stuck timer (an RTO, whose floor is 1 ms here, 2 ms by default):
+ * the transfer takes less than an RTO longer than without loss. */
+TEST(UdzGet, LostRepairResentAfterRoundTripNotRto)
+{
+    const uint64_t clean = get_with_holes(42, {});
+    const uint64_t lossy = get_with_holes(42, {3, 100, 200, 250}, 2);
+    EXPECT_LT(lossy - clean, default_cfg().rto_ns * 3 / 4) << "clean " << clean
+                                                           << " ns, lossy " << lossy;
 }
 
 TEST(UdzGet, ChunkOfOtherSizes)

@@ -37,6 +37,7 @@ static inline int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0;
 
 #define UDZ_BACKOFF_MAX 16
 #define UDZ_RTO_INIT_NS (20ull * 1000 * 1000)   /* before the first round-trip sample */
+#define UDZ_REPAIR_GATE_MIN_NS (50ull * 1000)     /* a resent chunk gets at least 50 us */
 
 /* ---- objects ---- */
 
@@ -204,6 +205,19 @@ static uint64_t rto(const udz_core_t *core, const udz_peer_t *p, unsigned backof
     }
     t <<= (backoff < UDZ_BACKOFF_MAX ? backoff : UDZ_BACKOFF_MAX);
     return t < core->cfg.rto_max_ns ? t : core->cfg.rto_max_ns;
+}
+
+/* How long a resent chunk is given before it is resent again when a ZACK still names it: a
+ * round trip and its variation, without the RTO's floor (a lost repair would otherwise cost
+ * the floor, 2 ms by default, where the round trip is tens of microseconds). */
+static uint64_t repair_gate(const udz_core_t *core, const udz_peer_t *p)
+{
+    uint64_t t = (uint64_t)p->srtt_us * 1000 + 4000ull * p->rttvar_us;
+
+    if (p->srtt_us == 0) {
+        return rto(core, p, 0);
+    }
+    return (t < UDZ_REPAIR_GATE_MIN_NS) ? UDZ_REPAIR_GATE_MIN_NS : t;
 }
 
 /* Jacobson/Karels on one round-trip sample (never from a retransmitted packet: Karn). */
@@ -1149,7 +1163,7 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
             continue;
         }
         if ((c < t->rexmit_mark) && !stuck &&
-            (core->now - t->rexmit_ns < rto(core, t->peer, 0))) {
+            (core->now - t->rexmit_ns < repair_gate(core, t->peer))) {
             continue;   /* resent recently: give it time */
         }
         list[n++] = c;
@@ -1469,6 +1483,19 @@ static void timers(udz_core_t *core)
             p = z->peer;
             zrx_finish(core, z, -ETIMEDOUT);
             peer_fail(core, p);
+        } else if ((z->cum < z->top) &&
+                   (now - z->zack_ns >= (repair_gate(core, z->peer) <<
+                                         (z->backoff < 8 ? z->backoff : 8))) &&
+                   (now - z->last_rx_ns >= repair_gate(core, z->peer))) {
+            /* holes are known and their repairs did not come (lost too): name them again
+             * after the repair gate (srtt + 4 rttvar), not an RTO, backing off while nothing
+             * comes.
+             * STUCK: the owner resends them without its own gate (it may have no round-trip
+             * sample of us); this pacing is the gate. */
+            if (z->backoff < UDZ_BACKOFF_MAX) {
+                z->backoff++;
+            }
+            zrx_send_zack(core, z, UDZ_F_STUCK);
         } else if ((now - z->zack_ns >= rto(core, z->peer, z->backoff)) &&
                    (now - z->last_rx_ns >= rto(core, z->peer, z->backoff))) {
             if (z->backoff < UDZ_BACKOFF_MAX) {
