@@ -24,11 +24,13 @@
 # counted, then dropped when `numgen random mod 100 < PCT`. Only UDP is touched, so the TCP
 # out-of-band connections of ucx_perftest/MPICH are not; every packet meets exactly one rule
 # (its receiver's), so the loss rate is PCT% in each direction. UNIT says what a packet is:
-#   datagram (default)  both udz0 get gso_max_segs 1 while loss is on: a GSO run (UDP, or tcp's
+#   datagram (default when PCT > 0)  both udz0 get gso_max_segs 1: a GSO run (UDP, or tcp's
 #                       64 KiB segments) is cut into wire-sized packets before the veth, and
-#                       the rule decides per datagram, as loss on a real wire would;
-#   run                 a GSO run crosses the veth whole (and reaches the socket coalesced), so
-#                       the rule drops whole runs, as it drops whole 64 KiB tcp segments.
+#                       the rule decides per datagram, as loss on a real wire would (with PCT 0:
+#                       the same wire without loss, the reference for the loss figures);
+#   run (default when PCT is 0)  a GSO run crosses the veth whole (and reaches the socket
+#                       coalesced), so the rule drops whole runs, as it drops whole 64 KiB tcp
+#                       segments.
 set -uo pipefail
 
 udz_ns_up() { # prefix [subnet]
@@ -65,14 +67,15 @@ udz_ns_down() { # prefix
 }
 
 udz_ns_loss() { # prefix pct [udp|udp+tcp] [datagram|run]
-  local p=$1 pct=$2 proto=${3:-udp} unit=${4:-datagram} ns match segs=65535
+  local p=$1 pct=$2 proto=${3:-udp} unit=${4:-} ns match segs=65535
+  [ -n "$unit" ] || { [ "$pct" = 0 ] && unit=run || unit=datagram; }
   case $proto in
     udp) match="meta l4proto udp" ;;
     udp+tcp) match="meta l4proto { udp, tcp }" ;;  # the benchmark's tcp baseline
     *) echo "netns: loss protocol must be udp or udp+tcp, got '$proto'" >&2; return 2 ;;
   esac
   case $unit in
-    datagram) [ "$pct" = 0 ] || segs=1 ;;
+    datagram) segs=1 ;;
     run) ;;
     *) echo "netns: loss unit must be datagram or run, got '$unit'" >&2; return 2 ;;
   esac

@@ -724,6 +724,19 @@ TEST(UdzGet, HolesFarApartRepairedWhileArriving)
     EXPECT_LE(lossy, clean + 2 * round_trip) << "clean " << clean << " ns, lossy " << lossy;
 }
 
+/* The tail is lost (the last 63 chunks' first transmission: no hole is visible, as when a
+ * whole GSO run is dropped): one stuck timer brings all of it back (a run's worth is resent),
+ * not one stuck timer per 8 chunks. */
+TEST(UdzGet, LostTailBackAfterOneStuckTimer)
+{
+    std::vector<uint32_t> tail;
+    for (uint32_t c = 200; c < 263; ++c) tail.push_back(c);
+    const uint64_t clean = get_with_holes(43, {});
+    const uint64_t lossy = get_with_holes(43, tail);
+    EXPECT_LT(lossy - clean, default_cfg().rto_ns * 3 / 2) << "clean " << clean
+                                                           << " ns, lossy " << lossy;
+}
+
 /* A repair lost too is named again and resent after the repair gate (srtt + 4 rttvar, at
  * least 50 us), not after the stuck timer (an RTO, whose floor is 1 ms here, 2 ms by default):
  * the transfer takes less than an RTO longer than without loss. */

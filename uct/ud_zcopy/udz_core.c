@@ -1154,9 +1154,10 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
         }
     }
     if (stuck && (top == t->cum)) {
-        /* nothing arrived for an RTO: the tail may be lost, resend a few from the first
-         * missing one on (the requester's next ZACKs name the rest) */
-        top = t->cum + 7;
+        /* nothing arrives and no hole is known: the tail was lost (a whole GSO run may be
+         * one dropped packet). Resend a run's worth from the first missing chunk on; the
+         * requester's next ZACKs name the rest. */
+        top = t->cum + 63;
     }
     for (c = t->cum; (c <= top) && (c < t->sent); ++c) {
         if ((c > t->cum) && ztx_sacked(t, c)) {
@@ -1489,7 +1490,9 @@ static void timers(udz_core_t *core)
                    (now - z->last_rx_ns >= repair_gate(core, z->peer))) {
             /* holes are known and their repairs did not come (lost too): name them again
              * after the repair gate (srtt + 4 rttvar), not an RTO, backing off while nothing
-             * comes.
+             * comes. (With no hole known, a pause in arrivals is more often the owner's pace
+             * than a lost tail: that case waits for the stuck timer below, measured to cost
+             * less than resending on every pause.)
              * STUCK: the owner resends them without its own gate (it may have no round-trip
              * sample of us); this pacing is the gate. */
             if (z->backoff < UDZ_BACKOFF_MAX) {
