@@ -1131,8 +1131,7 @@ static unsigned ztx_pump(udz_core_t *core)
     return total;
 }
 
-/* Resend the holes the requester reports (each at most once per RTO), or the first missing
- * chunk when it is stuck. */
+/* Whether the requester's last ZACK says chunk c (above cum) has arrived. */
 static int ztx_sacked(const udz_ztx_t *t, uint32_t c)
 {
     uint32_t i = c - t->cum - 1;    /* c > cum */
@@ -1140,8 +1139,8 @@ static int ztx_sacked(const udz_ztx_t *t, uint32_t c)
     return (i < 64 * t->sack_words) && ((t->sack[i / 64] >> (i % 64)) & 1);
 }
 
-/* Resend the holes the requester reports (each at most once per RTO), or the first missing
- * chunks when it is stuck. */
+/* Resend the holes the requester reports (each at most once per repair gate), or the first
+ * missing chunks when it is stuck. */
 static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
 {
     uint32_t list[64], top = t->cum, c, w;
@@ -1236,6 +1235,8 @@ static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, un
                         uint8_t flags)
 {
     udz_ztx_t **pp = ztx_find(core, p, a->xfer_id), *t;
+    unsigned w;
+    int holes;
 
     if (pp == NULL) {
         return;     /* finished (our ZDONE crossed it) or never known */
@@ -1256,9 +1257,13 @@ static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, un
         t->backoff = 0;
     }
     t->last_progress_ns = core->now;
+    holes = 0;
     if (a->cum == t->cum) {
         memcpy(t->sack, a->sack, sizeof(uint64_t) * words);
         t->sack_words = words;
+        for (w = 0; w < words; ++w) {
+            holes |= (a->sack[w] != 0);     /* something arrived above cum: cum is a hole */
+        }
     } else {
         t->sack_words = 0;      /* an old ZACK, overtaken */
     }
@@ -1266,7 +1271,7 @@ static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, un
         ztx_free(core, pp);     /* all there; the ZDONE will find nothing */
         return;
     }
-    if ((t->sack_words != 0) || (flags & UDZ_F_STUCK)) {
+    if (holes || (flags & UDZ_F_STUCK)) {
         ztx_repair(core, t, flags & UDZ_F_STUCK);
     }
 }
@@ -1665,7 +1670,8 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
     core->hmask    = 63;
     batch          = cfg->rx_batch;
     /* a coalesced run is at most 64 datagrams and 64 KiB: enough slots to take any whole */
-    core->zbatch   = (65536 + cfg->chunk_size + UDZ_HDR_LEN - 1) / (cfg->chunk_size + UDZ_HDR_LEN);
+    core->zbatch   = (unsigned)((65536 + cfg->chunk_size + UDZ_HDR_LEN - 1) /
+                                (cfg->chunk_size + UDZ_HDR_LEN));
     if (core->zbatch > 64) {
         core->zbatch = 64;
     }
