@@ -213,7 +213,7 @@ int case_fence(ut_t *t)
     ucs_status_t status, fst;
     const char *seen;
     ut_buf_t buf;
-    uint64_t k;
+    uint64_t k, iters;
 
     for (i = 0; i < 3; ++i) {
         if (ut_put_max(t, put_ops[2 - i]) >= 8 && !data_op) {
@@ -241,7 +241,8 @@ int case_fence(ut_t *t)
     if ((ut_buf_alloc(t, &buf, data_len + 2 * 64) != 0) || (pair_sync(t->pair, 1) != 0)) {
         return PAIR_FAIL;
     }
-    for (k = 1; k <= (with_am ? 2 : 1) * fence_iters(data_len); ++k) {
+    iters = fence_iters(data_len);
+    for (k = 1; k <= (with_am ? 2 : 1) * iters; ++k) {
         /* the data put is not waited for: the fence alone must order it before the flag */
         pair_pattern_fill(buf.addr + 64, data_len, FENCE_SEED + k);
         data_comp.done = 1;
@@ -258,7 +259,7 @@ int case_fence(ut_t *t)
         }
         memcpy(buf.addr, &k, 8);
         flag_comp.done = 1;
-        if (k <= fence_iters(data_len)) {
+        if (k <= iters) {
             fst = ut_put(t, flag_op, &buf, 0, 8, t->peer_addr + FENCE_FLAG_OFF,
                          t->peer_rkey.rkey, &flag_comp);
         } else {
@@ -266,7 +267,7 @@ int case_fence(ut_t *t)
         }
         if ((fst != UCS_OK) && (fst != UCS_INPROGRESS)) {
             pair_log(t->pair, "flag %s: %s",
-                     (k <= fence_iters(data_len)) ? ut_op_name(flag_op) : "am_short",
+                     (k <= iters) ? ut_op_name(flag_op) : "am_short",
                      ucs_status_string(fst));
             return PAIR_FAIL;
         }
@@ -279,7 +280,7 @@ int case_fence(ut_t *t)
             pair_log(t->pair, "iteration %llu: the target saw the flag before the data "
                      "(data %s of %zu bytes, fence, then %s)", (unsigned long long)k,
                      ut_op_name(data_op), data_len,
-                     (k <= fence_iters(data_len)) ? ut_op_name(flag_op) : "am_short");
+                     (k <= iters) ? ut_op_name(flag_op) : "am_short");
             return PAIR_FAIL;
         }
         if ((ut_comp_wait(t, &data_comp, data_comp.done ? UCS_OK : status) != UCS_OK) ||

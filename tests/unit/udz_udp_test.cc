@@ -170,18 +170,26 @@ template <class F> unsigned recv_all(Wire &tx, Wire &rx, Slots &s, unsigned n, F
     return calls;
 }
 
-class UdzUdpGro : public ::testing::TestWithParam<int> {};
+/* A sending wire, a receiving wire with one data channel (GRO as the parameter says) and
+ * the receive slots; skipped when GRO is asked for and the kernel lacks it. */
+class UdzUdpGro : public ::testing::TestWithParam<int> {
+protected:
+    Wire tx{0, 0}, rx{1, GetParam()};
+    Slots s;
+    std::vector<std::vector<uint8_t>> keep;
+
+    void SetUp() override
+    {
+        if (GetParam() && !rx.u->gro) {
+            GTEST_SKIP() << "kernel without UDP_GRO";
+        }
+    }
+};
 
 /* 44 full datagrams and a short last one (a transfer's tail) arrive each in its own slot pair,
  * with GRO in few receive calls, and the sender's address reported for every one. */
 TEST_P(UdzUdpGro, RunScattersIntoSlotPairs)
 {
-    Wire tx(0, 0), rx(1, GetParam());
-    if (GetParam() && !rx.u->gro) {
-        GTEST_SKIP() << "kernel without UDP_GRO";
-    }
-    Slots s;
-    std::vector<std::vector<uint8_t>> keep;
     const unsigned n = 44;
     send_run(tx, rx.chan_addr(1), 1, n, kChunk, 1000, keep);
 
@@ -199,12 +207,6 @@ TEST_P(UdzUdpGro, RunScattersIntoSlotPairs)
  * the second into the one slot left (it would be cut to one datagram); the next call gets it. */
 TEST_P(UdzUdpGro, RunNeverReceivedIntoTooLittleRoom)
 {
-    Wire tx(0, 0), rx(1, GetParam());
-    if (GetParam() && !rx.u->gro) {
-        GTEST_SKIP() << "kernel without UDP_GRO";
-    }
-    Slots s;
-    std::vector<std::vector<uint8_t>> keep;
     send_run(tx, rx.chan_addr(1), 1, 44, kChunk, kChunk, keep);
     send_run(tx, rx.chan_addr(1), 2, 44, kChunk, kChunk, keep);
 
@@ -219,12 +221,6 @@ TEST_P(UdzUdpGro, RunNeverReceivedIntoTooLittleRoom)
  * piece; nothing is written outside the slots. Then a good run is received normally. */
 TEST_P(UdzUdpGro, MisalignedRunIsDroppedWithinSlots)
 {
-    Wire tx(0, 0), rx(1, GetParam());
-    if (GetParam() && !rx.u->gro) {
-        GTEST_SKIP() << "kernel without UDP_GRO";
-    }
-    Slots s;
-    std::vector<std::vector<uint8_t>> keep;
     send_run(tx, rx.chan_addr(1), 3, 20, 700, 700, keep);
 
     int rc = recv_once(rx, s, kSlots);
@@ -260,14 +256,12 @@ TEST_P(UdzUdpGro, MisalignedRunIsDroppedWithinSlots)
  * (the core drops it on the length check), never written past the offered slots. */
 TEST_P(UdzUdpGro, OversizedDatagramStaysInsideSlots)
 {
-    Wire tx(0, 0), rx(1, GetParam());
-    Slots s(2);
-    std::vector<std::vector<uint8_t>> keep;
+    Slots two(2);
     send_run(tx, rx.chan_addr(1), 5, 1, 4 * kChunk, 4 * kChunk, keep);
-    int rc = recv_once(rx, s, 2);
+    int rc = recv_once(rx, two, 2);
     ASSERT_EQ(1, rc);
-    EXPECT_TRUE((s.msgs[0].len != kPair) || s.msgs[0].trunc);
-    EXPECT_TRUE(s.guards_intact());
+    EXPECT_TRUE((two.msgs[0].len != kPair) || two.msgs[0].trunc);
+    EXPECT_TRUE(two.guards_intact());
 }
 
 /* A path that never coalesces (every datagram its own packet): after UDZ_UDP_GRO_OFF of them

@@ -193,9 +193,15 @@ void udz_core_set_time(udz_core_t *core, uint64_t now_ns) { core->now = now_ns; 
 /* Retransmission timeout towards a peer: the configured minimum, or srtt + 4 rttvar when the
  * measured round trips are longer (a loaded host delays acks by whole scheduler slices), doubled
  * per retransmission up to the cap. */
+/* srtt + 4 rttvar: a round trip and its variation (0 before the first sample). */
+static uint64_t rtt_span_ns(const udz_peer_t *p)
+{
+    return (uint64_t)p->srtt_us * 1000 + 4000ull * p->rttvar_us;
+}
+
 static uint64_t rto(const udz_core_t *core, const udz_peer_t *p, unsigned backoff)
 {
-    uint64_t t = (uint64_t)p->srtt_us * 1000 + 4000ull * p->rttvar_us;
+    uint64_t t = rtt_span_ns(p);
 
     if (p->srtt_us == 0) {
         t = UDZ_RTO_INIT_NS;    /* no sample yet: do not guess short */
@@ -212,7 +218,7 @@ static uint64_t rto(const udz_core_t *core, const udz_peer_t *p, unsigned backof
  * the floor, 2 ms by default, where the round trip is tens of microseconds). */
 static uint64_t repair_gate(const udz_core_t *core, const udz_peer_t *p)
 {
-    uint64_t t = (uint64_t)p->srtt_us * 1000 + 4000ull * p->rttvar_us;
+    uint64_t t = rtt_span_ns(p);
 
     if (p->srtt_us == 0) {
         return rto(core, p, 0);
@@ -925,6 +931,18 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
     core->cnt->rx_zchunks++;
 }
 
+/* Receive slot k: header k, then a full chunk at dst, or in scratch slot k when dst is NULL. */
+static void zrx_slot(udz_core_t *core, unsigned k, uint8_t *dst)
+{
+    size_t chunk = core->cfg.chunk_size;
+    udz_rxmsg_t *m = &core->zmsgs[k];
+
+    m->iov[0].iov_base = &core->zhdr[k];
+    m->iov[0].iov_len  = UDZ_HDR_LEN;
+    m->iov[1].iov_base = (dst != NULL) ? dst : core->zscratch + (size_t)k * chunk;
+    m->iov[1].iov_len  = chunk;
+}
+
 /* Receives what is waiting on one busy channel; returns datagrams handled. */
 static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
 {
@@ -941,12 +959,8 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
     for (p = zrx_next_missing(z, z->pred); (k < batch) && (p < z->nchunks);
          p = zrx_next_missing_from(z, p + 1)) {
         slot[k] = p;
-        m[k].iov[0].iov_base = &core->zhdr[k];
-        m[k].iov[0].iov_len  = UDZ_HDR_LEN;
-        m[k].iov[1].iov_base = (chunk_len(z->len, chunk, p) == chunk) ?
-                               z->buf + (size_t)p * chunk :
-                               core->zscratch + (size_t)k * chunk;
-        m[k].iov[1].iov_len  = chunk;
+        zrx_slot(core, k, (chunk_len(z->len, chunk, p) == chunk) ?
+                          z->buf + (size_t)p * chunk : NULL);
         ++k;
     }
     if (k == 0) {
@@ -957,10 +971,7 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
      * a run could push the chunks still missing out of a GRO receive (truncated, lost). */
     for (; k < batch; ++k) {
         slot[k] = UINT32_MAX;
-        m[k].iov[0].iov_base = &core->zhdr[k];
-        m[k].iov[0].iov_len  = UDZ_HDR_LEN;
-        m[k].iov[1].iov_base = core->zscratch + (size_t)k * chunk;
-        m[k].iov[1].iov_len  = chunk;
+        zrx_slot(core, k, NULL);
     }
     n = core->wops->recv(core->wire, chan, m, (int)k);
     if (n <= 0) {
@@ -1451,7 +1462,7 @@ static void timers(udz_core_t *core)
     udz_peer_t *p;
     udz_ztx_t **pp, *t;
     udz_zrx_t *z;
-    uint64_t now = core->now;
+    uint64_t now = core->now, gate;
     unsigned i;
 
     for (e = core->active.next; e != &core->active; e = n) {
@@ -1490,9 +1501,9 @@ static void timers(udz_core_t *core)
             zrx_finish(core, z, -ETIMEDOUT);
             peer_fail(core, p);
         } else if ((z->cum < z->top) &&
-                   (now - z->zack_ns >= (repair_gate(core, z->peer) <<
+                   (now - z->zack_ns >= ((gate = repair_gate(core, z->peer)) <<
                                          (z->backoff < 8 ? z->backoff : 8))) &&
-                   (now - z->last_rx_ns >= repair_gate(core, z->peer))) {
+                   (now - z->last_rx_ns >= gate)) {
             /* holes are known and their repairs did not come (lost too): name them again
              * after the repair gate (srtt + 4 rttvar), not an RTO, backing off while nothing
              * comes. (With no hole known, a pause in arrivals is more often the owner's pace

@@ -46,6 +46,22 @@ static int set_buf(int fd, int force_opt, int opt, int want)
     return got;
 }
 
+/* UDP_GRO on or off for one data channel; 0 when the kernel took it. */
+static int chan_set_gro(int fd, int on)
+{
+    return setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof(on));
+}
+
+/* The sender's control address as the core names it (zeros when not an IPv4 sender). */
+static void src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_addr_t *out)
+{
+    if ((namelen == sizeof(*name)) && (name->sin_family == AF_INET)) {
+        udz_udp_addr_make(name->sin_addr, name->sin_port, out);
+    } else {
+        memset(out, 0, sizeof(*out));
+    }
+}
+
 static int open_one(struct in_addr ip, int rcvbuf, int sndbuf, int *fd_p, uint16_t *port_p,
                     int *rcv_got, int *snd_got, char *err, size_t errlen)
 {
@@ -122,15 +138,12 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
      * up at the socket; udz_udp_recv_gro scatters it into the core's slots in one call */
     u->gro = gro && (nchan > 0);
     for (i = 0; u->gro && (i < nchan); ++i) {
-        int one = 1;
-        u->gro = (setsockopt(u->chan_fd[i], SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0);
-        u->chan_gro[i] = 1;
+        u->chan_gro[i] = (chan_set_gro(u->chan_fd[i], 1) == 0);
+        u->gro         = u->chan_gro[i];
     }
-    if (!u->gro) {
-        for (i = 0; gro && (i < nchan); ++i) {
-            int zero = 0;
-            (void)setsockopt(u->chan_fd[i], SOL_UDP, UDP_GRO, &zero, sizeof(zero));
-        }
+    for (i = 0; gro && !u->gro && (i < nchan); ++i) {
+        u->chan_gro[i] = 0;     /* all or none: the channels are interchangeable */
+        (void)chan_set_gro(u->chan_fd[i], 0);
     }
     return 0;
 }
@@ -333,6 +346,7 @@ static int udz_udp_recv_gro(udz_udp_t *u, int fd, udz_rxmsg_t *msgs, int n, int 
     struct sockaddr_in name;
     struct cmsghdr *cm;
     struct msghdr mh;
+    udz_addr_t src;
     size_t seg, pair, left;
     int i, j = 0, niov, aligned, misaligned, gso;
     ssize_t rc;
@@ -377,13 +391,10 @@ static int udz_udp_recv_gro(udz_udp_t *u, int fd, udz_rxmsg_t *msgs, int n, int 
         *runs     += (seg > 0) && ((size_t)rc > seg);
         left       = (size_t)rc;
         misaligned = 0;     /* the first datagram's header is in place whatever the size */
+        src_addr(&name, mh.msg_namelen, &src);  /* one sender for the whole run */
         do {
             msgs[j].unreach = 0;
-            if ((mh.msg_namelen == sizeof(name)) && (name.sin_family == AF_INET)) {
-                udz_udp_addr_make(name.sin_addr, name.sin_port, &msgs[j].src);
-            } else {
-                memset(&msgs[j].src, 0, sizeof(msgs[j].src));
-            }
+            msgs[j].src     = src;
             if (misaligned) {
                 msgs[j].len   = left;       /* the rest of the run, in pieces: dropped */
                 msgs[j].trunc = 1;
@@ -424,8 +435,7 @@ static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
             /* nothing coalesces on this path: one call per batch beats one per datagram.
              * (A run queued before the switch would be cut by recvmmsg: a rare loss, which
              * the transfer repairs.) */
-            int zero = 0;
-            (void)setsockopt(fd, SOL_UDP, UDP_GRO, &zero, sizeof(zero));
+            (void)chan_set_gro(fd, 0);
             u->chan_gro[c]   = 0;
             u->chan_count[c] = 0;
         }
@@ -456,20 +466,15 @@ static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
         return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
     }
     if ((chan > 0) && u->gro && ((u->chan_count[chan - 1] += (uint32_t)rc) >= UDZ_UDP_GRO_PROBE)) {
-        int one = 1;   /* try runs again: the path (or the peer's GSO) may have changed */
-        u->chan_gro[chan - 1]   = (setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0);
+        /* try runs again: the path (or the peer's GSO) may have changed */
+        u->chan_gro[chan - 1]   = (chan_set_gro(fd, 1) == 0);
         u->chan_count[chan - 1] = 0;
     }
     for (i = 0; i < rc; ++i) {
         msgs[i].unreach = 0;
         msgs[i].len   = u->mm[i].msg_len;
         msgs[i].trunc = !!(u->mm[i].msg_hdr.msg_flags & MSG_TRUNC);
-        if ((u->mm[i].msg_hdr.msg_namelen == sizeof(struct sockaddr_in)) &&
-            (u->names[i].sin_family == AF_INET)) {
-            udz_udp_addr_make(u->names[i].sin_addr, u->names[i].sin_port, &msgs[i].src);
-        } else {
-            memset(&msgs[i].src, 0, sizeof(msgs[i].src));
-        }
+        src_addr(&u->names[i], u->mm[i].msg_hdr.msg_namelen, &msgs[i].src);
     }
     return rc;
 }
