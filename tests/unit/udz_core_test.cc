@@ -927,6 +927,58 @@ TEST(UdzFail, GetOwnerDiesMidTransfer)
     EXPECT_EQ(1u, a->failed.size());
 }
 
+/* Both processes away from the core (blocked elsewhere, as MPICH ranks in PMI, or descheduled)
+ * for longer than peer_timeout with packets unacked: the first one back must not fail its live
+ * peer for a silence it did not listen to (the mpi4py suite crashed under CPU load this way). */
+TEST(UdzFail, BothAwayLongerThanPeerTimeoutNothingFails)
+{
+    Harness h(47);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b), *pba = h.peer(b, a);
+    int err;
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_NE(nullptr, udz_send_begin(a->core, pab, &err));
+        ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 0, 8));
+        ASSERT_NE(nullptr, udz_send_begin(b->core, pba, &err));
+        ASSERT_EQ(0, udz_send_commit(b->core, UDZ_T_AM, 0, 8));
+    }
+    /* the datagrams sit in the sockets; neither side calls progress for 3 timeouts */
+    h.now += 3 * h.cfg.peer_timeout_ns;
+    udz_core_progress(a->core, h.now);      /* a comes back first and finds nothing acked */
+    for (int i = 0; i < 100; ++i) {         /* and keeps polling while b is still away */
+        h.now += h.step;
+        udz_core_progress(a->core, h.now);
+    }
+    EXPECT_TRUE(a->failed.empty());
+    ASSERT_TRUE(h.run_until([&] { return (a->ams.size() == 3) && (b->ams.size() == 3) &&
+                                         udz_core_idle(a->core) && udz_core_idle(b->core); }));
+    EXPECT_TRUE(a->failed.empty());
+    EXPECT_TRUE(b->failed.empty());
+    EXPECT_EQ(0u, a->cnt.timeouts + b->cnt.timeouts);
+}
+
+/* A process that calls progress only now and then (long computations) still fails a dead peer:
+ * each call counts a little live time, never the whole gap. */
+TEST(UdzFail, RareProgressStillFailsDeadPeer)
+{
+    Harness h(48);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    b->ep->dead = true;
+    int err;
+    ASSERT_NE(nullptr, udz_send_begin(a->core, pab, &err));
+    ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 0, 8));
+    int calls = 0;
+    while (a->failed.empty() && (calls < 1000)) {
+        h.now += 2 * h.cfg.peer_timeout_ns;     /* away far longer than the timeout each time */
+        udz_core_progress(a->core, h.now);
+        ++calls;
+    }
+    ASSERT_EQ(1u, a->failed.size());
+    EXPECT_GT(calls, 1);                        /* not on the first call back */
+    EXPECT_LT(calls, 1000);
+}
+
 TEST(UdzFail, UnreachableFailsAtOnce)
 {
     Harness h(43);

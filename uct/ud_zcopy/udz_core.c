@@ -64,7 +64,7 @@ struct udz_peer {
     void        *user;
     udz_dlist_t  active;            /* on core->active while it has timers to run */
     udz_skb_t   *unacked, *unacked_tail;
-    uint64_t     last_progress_ns;  /* last time it acked something new */
+    uint64_t     last_progress_live; /* live clock when it last acked something new */
     uint64_t     last_tx_ns;        /* last (re)transmission of the oldest unacked packet */
     uint64_t     ack_due_ns;        /* when the owed ack must go at the latest */
     uint64_t     nak_ns;            /* when we last NAKed / went back on a NAK */
@@ -90,6 +90,7 @@ typedef struct udz_zrx {
     size_t      len;
     uint64_t   *bitmap;             /* chunk received */
     uint64_t    last_rx_ns;
+    uint64_t    last_rx_live;       /* live clock of the last datagram (peer timeout) */
     uint64_t    zack_ns;
     uint32_t    xfer_id;
     uint32_t    nchunks;
@@ -116,6 +117,7 @@ typedef struct udz_ztx {
     uint64_t        sack[UDZ_ZACK_WORDS];   /* the last ZACK's, for chunks above cum */
     uint32_t        sack_words;
     uint64_t        last_progress_ns;
+    uint64_t        last_progress_live; /* the same on the live clock (requester timeout) */
     uint64_t        last_send_ns;
     uint64_t        rexmit_ns;
     uint32_t        xfer_id;
@@ -138,6 +140,7 @@ struct udz_core {
     udz_counters_t       *cnt;
     uint64_t              cookie;
     uint64_t              now;
+    uint64_t              live;         /* core_clock(): now less the time this process was away */
 
     /* peers */
     udz_peer_t          **htab;
@@ -189,6 +192,29 @@ void *udz_peer_user(const udz_peer_t *peer) { return peer->user; }
 int udz_peer_is_failed(const udz_peer_t *peer) { return peer->failed; }
 size_t udz_core_max_payload(const udz_core_t *core) { return core->cfg.seg_size - UDZ_HDR_LEN; }
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns) { core->now = now_ns; }
+
+/* Peer timeouts run on a "live" clock that stands still while this process is away from the
+ * core: descheduled on a loaded host, computing, or blocked in another library (MPICH waits in
+ * PMI for seconds without calling progress). A peer cannot answer a process that does not
+ * listen, so that time is no evidence against it: when both ranks of a job sat in such a call
+ * for a minute, the first one back found its unacked packets a minute old and failed its live
+ * peer. Retransmission timers keep real time (they pace the wire, not judge the peer). A gap
+ * between two calls into the core counts up to UDZ_AWAY_NS; beyond that the process was away. */
+#define UDZ_AWAY_NS (100ull * 1000 * 1000)
+
+static inline void core_clock(udz_core_t *core, uint64_t now_ns)
+{
+    uint64_t gap = now_ns - core->now;
+
+    core->live += (gap < UDZ_AWAY_NS) ? gap : UDZ_AWAY_NS;
+    core->now   = now_ns;
+}
+
+/* Live time since a timestamp of the live clock. */
+static inline uint64_t live_since(const udz_core_t *core, uint64_t live_ts)
+{
+    return core->live - live_ts;
+}
 
 /* Retransmission timeout towards a peer: the configured minimum, or srtt + 4 rttvar when the
  * measured round trips are longer (a loaded host delays acks by whole scheduler slices), doubled
@@ -569,7 +595,7 @@ int udz_send_commit(udz_core_t *core, uint8_t type, uint8_t am_id, size_t len)
     }
     core->cur = NULL;
     if (core->uops->now != NULL) {
-        core->now = core->uops->now(core->user);   /* sends come between progress calls */
+        core_clock(core, core->uops->now(core->user));  /* sends come between progress calls */
     }
     memset(h, 0, sizeof(*h));
     hdr_fill(core, h, p, type);
@@ -583,7 +609,7 @@ int udz_send_commit(udz_core_t *core, uint8_t type, uint8_t am_id, size_t len)
     skb->retx = 0;
     if (p->unacked == NULL) {
         p->unacked = skb;
-        p->last_progress_ns = core->now;
+        p->last_progress_live = core->live;
         p->last_tx_ns = core->now;
         p->backoff = 0;
     } else {
@@ -687,7 +713,7 @@ static void peer_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fl
         p->unacked_tail = NULL;
     }
     if (freed) {
-        p->last_progress_ns = core->now;
+        p->last_progress_live = core->live;
         p->last_tx_ns = core->now;
         p->backoff = 0;     /* forward progress: the path works (Karn only guards samples) */
     }
@@ -854,8 +880,9 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     z->backoff    = 0;
     z->gap        = 0;
     z->hole       = 0;
-    z->last_rx_ns = core->now;
-    z->zack_ns    = core->now;
+    z->last_rx_ns   = core->now;
+    z->last_rx_live = core->live;
+    z->zack_ns      = core->now;
     memset(z->bitmap, 0, ((z->nchunks + 63) / 64) * sizeof(uint64_t));
     core->zrx_busy++;
 
@@ -1007,8 +1034,9 @@ static unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z, int chan)
             core->cnt->rx_corrupt++;
             continue;
         }
-        z->last_rx_ns = core->now;
-        z->backoff    = 0;
+        z->last_rx_ns   = core->now;
+        z->last_rx_live = core->live;
+        z->backoff      = 0;
         next_pred     = idx + 1;
         if (bit_get(z->bitmap, idx)) {
             core->cnt->rx_dup++;
@@ -1213,7 +1241,8 @@ static void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     t->chunk   = req->chunk;
     t->window  = req->window;
     core->wops->chan_addr(core->wire, &p->addr, req->chan_id, &t->dst);
-    t->last_progress_ns = core->now;
+    t->last_progress_ns   = core->now;
+    t->last_progress_live = core->live;
     src = NULL;
     if ((req->chunk == 0) || (req->chunk > 65507 - UDZ_HDR_LEN) ||
         (req->len == 0) || (req->window == 0) ||
@@ -1256,7 +1285,8 @@ static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, un
     if (t->status != 0) {
         udz_zerr_t e = {t->xfer_id, t->status};
         send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
-        t->last_progress_ns = core->now;
+        t->last_progress_ns   = core->now;
+        t->last_progress_live = core->live;
         return;
     }
     if ((a->cum > t->nchunks) || (a->cum > t->sent)) {
@@ -1267,7 +1297,8 @@ static void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, un
         t->cum = a->cum;
         t->backoff = 0;
     }
-    t->last_progress_ns = core->now;
+    t->last_progress_ns   = core->now;
+    t->last_progress_live = core->live;
     holes = 0;
     if (a->cum == t->cum) {
         memcpy(t->sack, a->sack, sizeof(uint64_t) * words);
@@ -1469,7 +1500,7 @@ static void timers(udz_core_t *core)
         n = e->next;
         p = container_of_(e, udz_peer_t, active);
         if (p->unacked != NULL) {
-            if (now - p->last_progress_ns >= core->cfg.peer_timeout_ns) {
+            if (live_since(core, p->last_progress_live) >= core->cfg.peer_timeout_ns) {
                 peer_fail(core, p);
                 continue;
             }
@@ -1496,7 +1527,7 @@ static void timers(udz_core_t *core)
         if (z->peer == NULL) {
             continue;
         }
-        if (now - z->last_rx_ns >= core->cfg.peer_timeout_ns) {
+        if (live_since(core, z->last_rx_live) >= core->cfg.peer_timeout_ns) {
             p = z->peer;
             zrx_finish(core, z, -ETIMEDOUT);
             peer_fail(core, p);
@@ -1525,7 +1556,7 @@ static void timers(udz_core_t *core)
     }
 
     for (pp = &core->ztx_active; (t = *pp) != NULL;) {
-        if (now - t->last_progress_ns >= core->cfg.peer_timeout_ns) {
+        if (live_since(core, t->last_progress_live) >= core->cfg.peer_timeout_ns) {
             ztx_free(core, pp);     /* the requester gave up or died */
             continue;
         }
@@ -1550,7 +1581,7 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
     unsigned count = 0, i;
     int n, j;
 
-    core->now = now_ns;
+    core_clock(core, now_ns);
     n = core->wops->recv(core->wire, 0, core->rxmsgs, (int)core->cfg.rx_batch);
     if (n > 0) {
         core->nack = 0;
