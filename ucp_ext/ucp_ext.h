@@ -9,6 +9,8 @@
  *
  * 2. The transport counters: with UCX_EXT_COUNTERS_DIR=<dir>, each process that loaded one of our
  *    transports writes <dir>/<tl>.<pid> ("name value" lines) at exit; these functions sum them.
+ *    Scripts and perf/bench use ucp_ext/counters.py, the Python reader with the same file and
+ *    expectation rules (keep the two in step).
  *
  * Only public UCX headers are used.
  */

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Reads the transport counter files of one run and checks them: the one Python reader.
+
+With UCX_EXT_COUNTERS_DIR=<dir>, every process that loaded one of the project's transports writes
+<dir>/<tl>.<pid> at exit, one "name value" per line (uct/common/ucx_ext_counters.h). Test tiers
+and perf/bench use this module (as a command, or imported) to prove that a transport really
+carried the traffic; C programs use ucp_ext_counters_expect() (ucp_ext/counters.c), which
+follows the same file and expectation rules.
+
+  counters DIR [TL]                     print the summed counters of TL (or of every transport)
+  counters DIR --expect TL EXPR         exit 1 unless every condition in EXPR holds
+                                        (--expect may come before DIR, and may be repeated)
+  counters DIR --carried TL [--ranks N] [--quiet]
+                                        exit 1 unless TL carried the run's traffic: at least one
+                                        file (exactly N with --ranks N: every rank loaded TL and
+                                        exited cleanly), active messages moved both ways (some
+                                        tx_am_* > 0 and rx_am > 0), with --ranks every file shows
+                                        traffic (tx_am_*, tx_put_*, tx_get_* or rx_am; a rank of
+                                        a one-way test only receives), rx_corrupt 0 everywhere;
+                                        prints one summary line (not with --quiet when it holds)
+
+EXPR: comma-separated "name OP number" (OP: > >= == < <= !=); "a>0|b>0" holds if either holds.
+A name missing from the files counts as 0; no file at all for TL fails.
+"""
+import os
+import re
+import sys
+from collections import OrderedDict
+
+FILE_RE = re.compile(r'^(?P<tl>[A-Za-z0-9_]+)\.(?P<pid>[0-9]+)$')  # skips "<tl>.<pid>.tmp"
+COND_RE = re.compile(r'^\s*([A-Za-z0-9_]+)\s*(>=|<=|==|!=|>|<)\s*([0-9]+)\s*$')
+OPS = {'>': lambda a, b: a > b, '>=': lambda a, b: a >= b, '==': lambda a, b: a == b,
+       '<': lambda a, b: a < b, '<=': lambda a, b: a <= b, '!=': lambda a, b: a != b}
+MOVED_RE = re.compile(r'^(tx_am_|tx_put_|tx_get_)|^rx_am$')  # traffic sent or received
+
+
+def read_file(path):
+    """OrderedDict(name -> value) of one counter file."""
+    values = OrderedDict()
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                values[parts[0]] = values.get(parts[0], 0) + int(parts[1])
+    return values
+
+
+def files(dirname, tl=None):
+    """[(tl, path)] of the finished counter files in dirname (of transport tl only, if given)."""
+    result = []
+    for entry in sorted(os.listdir(dirname)):
+        m = FILE_RE.match(entry)
+        if m and (tl is None or m['tl'] == tl):
+            result.append((m['tl'], os.path.join(dirname, entry)))
+    return result
+
+
+def read(dirname):
+    """{tl: (files, OrderedDict(name -> sum))}"""
+    result = {}
+    for tl, path in files(dirname):
+        nfiles, sums = result.get(tl, (0, OrderedDict()))
+        for name, value in read_file(path).items():
+            sums[name] = sums.get(name, 0) + value
+        result[tl] = (nfiles + 1, sums)
+    return result
+
+
+def sums(dirname, tl):
+    """{name: sum} over the files of tl in dirname; {} when there is none or no such dir."""
+    try:
+        return dict(read(dirname).get(tl, (0, {}))[1])
+    except OSError:
+        return {}
+
+
+def check(all_counters, tl, expr):
+    """Returns a list of failure strings (empty if every condition holds)."""
+    if tl not in all_counters:
+        return ['no %s.<pid> counter file (transport not loaded?)' % tl]
+    totals = all_counters[tl][1]
+    failures = []
+    for cond in filter(None, (c.strip() for c in expr.split(','))):
+        failed = []
+        for alt in cond.split('|'):
+            m = COND_RE.match(alt)
+            if not m:
+                failed.append("bad condition '%s'" % alt)
+                continue
+            name, op, want = m.group(1), m.group(2), int(m.group(3))
+            value = totals.get(name, 0)
+            if OPS[op](value, want):
+                break
+            failed.append('%s (is %d)' % (alt.strip(), value))
+        else:
+            failures.append(' | '.join(failed))
+    return failures
+
+
+def carried(dirname, tl, ranks=None):
+    """(ok, message): did tl carry the run's traffic (see --carried)? message starts with
+    'counters: ' and names every reason on failure."""
+    try:
+        paths = [p for _, p in files(dirname, tl)]
+    except OSError:
+        paths = []
+    if not paths:
+        return False, ('counters: no %s counter file in %s: no rank loaded %s, or none exited '
+                       'cleanly' % (tl, dirname, tl))
+    per_file = [(p, read_file(p)) for p in paths]
+    total = {}
+    for _, values in per_file:
+        for name, value in values.items():
+            total[name] = total.get(name, 0) + value
+
+    def sum_of(*names):
+        return sum(total.get(n, 0) for n in names)
+
+    am = sum_of('tx_am_short', 'tx_am_bcopy', 'tx_am_zcopy')
+    msg = ('%s: %d files, am tx %d rx %d, put %d, get %d, tx %d bytes, no_resource %d, '
+           'pending %d, peer_failed %d' % (
+               tl, len(paths), am, sum_of('rx_am'),
+               sum_of('tx_put_short', 'tx_put_bcopy', 'tx_put_zcopy'),
+               sum_of('tx_get_bcopy', 'tx_get_zcopy'), sum_of('tx_bytes'),
+               sum_of('tx_no_resource'), sum_of('pending_add'), sum_of('peer_failed')))
+    bad = ''
+    if ranks is not None and len(paths) != ranks:
+        bad += '; %d counter files for %d ranks' % (len(paths), ranks)
+    if am == 0 or sum_of('rx_am') == 0:
+        bad += '; no active messages moved (silent fallback?)'
+    for path, values in per_file:
+        if values.get('rx_corrupt', 0) > 0:
+            bad += '; rx_corrupt %d in %s' % (values['rx_corrupt'], path)
+    if ranks is not None:
+        for path, values in per_file:
+            if not sum(v for n, v in values.items() if MOVED_RE.match(n)):
+                bad += '; %s moved nothing over %s' % (path, tl)
+    if bad:
+        return False, 'counters: FAIL ' + msg + bad
+    return True, 'counters: ' + msg
+
+
+def main(argv):
+    expects, positional = [], []
+    carried_tl, ranks, quiet = None, None, False
+    i = 0
+    while i < len(argv):
+        if argv[i] == '--expect':
+            if i + 2 >= len(argv):
+                sys.exit('counters: --expect needs TL and EXPR')
+            expects.append((argv[i + 1], argv[i + 2]))
+            i += 3
+        elif argv[i] in ('--carried', '--ranks'):
+            if i + 1 >= len(argv):
+                sys.exit('counters: %s needs a value' % argv[i])
+            if argv[i] == '--carried':
+                carried_tl = argv[i + 1]
+            else:
+                ranks = int(argv[i + 1])
+            i += 2
+        elif argv[i] == '--quiet':
+            quiet = True
+            i += 1
+        elif argv[i] in ('-h', '--help'):
+            print(__doc__)
+            return 0
+        else:
+            positional.append(argv[i])
+            i += 1
+    if not positional or len(positional) > 2 or (carried_tl and (expects or len(positional) > 1)):
+        sys.exit(__doc__)
+    dirname = positional[0]
+
+    if carried_tl:
+        ok, msg = carried(dirname, carried_tl, ranks)
+        if not ok or not quiet:
+            print(msg)
+        return 0 if ok else 1
+
+    only_tl = positional[1] if len(positional) > 1 else None
+    try:
+        all_counters = read(dirname)
+    except OSError as e:
+        sys.exit('counters: cannot read %s: %s' % (dirname, e))
+
+    if expects:
+        status = 0
+        for tl, expr in expects:
+            failures = check(all_counters, tl, expr)
+            if failures:
+                print('counters: %s in %s: %s' % (tl, dirname, '; '.join(failures)))
+                status = 1
+        return status
+
+    tls = [only_tl] if only_tl else sorted(all_counters)
+    for tl in tls:
+        if tl not in all_counters:
+            print('counters: no %s.<pid> file in %s' % (tl, dirname), file=sys.stderr)
+            return 1
+        nfiles, totals = all_counters[tl]
+        print('# %s: %d process(es)' % (tl, nfiles))
+        for name, value in totals.items():
+            print('%s %d' % (name, value) if only_tl else '%s %s %d' % (tl, name, value))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
