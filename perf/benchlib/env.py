@@ -1,0 +1,240 @@
+"""The environment of a run: build dir, preload of the project's transports (snapshotted into
+the results dir), the transports compared, the run's results dir and meta.json (Ctx), and the
+helper programs (found in a build dir or compiled on demand)."""
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+
+from . import RESULTS_DIR, TOP
+from .proc import log, run
+
+UCX_INFO = shutil.which("ucx_info") or "/usr/bin/ucx_info"
+
+
+def build_dir(args):
+    return os.path.abspath(args.build or os.environ.get("UCX_EXT_BUILD") or
+                           os.path.join(TOP, "build"))
+
+
+def perf_build_dir():
+    return os.environ.get("UCX_EXT_PERF_BUILD", "/work/build-perf")
+
+
+_PRELOAD_CACHE = {}
+
+
+def ext_preload(build):
+    """Colon list of the project's built transports (what `scripts/env` exports), or ''."""
+    if build in _PRELOAD_CACHE:
+        return _PRELOAD_CACHE[build]
+    env = dict(os.environ, UCX_EXT_BUILD=build)
+    pre = ""
+    script = os.path.join(TOP, "scripts", "env")
+    if os.access(script, os.X_OK):
+        rc, out, _ = run(["bash", "-c", 'eval "$("$0")" && printf %s "$UCX_EXT_PRELOAD"', script],
+                         env, 30)
+        if rc == 0:
+            pre = out.strip()
+    if not pre:  # same rule as scripts/env, in case it is missing
+        libs = [os.path.join(build, "uct", t, "libuct_%s.so" % t)
+                for t in ("rdmach", "udzcopy", "unimem")]
+        pre = ":".join(l for l in libs if os.path.isfile(l))
+    _PRELOAD_CACHE[build] = pre
+    return pre
+
+
+def base_env(preload):
+    """The caller's environment without our transports in LD_PRELOAD (baselines run stock)."""
+    env = dict(os.environ)
+    ours = set(p for p in (preload + ":" + ":".join(_PRELOAD_CACHE.values())).split(":") if p)
+    ours |= set(p for p in env.get("LD_PRELOAD", "").split(":")
+                if os.path.basename(p).startswith("libuct_"))
+    keep = [p for p in env.get("LD_PRELOAD", "").split(":") if p and p not in ours]
+    if keep:
+        env["LD_PRELOAD"] = ":".join(keep)
+    else:
+        env.pop("LD_PRELOAD", None)
+    env.pop("UCX_TLS", None)
+    env["UCX_WARN_UNUSED_ENV_VARS"] = "n"
+    return env
+
+
+def _wait_stable(path):
+    """Waits out a file being written right now (a rebuild in parallel)."""
+    for _ in range(20):
+        try:
+            a = os.stat(path)
+            time.sleep(0.05)
+            b = os.stat(path)
+            if a.st_size == b.st_size and a.st_mtime == b.st_mtime and a.st_size > 0:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+
+
+def snapshot_preload(preload, out):
+    """Copies the built transports into <out>/preload/ and returns (colon list of the copies,
+    {copy: {source, sha256}}): a rebuild during the run (the lead builds in parallel) can then
+    neither mix two builds in one result nor break a process that loads a half-written file."""
+    if not preload:
+        return preload, {}
+    d = os.path.join(out, "preload")
+    os.makedirs(d, exist_ok=True)
+    copies, info = [], {}
+    for src in preload.split(":"):
+        if not src:
+            continue
+        _wait_stable(src)
+        dst = os.path.join(d, os.path.basename(src))
+        shutil.copy2(src, dst)
+        with open(dst, "rb") as f:
+            h = hashlib.sha256(f.read()).hexdigest()
+        copies.append(dst)
+        info[dst] = {"source": src, "sha256": h,
+                     "mtime": datetime.datetime.fromtimestamp(os.path.getmtime(src)).isoformat()}
+    return ":".join(copies), info
+
+
+class Transport:
+    """One configuration to compare. tls: UCX_TLS for UCP/MPI; uct: (tl, device) for UCT tests;
+    args: extra arguments for a program that takes the transport on its command line."""
+
+    def __init__(self, name, tls, uct=None, ours=False, extra_env=None, args=()):
+        self.name, self.tls, self.uct, self.ours = name, tls, uct, ours
+        self.extra_env = extra_env or {}
+        self.args = list(args)
+
+    def env(self, ctx, mpi=False):
+        e = base_env(ctx.preload)
+        if self.ours:
+            e["LD_PRELOAD"] = ":".join(p for p in (ctx.preload, e.get("LD_PRELOAD")) if p)
+        e["UCX_TLS"] = self.tls + (",self" if mpi else "")
+        e.update(self.extra_env)
+        return e
+
+
+STOCK = {
+    "posix": Transport("posix", "posix", ("posix", "memory")),
+    "sysv": Transport("sysv", "sysv", ("sysv", "memory")),
+    "posix,cma": Transport("posix,cma", "posix,cma"),
+    "cma": Transport("cma", "cma"),
+    "tcp": Transport("tcp", "tcp", ("tcp", "lo")),
+}
+
+
+def make_candidate(name, dev):
+    if name in STOCK:
+        return STOCK[name]
+    return Transport(name, name, (name, dev), ours=True)
+
+
+def ucx_info(ctx, args, extra_env=None, ours=True):
+    """ucx_info ARGS with our transports preloaded (stdout)."""
+    env = base_env(ctx.preload)
+    if ours:
+        env["LD_PRELOAD"] = ctx.preload
+    env.update(extra_env or {})
+    return run([UCX_INFO] + list(args), env, 60)[1]
+
+
+def tl_available(ctx, t):
+    env = t.env(ctx)
+    env.pop("UCX_TLS", None)
+    rc, out, err = run([UCX_INFO, "-d"], env, 60)
+    return rc == 0 and any(l.split(":", 1)[-1].strip() == t.tls.split(",")[0]
+                           for l in out.splitlines() if "Transport:" in l)
+
+
+def tl_knobs(ctx, prefix):
+    """{UCX_<TL>_...: value} as ucx_info -c reports them with our transports preloaded."""
+    return {l.split("=", 1)[0]: l.split("=", 1)[1] for l in ucx_info(ctx, ["-c", "-f"]).splitlines()
+            if l.startswith(prefix)}
+
+
+def ucx_version():
+    rc, out, _ = run([UCX_INFO, "-v"], dict(os.environ, LD_PRELOAD=""), 30)
+    for l in out.splitlines():
+        if "Version" in l:
+            return l.split("Version", 1)[1].strip()
+    return "?"
+
+
+class Ctx:
+    """One run: its results dir, the preload snapshot taken into it, and meta.json.
+    only: snapshot and preload only these transports' libraries (libuct_<name>.so)."""
+
+    def __init__(self, args, sub, only=None):
+        self.args = args
+        self.build = build_dir(args)
+        self.preload_orig = ext_preload(self.build)
+        if only:
+            self.preload_orig = ":".join(
+                p for p in self.preload_orig.split(":")
+                if os.path.basename(p) in ["libuct_%s.so" % o for o in only])
+        self.pin = not getattr(args, "no_pin", False) and (os.cpu_count() or 1) >= 2
+        name = args.out or "%s-%s%s" % (sub, datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
+                                         "-quick" if getattr(args, "quick", False) else "")
+        self.out = (name if os.path.isabs(name) or os.sep in name
+                    else os.path.join(RESULTS_DIR, name))
+        self.created = not os.path.exists(self.out)
+        os.makedirs(self.out, exist_ok=True)
+        self.t0 = time.time()
+        self.preload, snap = snapshot_preload(self.preload_orig, self.out)
+        self.meta = {
+            "command": " ".join([os.path.relpath(sys.argv[0], TOP)] + sys.argv[1:]),
+            "start": datetime.datetime.now().isoformat(timespec="seconds"),
+            "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+            "loadavg_start": os.getloadavg(), "build": self.build, "preload": self.preload,
+            "pinned": self.pin, "preload_snapshot": snap,
+            "ucx": ucx_version(), "ucx_env_inherited": {k: v for k, v in os.environ.items()
+                                                        if k.startswith("UCX_")},
+        }
+
+    def path(self, name):
+        return os.path.join(self.out, name)
+
+    def discard(self):
+        """Removes the results dir of a run that measured nothing (if this run created it)."""
+        if self.created:
+            shutil.rmtree(self.out, ignore_errors=True)
+
+    def finish(self):
+        self.meta["loadavg_end"] = os.getloadavg()
+        self.meta.setdefault("elapsed_s", round(time.time() - self.t0, 1))
+        with open(self.path("meta.json"), "w") as f:
+            json.dump(self.meta, f, indent=2, default=str)
+        latest = os.path.join(RESULTS_DIR, "latest")
+        if os.path.dirname(os.path.abspath(self.out)) == RESULTS_DIR:
+            try:
+                if os.path.islink(latest) or not os.path.exists(latest):
+                    if os.path.islink(latest):
+                        os.unlink(latest)
+                    os.symlink(os.path.basename(self.out), latest)
+            except OSError:
+                pass
+
+
+def find_program(name, src, dirs, compile_cmd):
+    """An executable `name` in one of dirs that is newer than its source src, else compiled into
+    perf_build_dir() by compile_cmd(output) (a command list), else None."""
+    for d in dirs:
+        p = os.path.join(d, name)
+        if os.access(p, os.X_OK) and os.path.getmtime(p) >= os.path.getmtime(src):
+            return p
+    os.makedirs(perf_build_dir(), exist_ok=True)
+    p = os.path.join(perf_build_dir(), name)
+    cmd = compile_cmd(p)
+    if not cmd:
+        return None
+    rc, out, err = run(cmd, dict(os.environ), 120)
+    if rc != 0:
+        log("bench: cannot compile %s: %s" % (name, err[-500:]))
+        return None
+    return p

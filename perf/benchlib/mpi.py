@@ -1,0 +1,96 @@
+"""MPICH runs of two ranks over one transport, and the CSV that the MPI programs print."""
+
+import os
+import shutil
+
+from . import PERF_DIR, TOP
+from .env import base_env, find_program, perf_build_dir
+from .proc import MeasureError, run
+
+LAUNCH = os.path.join(TOP, "mpi_glue", "launch")
+
+
+def launcher():
+    """mpi_glue/launch, or None (UCX_EXT_PERF_NO_LAUNCH=1, or no launcher)."""
+    if os.access(LAUNCH, os.X_OK) and not os.environ.get("UCX_EXT_PERF_NO_LAUNCH"):
+        return LAUNCH
+    return None
+
+
+def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None):
+    """(cmd, env) for an MPICH run of nranks ranks with the transport t (UCX_TLS=<tls>,self).
+    Uses mpi_glue/launch when it exists, else mpiexec.mpich -genv (LD_PRELOAD to the ranks only,
+    never into mpiexec itself). counters: UCX_EXT_COUNTERS_DIR of the ranks; launch_timeout:
+    the launcher's own limit (it ends the MPI job itself)."""
+    env = base_env(ctx.preload)
+    if ctx.pin:  # rank r on CPU r (the MPI programs are not ours: pin them from outside)
+        prog_args = ["/bin/sh", "-c", 'exec taskset -c "$(( ${PMI_RANK:-0} %% %d ))" "$0" "$@"'
+                     % (os.cpu_count() or 1)] + list(prog_args)
+    rank_env = t.env(ctx, mpi=True)
+    if launcher():
+        env["UCX_EXT_BUILD"] = ctx.build
+        cmd = [LAUNCH, "--tl", t.tls + ",self", "-n", nranks]
+        if launch_timeout:
+            cmd += ["--timeout", launch_timeout]
+        cmd += ["--env", "UCX_WARN_UNUSED_ENV_VARS=n"]
+        for k, v in t.extra_env.items():
+            cmd += ["--env", "%s=%s" % (k, v)]
+        # never the launcher's own preload (it reads the build dir, which may be rebuilt
+        # meanwhile): the run's snapshot for our transports, nothing for the baselines
+        cmd.append("--no-preload")
+        if counters:
+            cmd += ["--counters", counters]
+        if t.ours and rank_env.get("LD_PRELOAD"):
+            cmd += ["--env", "LD_PRELOAD=" + rank_env["LD_PRELOAD"]]
+        return cmd + ["--"] + prog_args, env
+    cmd = ["mpiexec.mpich", "-n", nranks, "-genv", "UCX_TLS", rank_env["UCX_TLS"],
+           "-genv", "UCX_WARN_UNUSED_ENV_VARS", "n"]
+    for k, v in t.extra_env.items():
+        cmd += ["-genv", k, v]
+    if counters:
+        cmd += ["-genv", "UCX_EXT_COUNTERS_DIR", counters]
+    if t.ours and rank_env.get("LD_PRELOAD"):
+        cmd += ["-genv", "LD_PRELOAD", rank_env["LD_PRELOAD"]]
+    return cmd + prog_args, env
+
+
+def parse_csv_rows(text, first_col):
+    """The rows of the CSV table whose header starts with first_col (numbers as floats)."""
+    rows, header = [], None
+    for l in text.splitlines():
+        l = l.strip()
+        if l.startswith(first_col + ","):
+            header = l.split(",")
+            continue
+        if header and l and l[0].isalnum() and l.count(",") == len(header) - 1:
+            row = {}
+            for k, v in zip(header, l.split(",")):
+                try:
+                    row[k] = float(v)
+                except ValueError:
+                    row[k] = v
+            rows.append(row)
+    return rows
+
+
+def mpi_run(ctx, t, prog_args, first_col, timeout):
+    cmd, env = mpi_cmd(ctx, t, prog_args)
+    rc, out, err = run(cmd, env, timeout)
+    rows = parse_csv_rows(out, first_col)
+    if rc != 0 or not rows:
+        raise MeasureError("mpi rc=%s: %s" % ("timeout" if rc is None else rc,
+                                              (err.strip() or out.strip())[-400:]))
+    return rows
+
+
+def find_rotbuf(ctx):
+    mpicc = shutil.which("mpicc.mpich")
+    src = os.path.join(PERF_DIR, "mpi_rotbuf.c")
+    return find_program("mpi_rotbuf.mpich", src,
+                        [os.path.join(ctx.build, "perf"), perf_build_dir()],
+                        lambda out: mpicc and [mpicc, "-O2", "-o", out, src])
+
+
+def find_pingpong(ctx):
+    p = os.path.join(ctx.build, "mpi_glue", "pingpong.mpich")
+    return p if os.access(p, os.X_OK) else None

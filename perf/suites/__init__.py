@@ -1,0 +1,8 @@
+"""One module per `perf/bench` suite. Each has NAME (the subcommand), HELP, add_arguments(p)
+and run(args) -> exit status; CONTENTION = False leaves out --max-stall/--retry-contended and
+TIMEOUT = (default, help) and REPS_HELP replace the --timeout default and the --reps help
+(see perf/bench)."""
+
+from . import chunk_sweep, rdmach, scaling, udzcopy
+
+SUITES = [rdmach, chunk_sweep, scaling, udzcopy]
