@@ -20,6 +20,14 @@ def pyplot():
         return None
 
 
+def save(plt, fig, path):
+    """Lays out, writes (110 dpi) and closes fig; returns path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def size_axis(ax):
     ticks = [8, 64, 512, 4 * KiB, 32 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB,
              256 * MiB]

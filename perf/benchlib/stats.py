@@ -123,11 +123,12 @@ def campaign(ctx, rec, items, reps, args, header, extra_metrics=(), describe=Non
     `metrics` is shown on the progress line, extra_metrics are recorded when present and
     describe(result) may add to the line), or, when metrics is None, {size: {metric: value}}
     for a run that covers all sizes at once (its item's size 0 stands for 'all'). Each run is
-    recorded with its CPU contention; a MeasureError is recorded and the campaign goes on."""
+    recorded with its CPU contention; a MeasureError is recorded and the campaign goes on.
+    header: the first progress line; '{total}' in it becomes the number of measurements."""
     label = label or (lambda t: t.name)
     total = sum(len(it[2]) for it in items) * reps
     done = 0
-    log(header % {"total": total})
+    log(header.replace("{total}", str(total)))
     for rep in range(reps):
         for k, (sec, size, ts, runner, metrics) in enumerate(items):
             summary = []

@@ -7,7 +7,7 @@ import csv
 from benchlib import fmt_size, fmt_val, parse_sizes
 from benchlib.env import Ctx, Transport, make_candidate, tl_available, tl_knobs, ucx_info
 from benchlib.perftest import measure
-from benchlib.plots import pyplot, series
+from benchlib.plots import pyplot, save, series
 from benchlib.proc import log
 from benchlib.stats import Recorder, campaign, median, report_contention
 from benchlib.report import close
@@ -97,7 +97,7 @@ def run(args):
     bw = lambda t, z: measure(t.env(ctx), "tag_bw", z, args.quick, timeout=args.timeout,
                               pin=ctx.pin)
     campaign(ctx, rec, [("chunk", z, ts + refs, bw, ["bw_MBps"]) for z in sizes], reps, args,
-             "bench: chunk sweep, %%(total)d measurements, rdmach with %s; results in %s" %
+             "bench: chunk sweep, {total} measurements, rdmach with %s; results in %s" %
              (" ".join("%s=%s" % kv for kv in KEEP_BCOPY.items()), ctx.out),
              label=lambda t: t.name.replace("rdmach@", ""), sec_width=5)
     rec.write_raw(ctx.path("raw.csv"))
@@ -168,7 +168,4 @@ def plot(ctx, rec, chunks, sizes, refs, ring, reps):
                  "UCX_ZCOPY_THRESH=inf)\nUCX_RDMACH_RING_SIZE=%s; medians of %d reps, "
                  "bars = quartiles" % (ring, reps), fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(ctx.path("chunk-sweep.png"), dpi=110)
-    plt.close(fig)
-    return ctx.path("chunk-sweep.png")
+    return save(plt, fig, ctx.path("chunk-sweep.png"))

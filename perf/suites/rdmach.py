@@ -7,7 +7,7 @@ from benchlib import KiB, MiB, fmt_size, parse_size, parse_sizes, short
 from benchlib.env import STOCK, Ctx, Transport, make_candidate, tl_available
 from benchlib.mpi import find_pingpong, find_rotbuf, launcher, mpi_run
 from benchlib.perftest import measure
-from benchlib.plots import COLORS, errorbar_panel, pyplot
+from benchlib.plots import COLORS, errorbar_panel, pyplot, save
 from benchlib.proc import log
 from benchlib.report import Section, Targets, close, summarize
 from benchlib.stats import Recorder, campaign, report_contention
@@ -125,7 +125,7 @@ def run(args):
                     pool_bytes=pool, launcher=launcher() or "mpiexec.mpich -genv")
     items += mpi_items(ctx, args, lat_ts, skip, mpi_sizes, rot_sizes, pool, budget)
     rec = Recorder()
-    campaign(ctx, rec, items, reps, args, "bench: %%(total)d measurements (%d reps, alternating "
+    campaign(ctx, rec, items, reps, args, "bench: {total} measurements (%d reps, alternating "
              "%s), results in %s" % (reps, " / ".join(names), ctx.out))
 
     rec.write_raw(ctx.path("raw.csv"))
@@ -204,8 +204,4 @@ def plot(ctx, rec, names, cand):
     fig.suptitle("%s vs %s — medians of %d alternating reps, bars = quartiles%s" %
                  (cand, ", ".join(names[1:]), ctx.meta.get("reps", 0),
                   ("\nUCT am_short 8 B: " + ", ".join(am)) if am else ""), fontsize=11)
-    fig.tight_layout()
-    path = ctx.path("%s.png" % short(cand))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, ctx.path("%s.png" % short(cand)))

@@ -7,7 +7,7 @@ import os
 from benchlib.env import STOCK, Ctx, Transport, build_dir, perf_build_dir, tl_available, \
     tl_knobs
 from benchlib.mpi import parse_csv_rows
-from benchlib.plots import pyplot, series
+from benchlib.plots import pyplot, save, series
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.report import Section, close, summarize
 from benchlib.stats import Recorder, campaign, report_contention
@@ -109,7 +109,4 @@ def plot(ctx, rec, names, prog, reps):
         ax.legend(fontsize=7)
     fig.suptitle("rdmach progress cost vs peers (%s), medians of %d reps, bars = quartiles"
                  % (os.path.basename(prog), reps), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(ctx.path("scaling.png"), dpi=110)
-    plt.close(fig)
-    return ctx.path("scaling.png")
+    return save(plt, fig, ctx.path("scaling.png"))

@@ -13,7 +13,7 @@ from benchlib import epmem
 from benchlib.env import STOCK, Ctx, Transport, tl_available
 from benchlib.netns import Pair
 from benchlib.perftest import measure
-from benchlib.plots import COLORS, errorbar_panel, pyplot
+from benchlib.plots import COLORS, errorbar_panel, pyplot, save
 from benchlib.proc import MeasureError, log
 from benchlib.report import Section, Targets, close, summarize
 from benchlib.stats import Recorder, campaign, report_contention
@@ -156,7 +156,7 @@ def run(args):
                               "tcp is measured (else tcp would see no loss)")
     rec = Recorder()
     campaign(ctx, rec, items(ctx, args, ns, ts, skip, lat_sizes, bw_sizes), reps, args,
-             "bench: %%(total)d measurements (%d reps, alternating %s), results in %s" %
+             "bench: {total} measurements (%d reps, alternating %s), results in %s" %
              (reps, " / ".join(names), ctx.out), EXTRA_METRICS, describe, sec_width=18)
     if ns:
         ns.set_loss(0)
@@ -278,8 +278,4 @@ def plot(ctx, rec, names, cand, mem_names):
     fig.suptitle("%s vs %s: medians of %d alternating reps, bars = quartiles" %
                  (cand, ", ".join(n for n in names if n != cand), ctx.meta.get("reps", 0)),
                  fontsize=11)
-    fig.tight_layout()
-    path = ctx.path("udzcopy.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, ctx.path("udzcopy.png"))

@@ -26,7 +26,7 @@ import counters
 from benchlib import fmt_size
 from benchlib.env import STOCK, Ctx, Transport
 from benchlib.mpi import find_pingpong, mpi_cmd, parse_csv_rows
-from benchlib.plots import pyplot
+from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
 
@@ -218,8 +218,4 @@ def plot(ctx, summary):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     fig.suptitle("unimem (emulated ExaNeSt HAL) vs UCX posix,cma and tcp, MPICH 4.0.2, 2 ranks")
-    fig.tight_layout()
-    path = ctx.path("unimem.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, ctx.path("unimem.png"))
