@@ -1,3 +1,7 @@
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
 #include "ucx_ext_module.h"
 
 #include <uct/api/version.h>
@@ -43,4 +47,29 @@ void ucx_ext_abi_warn(const char *tl, const char *what)
     fprintf(stderr, "[%s] WARNING: not registering the %s transport: it was built for UCX "
             "%d.%d.%d and the loaded UCX %u.%u.%u differs in its %s\n", tl, tl,
             UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release, what);
+}
+
+void ucx_ext_module_load(ucx_ext_module_t *m, const ucx_ext_class_size_t *classes,
+                         unsigned count)
+{
+    const char *what = ucx_ext_abi_mismatch(classes, count);
+
+    if (what != NULL) {
+        ucx_ext_abi_warn(m->counters.tl, what);
+        return;
+    }
+    ucx_ext_counters_config_init();
+    uct_component_register(m->component);
+    uct_tl_register(m->component, m->tl);
+    m->registered = 1;
+}
+
+void ucx_ext_module_unload(ucx_ext_module_t *m)
+{
+    ucx_ext_counters_dump(&m->counters);
+    if (m->registered) {
+        uct_tl_unregister(m->tl);
+        uct_component_unregister(m->component);
+        m->registered = 0;
+    }
 }

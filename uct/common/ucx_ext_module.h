@@ -1,12 +1,23 @@
 /*
- * Load-time ABI guard shared by the transport modules. UCT's internal ABI is unversioned, so a
- * module preloaded into a process checks, before it registers, that the loaded UCX is the
- * version it was built against and that UCX's internal classes have the sizes it was compiled
- * with; on a mismatch it warns and does not register (the process keeps working without it).
+ * One module definition for the project's transports: the load-time ABI guard, registration
+ * of the component and transport with the UCX that loaded us, and the counters file at exit.
+ *
+ * UCT's internal ABI is unversioned, so a module preloaded into a process checks, before it
+ * registers, that the loaded UCX is the version it was built against and that UCX's internal
+ * classes have the sizes it was compiled with; on a mismatch it warns and does not register
+ * (the process keeps working without it). UCX 1.13.1 loads only modules compiled into its own
+ * list, so the module is preloaded and its constructor registers. UCT_SINGLE_TL_INIT is not
+ * used: its destructor always unregisters, and here registration may have been skipped.
+ *
+ * Needs UCX's internal headers (include after config.h).
  */
 #ifndef UCX_EXT_MODULE_H
 #define UCX_EXT_MODULE_H
 
+#include "ucx_ext_counters.h"
+
+#include <uct/base/uct_component.h>
+#include <uct/base/uct_iface.h>
 #include <stddef.h>
 
 /* One internal class: its size in the loaded UCX, and sizeof() at our build. */
@@ -15,10 +26,59 @@ typedef struct ucx_ext_class_size {
     size_t built;
 } ucx_ext_class_size_t;
 
+/* Test hook: a build with a non-zero skew sees every UCX as a foreign layout (tests/config). */
+#ifndef UCX_EXT_ABI_SKEW
+#  define UCX_EXT_ABI_SKEW 0
+#endif
+
+/* The UCX classes every transport derives from, with the skew hook. */
+#define UCX_EXT_BASE_CLASSES \
+    {uct_base_iface_t_class.size, sizeof(uct_base_iface_t) + UCX_EXT_ABI_SKEW}, \
+    {uct_base_ep_t_class.size, sizeof(uct_base_ep_t)}
+
+typedef struct ucx_ext_module {
+    uct_component_t    *component;
+    uct_tl_t           *tl;
+    ucx_ext_counters_t counters;
+    int                registered;
+} ucx_ext_module_t;
+
 /* NULL when version and every class size match; otherwise what differs ("version", ...). */
 const char *ucx_ext_abi_mismatch(const ucx_ext_class_size_t *classes, unsigned count);
 
 /* The warning printed instead of registering transport tl. */
 void ucx_ext_abi_warn(const char *tl, const char *what);
+
+/* Registers the module unless the ABI differs (then warns and registers nothing). */
+void ucx_ext_module_load(ucx_ext_module_t *m, const ucx_ext_class_size_t *classes,
+                         unsigned count);
+
+/* Writes the counters file and unregisters what was registered. */
+void ucx_ext_module_unload(ucx_ext_module_t *m);
+
+/*
+ * Defines the module of transport _tl (its uct_tl_t is UCT_TL_NAME(_tl), its component
+ * _component) whose counters block _counters is laid out as the names _names; the variadic
+ * part lists further UCX classes (ucx_ext_class_size_t) the transport derives from.
+ */
+#define UCX_EXT_MODULE_DEFINE(_tl, _component, _counters, _names, ...) \
+    extern uct_tl_t UCT_TL_NAME(_tl); \
+    static ucx_ext_module_t ucx_ext_module_##_tl = { \
+        .component = &(_component), \
+        .tl        = &UCT_TL_NAME(_tl), \
+        .counters  = {.tl = #_tl, .count = ucs_static_array_size(_names), .names = (_names), \
+                      .values = (uint64_t*)&(_counters)} \
+    }; \
+    _Static_assert(ucs_static_array_size(_names) * sizeof(uint64_t) == sizeof(_counters), \
+                   "counter names and counters block differ"); \
+    UCS_F_CTOR static void ucx_ext_module_##_tl##_init(void) \
+    { \
+        const ucx_ext_class_size_t classes[] = {UCX_EXT_BASE_CLASSES, ##__VA_ARGS__}; \
+        ucx_ext_module_load(&ucx_ext_module_##_tl, classes, ucs_static_array_size(classes)); \
+    } \
+    UCS_F_DTOR static void ucx_ext_module_##_tl##_cleanup(void) \
+    { \
+        ucx_ext_module_unload(&ucx_ext_module_##_tl); \
+    }
 
 #endif

@@ -4,13 +4,10 @@
  * wire's RDMA write/read, process_vm_writev/readv, complete when they return.
  */
 #include "rdmach_uct.h"
-#include "ucx_ext_pending.h"
+#include "ucx_ext_sys.h"
 
 #include <uct/base/uct_iov.inl>
-#include <ucs/sys/sys.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -27,8 +24,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     uint32_t credit, id;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
     addr = (const uct_rdmach_iface_addr_t*)params->iface_addr;
+    UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, addr->pid);
 
     credit = iface->next_credit;
     if (credit >= iface->seg.max_rings) {
@@ -69,131 +66,31 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     rdmach_tx_init(&self->tx, &geom, rdmach_shm_ring_slots(peer, id), ctl,
                    rdmach_shm_doorbells(peer) + id, &rdmach_shm_credit(&iface->seg, credit)->tail,
                    &uct_rdmach_ep_shm_ops, NULL);
-    self->pid     = addr->pid;
     self->ring_id = id;
-    self->failed  = 0;
-    ucs_arbiter_group_init(&self->arb_group);
-    ucs_list_add_tail(&iface->eps, &self->list);
-
-    status = uct_ep_keepalive_init(&self->keepalive, self->pid);
-    if (status != UCS_OK) {
-        ucs_list_del(&self->list);
-        return status;
-    }
     ucs_debug("rdmach ep %p: ring %u of pid %d, credit line %u", self, id, addr->pid, credit);
     return UCS_OK;
 }
 
 UCS_CLASS_CLEANUP_FUNC(uct_rdmach_ep_t)
 {
-    uct_rdmach_ep_pending_purge(&self->super.super, NULL, NULL);
-    ucs_arbiter_group_cleanup(&self->arb_group);
-    ucs_list_del(&self->list);
     /* the ring is not reused: its receiver may still be draining it */
 }
 
-UCS_CLASS_DEFINE(uct_rdmach_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE(uct_rdmach_ep_t, ucx_ext_ep_t);
 UCS_CLASS_DEFINE_NEW_FUNC(uct_rdmach_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_ep_t, uct_ep_t);
 
-/* ---- peer failure ---- */
-
-/* Alive means: /proc/<pid>/stat exists, is not a zombie, and has the start time we connected
- * to (robust to pid reuse). A killed process that its parent has not reaped yet is a zombie
- * with the old start time: UCX's keepalive alone would call it alive. */
-static int uct_rdmach_proc_alive(pid_t pid, unsigned long start_time)
-{
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-    ssize_t len;
-    int fd, field;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    len = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (len <= 0) {
-        return 0;
-    }
-    buf[len] = '\0';
-    p = strrchr(buf, ')');            /* the command name may hold spaces and parens */
-    if ((p == NULL) || (p[1] != ' ') || (p[2] == 'Z') || (p[2] == 'X')) {
-        return 0;
-    }
-    /* state is field 3, starttime field 22 */
-    for (field = 3, p += 2; (field < 22) && (p != NULL); ++field) {
-        p = strchr(p, ' ');
-        p = (p != NULL) ? p + 1 : NULL;
-    }
-    if ((p == NULL) || (sscanf(p, "%llu", &start) != 1)) {
-        return 1;                      /* unreadable: do not fail a peer on a parse problem */
-    }
-    return start == start_time;
-}
-
-/* A dead peer never returns credit: hand the ep to the iface's error handler, through UCX's
- * keepalive path so that the handler runs from the worker's progress, not from inside ours. */
-static int uct_rdmach_ep_peer_alive(uct_rdmach_ep_t *ep)
-{
-    if (ep->failed) {
-        return 0;
-    }
-    if (uct_rdmach_proc_alive(ep->pid, ep->keepalive.start_time)) {
-        return 1;
-    }
-    ep->failed = 1;
-    UCT_RDMACH_COUNT(peer_failed, 1);
-    ucs_diag("rdmach ep %p: peer pid %d is gone", ep, ep->pid);
-    ep->keepalive.start_time ^= 1;   /* a zombie still has its start time: force the mismatch */
-    uct_ep_keepalive_check(&ep->super.super, &ep->keepalive, ep->pid, 0, NULL);
-    return 0;
-}
-
-void uct_rdmach_ep_check_blocked(uct_rdmach_iface_t *iface)
-{
-    ucs_time_t now = ucs_get_time();
-    uct_rdmach_ep_t *ep;
-
-    if (now < iface->next_peer_check) {
-        return;
-    }
-    iface->next_peer_check = now + iface->peer_check_interval;
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
-            uct_rdmach_ep_peer_alive(ep);
-        }
-    }
-}
-
-ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
-{
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    uct_rdmach_ep_peer_alive(ucs_derived_of(tl_ep, uct_rdmach_ep_t));
-    return UCS_OK;
-}
-
-static UCS_F_NOINLINE ucs_status_t uct_rdmach_ep_no_resource(uct_rdmach_ep_t *ep,
-                                                             unsigned flags)
-{
-    UCT_RDMACH_COUNT(tx_no_resource, 1);
-    if (flags & UCT_SEND_FLAG_PEER_CHECK) {
-        uct_rdmach_ep_peer_alive(ep);
-    }
-    return UCS_ERR_NO_RESOURCE;
-}
-
 /* ---- active messages: the ring ---- */
 
-/* While requests wait in the ep's pending queue, a new send (or flush) must not overtake them:
- * UCP matches multi-fragment messages by the order of their first fragments. Operations issued
- * by the dispatch of this ep's queue head are the queue itself making progress. */
 static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_must_queue(uct_rdmach_ep_t *ep)
 {
-    return ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
-           (ucs_derived_of(ep->super.super.iface, uct_rdmach_iface_t)->dispatching != ep);
+    return ucx_ext_ep_must_queue(&ep->super);
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_rdmach_ep_no_resource(uct_rdmach_ep_t *ep,
+                                                                  unsigned flags)
+{
+    return ucx_ext_ep_no_resource(&ep->super, flags);
 }
 
 ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
@@ -324,15 +221,13 @@ static UCS_F_NOINLINE ucs_status_t
 uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
                         uint64_t remote_addr, int err)
 {
-    uct_base_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_base_iface_t);
-
-    if ((err == ESRCH) || ((err == EPERM) && !uct_rdmach_ep_peer_alive(ep))) {
-        ep->failed = 1;
-        return uct_iface_handle_ep_err(&iface->super, &ep->super.super,
+    if ((err == ESRCH) || ((err == EPERM) && !ucx_ext_ep_peer_alive(&ep->super))) {
+        ep->super.failed = 1;
+        return uct_iface_handle_ep_err(ep->super.super.super.iface, &ep->super.super.super,
                                        UCS_ERR_ENDPOINT_TIMEOUT);
     }
     ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " in pid %d failed: %s%s", op, length,
-              remote_addr, ep->pid, strerror(err),
+              remote_addr, ep->super.pid, strerror(err),
               (err == EPERM) ? " (check kernel.yama.ptrace_scope and that both processes "
                                "run as the same user)" : "");
     return (err == EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
@@ -344,43 +239,18 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, struct iovec *local, size_t cnt, size_t l
 {
     const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
     const char *op               = write ? "put" : "get";
-    struct iovec remote;
-    ssize_t ret;
+    int ret;
 
-    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->pid != ep->pid) ||
+    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->pid != ep->super.pid) ||
                      (remote_addr < key->address) ||
                      (remote_addr + length > key->address + key->length))) {
         ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's region",
                   op, length, remote_addr);
         return UCS_ERR_INVALID_PARAM;
     }
-
-    while (length > 0) {
-        remote.iov_base = (void*)(uintptr_t)remote_addr;
-        remote.iov_len  = length;
-        ret = write ? process_vm_writev(ep->pid, local, cnt, &remote, 1, 0) :
-                      process_vm_readv(ep->pid, local, cnt, &remote, 1, 0);
-        if (ucs_unlikely(ret <= 0)) {
-            if ((ret < 0) && (errno == EINTR)) {
-                continue;
-            }
-            return uct_rdmach_ep_rma_error(ep, op, length, remote_addr,
-                                           (ret < 0) ? errno : EFAULT);
-        }
-        /* partial transfer: advance both sides */
-        length      -= ret;
-        remote_addr += ret;
-        while ((ret > 0) && (cnt > 0)) {
-            if ((size_t)ret >= local->iov_len) {
-                ret -= local->iov_len;
-                ++local;
-                --cnt;
-            } else {
-                local->iov_base = (char*)local->iov_base + ret;
-                local->iov_len -= ret;
-                ret             = 0;
-            }
-        }
+    ret = ucx_ext_process_vm(ep->super.pid, local, cnt, remote_addr, length, write);
+    if (ucs_unlikely(ret != 0)) {
+        return uct_rdmach_ep_rma_error(ep, op, length, remote_addr, -ret);
     }
     return UCS_OK;
 }
@@ -476,73 +346,14 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
 
 /* ---- pending, flush ---- */
 
-ucs_status_t uct_rdmach_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
+int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep)
 {
-    uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
-    uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-
-    /* the same room test any op passes: a request we queue could not have gone out now */
-    if (ucs_arbiter_group_is_empty(&ep->arb_group) && rdmach_tx_has_room(&ep->tx)) {
-        return UCS_ERR_BUSY;
-    }
-    uct_pending_req_arb_group_push(&ep->arb_group, req);
-    ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
-    UCT_RDMACH_COUNT(pending_add, 1);
-    return UCS_OK;
-}
-
-static ucs_arbiter_cb_result_t uct_rdmach_ep_pending_cb(ucs_arbiter_t *arbiter,
-                                                        ucs_arbiter_group_t *group,
-                                                        ucs_arbiter_elem_t *elem, void *arg)
-{
-    uct_rdmach_ep_t *ep       = ucs_container_of(group, uct_rdmach_ep_t, arb_group);
-    uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_rdmach_iface_t);
-    unsigned *count           = arg;
-    uct_pending_req_t *req;
-    ucs_status_t status;
-
-    if (!rdmach_tx_has_room(&ep->tx)) {
-        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
-    }
-    req    = ucs_container_of(elem, uct_pending_req_t, priv);
-    iface->dispatching = ep;
-    status = req->func(req);
-    iface->dispatching = NULL;
-    if (status == UCS_OK) {
-        ++(*count);
-        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-    } else if (status == UCS_INPROGRESS) {
-        ++(*count);
-        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
-    }
-    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
-}
-
-unsigned uct_rdmach_ep_dispatch_pending(uct_rdmach_iface_t *iface)
-{
-    unsigned count = 0;
-
-    ucs_arbiter_dispatch(&iface->arbiter, 1, uct_rdmach_ep_pending_cb, &count);
-    return count;
-}
-
-void uct_rdmach_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
-{
-    uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
-    uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-
-    ucx_ext_pending_purge(&iface->arbiter, &ep->arb_group, cb, arg);
+    return rdmach_tx_has_room(&ucs_derived_of(ep, uct_rdmach_ep_t)->tx);
 }
 
 /* Every issued op is complete in the peer's memory when it returns (ring stores, synchronous
  * process_vm); requests still in the pending queue are not issued yet. */
 ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
-    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-
-    if (uct_rdmach_ep_must_queue(ep)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    ucs_memory_cpu_store_fence();
-    return UCS_OK;
+    return ucx_ext_ep_flush_queued(ucs_derived_of(tl_ep, ucx_ext_ep_t));
 }

@@ -251,9 +251,8 @@ static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
     count = rdmach_poller_progress(&iface->poller, &iface->geom,
                                    rdmach_shm_claimed(&iface->seg), uct_rdmach_iface_activate,
                                    uct_rdmach_iface_deliver, iface);
-    if (ucs_unlikely(!ucs_arbiter_is_empty(&iface->arbiter))) {
-        count += uct_rdmach_ep_dispatch_pending(iface);
-        uct_rdmach_ep_check_blocked(iface);
+    if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x))) {
+        count += ucx_ext_iface_progress_pending(&iface->x);
     }
     return count;
 }
@@ -265,18 +264,20 @@ static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
 
-    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
-        return UCS_INPROGRESS;  /* UCP's worker flush takes NO_RESOURCE as a failure */
-    }
     ucs_memory_cpu_store_fence();
-    return UCS_OK;
+    return ucx_ext_iface_flush_queued(&iface->x);
 }
 
-static ucs_status_t uct_rdmach_iface_config_error(const char *msg)
-{
-    ucs_error("rdmach: invalid configuration: UCX_" UCT_RDMACH_PREFIX "%s", msg);
-    return UCS_ERR_INVALID_PARAM;
-}
+/* Knob ranges beyond what the ring geometry checks (rdmach_geom_init). */
+static const ucx_ext_knob_t uct_rdmach_knobs[] = {
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "MAX_PEERS", max_peers, UINT, 1, 65536),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "SWEEP_INTERVAL", sweep_interval, UINT, 1, UINT_MAX),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "IDLE_LIMIT", idle_limit, UINT, 1, UINT_MAX),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "HOT_MAX", hot_max, UINT, 1, UINT_MAX),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, UINT_MAX),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "EAGER_LIMIT", eager_limit, SIZE, 1, SIZE_MAX),
+};
 
 UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
@@ -294,26 +295,12 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     err = rdmach_geom_init(&self->geom, (uint32_t)ucs_min(config->slot_size, UINT32_MAX),
                            config->ring_size, config->chunk_size, config->lazy_tail);
     if (err != NULL) {
-        return uct_rdmach_iface_config_error(err);
+        return ucx_ext_config_error(UCT_RDMACH_NAME, UCT_RDMACH_PREFIX, "%s", err);
     }
-    if ((config->max_peers == 0) || (config->max_peers > 65536)) {
-        return uct_rdmach_iface_config_error("MAX_PEERS must be between 1 and 65536");
-    }
-    {
-        /* counts that must be at least 1, each named on its own */
-        const struct { const char *name; size_t value; } positive[] = {
-            {"SWEEP_INTERVAL", config->sweep_interval}, {"IDLE_LIMIT", config->idle_limit},
-            {"HOT_MAX", config->hot_max}, {"RX_BUDGET", config->rx_budget},
-            {"ZCOPY_THRESH", config->zcopy_thresh}, {"EAGER_LIMIT", config->eager_limit}
-        };
-        unsigned i;
-        for (i = 0; i < ucs_static_array_size(positive); ++i) {
-            if (positive[i].value == 0) {
-                ucs_error("rdmach: invalid configuration: UCX_" UCT_RDMACH_PREFIX
-                          "%s must be at least 1", positive[i].name);
-                return UCS_ERR_INVALID_PARAM;
-            }
-        }
+    status = ucx_ext_config_check(UCT_RDMACH_NAME, UCT_RDMACH_PREFIX, config, uct_rdmach_knobs,
+                                  ucs_static_array_size(uct_rdmach_knobs));
+    if (status != UCS_OK) {
+        return status;
     }
 
     self->chunk_size          = config->chunk_size;
@@ -324,11 +311,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->max_peers_mapped    = config->max_peers * 2;
     self->npeers              = 0;
     self->next_credit         = 0;
-    self->peer_check_interval = ucs_time_from_sec(config->peer_check_interval);
-    self->next_peer_check     = 0;
-    ucs_arbiter_init(&self->arbiter);
-    self->dispatching         = NULL;
-    ucs_list_head_init(&self->eps);
+    ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
+                       &uct_rdmach_counters.tx, uct_rdmach_ep_tx_ready,
+                       config->peer_check_interval);
 
     self->peers      = ucs_calloc(self->max_peers_mapped, sizeof(*self->peers), "rdmach_peers");
     self->bounce     = ucs_malloc(self->chunk_size, "rdmach_bounce");
@@ -382,7 +367,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_rdmach_iface_t)
 
     uct_base_iface_progress_disable(&self->super.super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    ucs_arbiter_cleanup(&self->arbiter);
+    ucx_ext_iface_cleanup(&self->x);
     for (i = 0; i < self->npeers; ++i) {
         rdmach_shm_detach(&self->peers[i].seg);
     }
@@ -429,11 +414,11 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
     .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
     .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_pending_add           = uct_rdmach_ep_pending_add,
-    .ep_pending_purge         = uct_rdmach_ep_pending_purge,
+    .ep_pending_add           = ucx_ext_ep_pending_add,
+    .ep_pending_purge         = ucx_ext_ep_pending_purge,
     .ep_flush                 = uct_rdmach_ep_flush,
     .ep_fence                 = uct_sm_ep_fence,
-    .ep_check                 = uct_rdmach_ep_check,
+    .ep_check                 = ucx_ext_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_rdmach_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_rdmach_ep_t),
     .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,

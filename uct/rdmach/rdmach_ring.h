@@ -112,6 +112,9 @@ typedef struct rdmach_rx_stats {
     uint64_t msgs, bytes, corrupt, tail_updates, doorbells;
 } rdmach_rx_stats_t;
 
+/* Their names in the transport's counters file, in field order. */
+#define RDMACH_RX_COUNTERS(_) _(rx_am) _(rx_bytes) _(rx_corrupt) _(tail_updates) _(doorbells)
+
 /* Called for each valid AM record; data is valid only during the call. */
 typedef void (*rdmach_am_cb_t)(void *arg, uint8_t am_id, void *data, uint32_t length);
 

@@ -2,12 +2,11 @@
  * rdmach shared-memory wire: segment creation and peer attach (connection time only).
  */
 #include "rdmach_shm.h"
+#include "ucx_ext_sys.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define RDMACH_PAGE 4096ul
@@ -65,19 +64,8 @@ int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t
     tmp.max_rings = max_rings;
     rdmach_shm_layout(&tmp);
 
-    fd = memfd_create("rdmach", MFD_CLOEXEC);
-    if (fd < 0) {
-        return -errno;
-    }
-    if (ftruncate(fd, (off_t)tmp.size) != 0) {
-        err = -errno;
-        close(fd);
-        return err;
-    }
-    base = mmap(NULL, tmp.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        err = -errno;
-        close(fd);
+    err = ucx_ext_seg_create("rdmach", tmp.size, &fd, &base);
+    if (err != 0) {
         return err;
     }
 
@@ -95,29 +83,13 @@ int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t
 int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
 {
     rdmach_shm_hdr_t expect;
-    char path[64];
-    struct stat st;
+    size_t size;
     void *base;
-    int pfd, err;
+    int err;
 
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
-    pfd = open(path, O_RDWR | O_CLOEXEC);
-    if (pfd < 0) {
-        return -errno;
-    }
-    if (fstat(pfd, &st) != 0) {
-        err = -errno;
-        close(pfd);
+    err = ucx_ext_seg_attach(pid, fd, sizeof(rdmach_shm_hdr_t), &base, &size);
+    if (err != 0) {
         return err;
-    }
-    if ((size_t)st.st_size < sizeof(rdmach_shm_hdr_t)) {
-        close(pfd);
-        return -EPROTO;
-    }
-    base = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
-    close(pfd);
-    if (base == MAP_FAILED) {
-        return -errno;
     }
 
     /* never trust the peer's offsets: recompute them from its geometry and compare */
@@ -131,12 +103,12 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
         (expect.max_rings == 0) || (expect.max_rings > (1u << 16)) ||
         (memcmp(&expect.doorbells_off, &((rdmach_shm_hdr_t*)base)->doorbells_off,
                 5 * sizeof(uint64_t)) != 0) ||
-        (expect.size > (size_t)st.st_size)) {
-        munmap(base, st.st_size);
+        (expect.size > size)) {
+        munmap(base, size);
         return -EPROTO;
     }
 
-    rdmach_shm_seg_init(seg, base, st.st_size, -1, &expect);
+    rdmach_shm_seg_init(seg, base, size, -1, &expect);
     return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include "rdmach_ring.h"
 #include "rdmach_shm.h"
+#include "ucx_ext_base.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -22,22 +23,19 @@
 #define UCT_RDMACH_NAME    "rdmach"
 #define UCT_RDMACH_PREFIX  "RDMACH_"
 
-/* ---- counters (see uct/common/ucx_ext_counters.h for the file contract) ---- */
+/* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
-#define UCT_RDMACH_TX_COUNTERS(_) \
-    _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
-    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) \
-    _(pending_add) _(peer_failed)
+/* The ring core's receive counters, then the standard send side. */
+#define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_)
 
 typedef struct uct_rdmach_counters {
-    rdmach_rx_stats_t rx;   /* rx_am, rx_bytes, rx_corrupt, tail_updates, doorbells */
-#define UCT_RDMACH_COUNTER_FIELD(_n) uint64_t _n;
-    UCT_RDMACH_TX_COUNTERS(UCT_RDMACH_COUNTER_FIELD)
+    rdmach_rx_stats_t     rx;
+    ucx_ext_tx_counters_t tx;
 } uct_rdmach_counters_t;
 
 extern uct_rdmach_counters_t uct_rdmach_counters;
 
-#define UCT_RDMACH_COUNT(_name, _n) (uct_rdmach_counters._name += (_n))
+#define UCT_RDMACH_COUNT(_name, _n) (uct_rdmach_counters.tx._name += (_n))
 
 /* ---- md ---- */
 
@@ -93,6 +91,7 @@ typedef struct uct_rdmach_peer {
 
 typedef struct uct_rdmach_iface {
     uct_sm_iface_t        super;
+    ucx_ext_iface_t       x;             /* pending, flush, peer liveness (uct/common) */
     rdmach_shm_seg_t      seg;           /* own segment: rings we receive on */
     rdmach_geom_t         geom;
     size_t                chunk_size;
@@ -104,12 +103,7 @@ typedef struct uct_rdmach_iface {
     uct_rdmach_peer_t     *peers;
     unsigned              npeers, max_peers_mapped;
     uint32_t              next_credit;   /* credit lines handed to outgoing eps */
-    ucs_arbiter_t         arbiter;       /* eps with pending requests */
-    struct uct_rdmach_ep  *dispatching;  /* ep whose queue head is being dispatched */
-    ucs_list_link_t       eps;
     void                  *bounce;       /* chunk_size staging for bcopy near the ring end */
-    ucs_time_t            peer_check_interval;
-    ucs_time_t            next_peer_check;
 } uct_rdmach_iface_t;
 
 UCS_CLASS_DECLARE(uct_rdmach_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -127,14 +121,9 @@ ucs_status_t uct_rdmach_iface_peer(uct_rdmach_iface_t *iface, pid_t pid, int32_t
 /* ---- ep ---- */
 
 typedef struct uct_rdmach_ep {
-    uct_base_ep_t        super;
+    ucx_ext_ep_t         super;       /* pending group, peer process watch (uct/common) */
     rdmach_tx_t          tx;
-    pid_t                pid;
     uint32_t             ring_id;
-    int                  failed;      /* peer found dead; the error handler has it */
-    uct_keepalive_info_t keepalive;
-    ucs_arbiter_group_t  arb_group;
-    ucs_list_link_t      list;
 } uct_rdmach_ep_t;
 
 UCS_CLASS_DECLARE(uct_rdmach_ep_t, const uct_ep_params_t*);
@@ -163,16 +152,9 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
 ucs_status_t uct_rdmach_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                      uint64_t remote_addr, uct_rkey_t rkey,
                                      uct_completion_t *comp);
-ucs_status_t uct_rdmach_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
-                                       unsigned flags);
-void uct_rdmach_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
 ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
-ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 
-/* Progress of the pending queue; returns the number of requests that went out. */
-unsigned uct_rdmach_ep_dispatch_pending(uct_rdmach_iface_t *iface);
-
-/* Checks the peers of eps that wait for ring room (a dead receiver never returns credit). */
-void uct_rdmach_ep_check_blocked(uct_rdmach_iface_t *iface);
+/* Room in the ring for the largest record (the pending queue's test, see ucx_ext_base.h). */
+int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep);
 
 #endif

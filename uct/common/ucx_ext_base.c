@@ -1,0 +1,263 @@
+/* The UCT glue base of the project's transports (see ucx_ext_base.h). */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "ucx_ext_base.h"
+#include "ucx_ext_sys.h"
+
+#include <ucs/debug/log.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* ---- knobs ---- */
+
+ucs_status_t ucx_ext_config_error(const char *tl, const char *prefix, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    ucs_error("%s: invalid configuration: UCX_%s%s", tl, prefix, what);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+ucs_status_t ucx_ext_config_check(const char *tl, const char *prefix, const void *config,
+                                  const ucx_ext_knob_t *knobs, unsigned count)
+{
+    const char *base = config;
+    double value;
+    unsigned i;
+
+    for (i = 0; i < count; ++i) {
+        switch (knobs[i].type) {
+        case UCX_EXT_KNOB_UINT:
+            value = *(const unsigned*)(base + knobs[i].offset);
+            break;
+        case UCX_EXT_KNOB_SIZE:
+            value = (double)*(const size_t*)(base + knobs[i].offset);
+            break;
+        case UCX_EXT_KNOB_ULONG:
+            value = (double)*(const unsigned long*)(base + knobs[i].offset);
+            break;
+        default:
+            value = *(const double*)(base + knobs[i].offset);
+            break;
+        }
+        if ((value >= knobs[i].min) && (value <= knobs[i].max)) {
+            continue;
+        }
+        if (knobs[i].type == UCX_EXT_KNOB_DOUBLE) {
+            return ucx_ext_config_error(tl, prefix, "%s=%g must be between %g and %g",
+                                        knobs[i].name, value, knobs[i].min, knobs[i].max);
+        }
+        return ucx_ext_config_error(tl, prefix, "%s=%.0f must be between %.0f and %.0f",
+                                    knobs[i].name, value, knobs[i].min, knobs[i].max);
+    }
+    return UCS_OK;
+}
+
+/* ---- iface part ---- */
+
+void ucx_ext_iface_init(ucx_ext_iface_t *x, uct_base_iface_t *uct, const char *tl,
+                        ucx_ext_tx_counters_t *cnt, int (*tx_ready)(ucx_ext_ep_t*),
+                        double peer_check_interval)
+{
+    x->uct                 = uct;
+    x->tl                  = tl;
+    x->cnt                 = cnt;
+    x->tx_ready            = tx_ready;
+    x->dispatching         = NULL;
+    x->peer_check_interval = ucs_time_from_sec(peer_check_interval);
+    x->next_peer_check     = 0;
+    ucs_arbiter_init(&x->arbiter);
+    ucs_list_head_init(&x->eps);
+}
+
+void ucx_ext_iface_cleanup(ucx_ext_iface_t *x)
+{
+    ucs_arbiter_cleanup(&x->arbiter);
+}
+
+static ucs_arbiter_cb_result_t ucx_ext_pending_cb(ucs_arbiter_t *arbiter,
+                                                  ucs_arbiter_group_t *group,
+                                                  ucs_arbiter_elem_t *elem, void *arg)
+{
+    ucx_ext_ep_t *ep = ucs_container_of(group, ucx_ext_ep_t, arb_group);
+    unsigned *count  = arg;
+    uct_pending_req_t *req;
+    ucs_status_t status;
+
+    /* the room any op may need: a request that would fail again is not even called */
+    if (ep->blocked || ((ep->x->tx_ready != NULL) && !ep->x->tx_ready(ep))) {
+        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+    }
+    req                = ucs_container_of(elem, uct_pending_req_t, priv);
+    ep->x->dispatching = ep;
+    status             = req->func(req);
+    ep->x->dispatching = NULL;
+    if (status == UCS_OK) {
+        ++(*count);
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        ++(*count);
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+}
+
+/* A dead receiver never makes room: check the processes that eps wait on. */
+static void ucx_ext_iface_check_peers(ucx_ext_iface_t *x)
+{
+    ucs_time_t now = ucs_get_time();
+    ucx_ext_ep_t *ep;
+
+    if (now < x->next_peer_check) {
+        return;
+    }
+    x->next_peer_check = now + x->peer_check_interval;
+    ucs_list_for_each(ep, &x->eps, list) {
+        if (ep->blocked || !ucs_arbiter_group_is_empty(&ep->arb_group)) {
+            ucx_ext_ep_peer_alive(ep);
+        }
+    }
+}
+
+unsigned ucx_ext_iface_progress_pending(ucx_ext_iface_t *x)
+{
+    unsigned count = 0;
+
+    if (!ucs_arbiter_is_empty(&x->arbiter)) {
+        ucs_arbiter_dispatch(&x->arbiter, 1, ucx_ext_pending_cb, &count);
+    }
+    ucx_ext_iface_check_peers(x);
+    return count;
+}
+
+/* ---- ep ---- */
+
+UCS_CLASS_INIT_FUNC(ucx_ext_ep_t, uct_base_iface_t *iface, ucx_ext_iface_t *x, pid_t pid)
+{
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, iface);
+
+    self->x          = x;
+    self->pid        = pid;
+    self->start_time = (pid != 0) ? ucx_ext_proc_start_time(pid) : 0;
+    self->failed     = 0;
+    self->blocked    = 0;
+    self->err_cb_id  = UCS_CALLBACKQ_ID_NULL;
+    self->err_status = UCS_OK;
+    if ((pid != 0) && (self->start_time == 0)) {
+        ucs_diag("%s: peer process %d is not running", x->tl, (int)pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    ucs_arbiter_group_init(&self->arb_group);
+    ucs_list_add_tail(&x->eps, &self->list);
+    return UCS_OK;
+}
+
+UCS_CLASS_CLEANUP_FUNC(ucx_ext_ep_t)
+{
+    ucx_ext_ep_pending_purge(&self->super.super, NULL, NULL);
+    ucs_arbiter_group_cleanup(&self->arb_group);
+    if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
+        ucs_callbackq_remove_safe(&self->x->uct->worker->super.progress_q, self->err_cb_id);
+    }
+    ucs_list_del(&self->list);
+}
+
+UCS_CLASS_DEFINE(ucx_ext_ep_t, uct_base_ep_t);
+
+static unsigned ucx_ext_ep_err_progress(void *arg)
+{
+    ucx_ext_ep_t *ep = arg;
+
+    ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    uct_iface_handle_ep_err(ep->super.super.iface, &ep->super.super, ep->err_status);
+    return 1;
+}
+
+void ucx_ext_ep_set_failed(ucx_ext_ep_t *ep, ucs_status_t status)
+{
+    if (ep->failed) {
+        return;
+    }
+    ep->failed     = 1;
+    ep->err_status = status;
+    ep->x->cnt->peer_failed++;
+    if (ep->x->uct->err_handler == NULL) {
+        return;
+    }
+    ep->err_cb_id = ucs_callbackq_add_safe(&ep->x->uct->worker->super.progress_q,
+                                           ucx_ext_ep_err_progress, ep,
+                                           UCS_CALLBACKQ_FLAG_ONESHOT);
+}
+
+int ucx_ext_ep_peer_alive(ucx_ext_ep_t *ep)
+{
+    if (ep->failed) {
+        return 0;
+    }
+    if ((ep->pid == 0) || ucx_ext_proc_alive(ep->pid, ep->start_time)) {
+        return 1;
+    }
+    ucs_diag("%s ep %p: peer process %d is gone", ep->x->tl, ep, (int)ep->pid);
+    ucx_ext_ep_set_failed(ep, UCS_ERR_CONNECTION_RESET);
+    return 0;
+}
+
+UCS_F_NOINLINE ucs_status_t ucx_ext_ep_no_resource(ucx_ext_ep_t *ep, unsigned flags)
+{
+    ep->x->cnt->tx_no_resource++;
+    if (flags & UCT_SEND_FLAG_PEER_CHECK) {
+        ucx_ext_ep_peer_alive(ep);
+    }
+    return UCS_ERR_NO_RESOURCE;
+}
+
+ucs_status_t ucx_ext_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
+{
+    ucx_ext_ep_t *ep = ucs_derived_of(tl_ep, ucx_ext_ep_t);
+
+    /* a request we queue must not be one that could go out now */
+    if ((ep->x->tx_ready != NULL) && ucs_arbiter_group_is_empty(&ep->arb_group) &&
+        !ep->blocked && ep->x->tx_ready(ep)) {
+        return UCS_ERR_BUSY;
+    }
+    uct_pending_req_arb_group_push(&ep->arb_group, req);
+    ucs_arbiter_group_schedule(&ep->x->arbiter, &ep->arb_group);
+    ep->x->cnt->pending_add++;
+    return UCS_OK;
+}
+
+static ucs_arbiter_cb_result_t ucx_ext_pending_purge_cb(ucs_arbiter_t *arbiter,
+                                                        ucs_arbiter_group_t *group,
+                                                        ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_purge_cb_args_t *args = arg;
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    if (args->cb != NULL) {
+        args->cb(req, args->arg);
+    } else {
+        ucs_debug("canceling pending request %p", req);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void ucx_ext_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
+{
+    ucx_ext_ep_t *ep          = ucs_derived_of(tl_ep, ucx_ext_ep_t);
+    uct_purge_cb_args_t args = {cb, arg};
+
+    ucs_arbiter_group_purge(&ep->x->arbiter, &ep->arb_group, ucx_ext_pending_purge_cb, &args);
+}
+
+ucs_status_t ucx_ext_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    ucx_ext_ep_peer_alive(ucs_derived_of(tl_ep, ucx_ext_ep_t));
+    return UCS_OK;
+}

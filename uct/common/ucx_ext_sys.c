@@ -1,0 +1,164 @@
+/* Plain-C helpers shared by the shared-memory wires and HAL backends (see ucx_ext_sys.h). */
+
+#include "ucx_ext_sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ucx_ext_seg_create(const char *name, size_t size, int *fd_p, void **base_p)
+{
+    void *base;
+    int fd, err;
+
+    fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (ftruncate(fd, (off_t)size) != 0) {
+        err = -errno;
+        close(fd);
+        return err;
+    }
+    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        err = -errno;
+        close(fd);
+        return err;
+    }
+    *fd_p   = fd;
+    *base_p = base;
+    return 0;
+}
+
+int ucx_ext_seg_attach(pid_t pid, int fd, size_t min_size, void **base_p, size_t *size_p)
+{
+    char path[64];
+    struct stat st;
+    void *base;
+    int pfd, err;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+    pfd = open(path, O_RDWR | O_CLOEXEC);
+    if (pfd < 0) {
+        return -errno;
+    }
+    if (fstat(pfd, &st) != 0) {
+        err = -errno;
+        close(pfd);
+        return err;
+    }
+    if ((st.st_size <= 0) || ((size_t)st.st_size < min_size)) {
+        close(pfd);
+        return -EPROTO;
+    }
+    base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+    close(pfd);
+    if (base == MAP_FAILED) {
+        return -errno;
+    }
+    *base_p = base;
+    *size_p = (size_t)st.st_size;
+    return 0;
+}
+
+int ucx_ext_process_vm(pid_t pid, struct iovec *local, size_t cnt, uint64_t remote_addr,
+                       size_t len, int write)
+{
+    struct iovec remote;
+    ssize_t ret;
+
+    while (len > 0) {
+        remote.iov_base = (void*)(uintptr_t)remote_addr;
+        remote.iov_len  = len;
+        ret = write ? process_vm_writev(pid, local, cnt, &remote, 1, 0) :
+                      process_vm_readv(pid, local, cnt, &remote, 1, 0);
+        if (ret <= 0) {
+            if ((ret < 0) && (errno == EINTR)) {
+                continue;
+            }
+            return (ret < 0) ? -errno : -EFAULT;
+        }
+        /* partial transfer: advance both sides */
+        len         -= (size_t)ret;
+        remote_addr += (uint64_t)ret;
+        while ((ret > 0) && (cnt > 0)) {
+            if ((size_t)ret >= local->iov_len) {
+                ret -= (ssize_t)local->iov_len;
+                ++local;
+                --cnt;
+            } else {
+                local->iov_base = (char*)local->iov_base + ret;
+                local->iov_len -= (size_t)ret;
+                ret             = 0;
+            }
+        }
+        if ((len > 0) && (cnt == 0)) {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Reads /proc/<pid>/stat; returns the state character (0: no such process) and the start
+ * time (0 if it cannot be parsed). */
+static char ucx_ext_proc_stat(pid_t pid, unsigned long long *start)
+{
+    char path[64], buf[1024], *p;
+    ssize_t len;
+    int fd, field;
+    char state;
+
+    *start = 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0) {
+        return 0;
+    }
+    buf[len] = '\0';
+    p = strrchr(buf, ')');            /* the command name may hold spaces and parens */
+    if ((p == NULL) || (p[1] != ' ') || (p[2] == '\0')) {
+        return 'X';                   /* not a process's stat line */
+    }
+    state = p[2];
+    /* state is field 3, starttime field 22 */
+    for (field = 3, p += 2; (field < 22) && (p != NULL); ++field) {
+        p = strchr(p, ' ');
+        p = (p != NULL) ? p + 1 : NULL;
+    }
+    if ((p == NULL) || (sscanf(p, "%llu", start) != 1)) {
+        *start = 0;
+    }
+    return state;
+}
+
+unsigned long long ucx_ext_proc_start_time(pid_t pid)
+{
+    unsigned long long start;
+
+    (void)ucx_ext_proc_stat(pid, &start);
+    return start;
+}
+
+int ucx_ext_proc_alive(pid_t pid, unsigned long long start_time)
+{
+    unsigned long long start;
+    char state = ucx_ext_proc_stat(pid, &start);
+
+    if ((state == 0) || (state == 'Z') || (state == 'X')) {
+        return 0;   /* gone, or killed and not reaped yet */
+    }
+    if (start == 0) {
+        return 1;   /* no start time: do not fail a peer on a parse problem */
+    }
+    return start == start_time;
+}

@@ -1,0 +1,43 @@
+/*
+ * Plain-C helpers the shared-memory wires and HAL backends share: no UCX headers, so protocol
+ * cores and wires can use them and unit tests link them alone.
+ *
+ * - A segment is a memfd mapped shared: it disappears with its last mapping, so a killed
+ *   process leaks nothing; peers map it through /proc/<pid>/fd/<fd> (same user, or ptrace
+ *   consent).
+ * - Remote read/write of another process's memory is process_vm_readv/writev, with the loop
+ *   over partial transfers that both syscalls need.
+ * - A process is alive while /proc/<pid>/stat exists, is not a zombie, and has the start time
+ *   seen at connection (robust to pid reuse).
+ */
+#ifndef UCX_EXT_SYS_H
+#define UCX_EXT_SYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* Creates a memfd segment of size bytes (named name in /proc/<pid>/fd) and maps it shared.
+ * 0 or -errno. */
+int ucx_ext_seg_create(const char *name, size_t size, int *fd_p, void **base_p);
+
+/* Maps process pid's segment fd. Fails with -EPROTO if it is smaller than min_size, -errno
+ * otherwise (-ENOENT / -ESRCH: no such process or fd). The caller validates the contents:
+ * nothing in a peer's segment is trusted. */
+int ucx_ext_seg_attach(pid_t pid, int fd, size_t min_size, void **base_p, size_t *size_p);
+
+/* Reads (write == 0) or writes len bytes at remote_addr in process pid from/to the local
+ * iovec list, which it advances. 0, or -errno (-EFAULT for a transfer that made no progress,
+ * -EINVAL if the local list is shorter than len). */
+int ucx_ext_process_vm(pid_t pid, struct iovec *local, size_t cnt, uint64_t remote_addr,
+                       size_t len, int write);
+
+/* The start time of process pid (field 22 of /proc/<pid>/stat), 0 if it has none. */
+unsigned long long ucx_ext_proc_start_time(pid_t pid);
+
+/* 1 if pid is running (not a zombie) with that start time; 1 also if its stat cannot be
+ * parsed (a peer is never failed on a parse problem); 0 otherwise. */
+int ucx_ext_proc_alive(pid_t pid, unsigned long long start_time);
+
+#endif
