@@ -71,6 +71,14 @@ void ucx_ext_module_unload(ucx_ext_module_t *m);
     }; \
     _Static_assert(ucs_static_array_size(_names) * sizeof(uint64_t) == sizeof(_counters), \
                    "counter names and counters block differ"); \
+    /* live counters for in-process tests (found with dlsym): how many, names and values */ \
+    __attribute__((visibility("default"))) unsigned \
+    uct_##_tl##_counters_get(const char *const **names_p, const uint64_t **values_p) \
+    { \
+        *names_p  = (_names); \
+        *values_p = (const uint64_t*)&(_counters); \
+        return ucs_static_array_size(_names); \
+    } \
     UCS_F_CTOR static void ucx_ext_module_##_tl##_init(void) \
     { \
         const ucx_ext_class_size_t classes[] = {UCX_EXT_BASE_CLASSES, ##__VA_ARGS__}; \

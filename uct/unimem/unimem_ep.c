@@ -5,26 +5,21 @@
  * write/read, checked against the rkey (global address + PDID + length).
  */
 #include "unimem_uct.h"
-#include "ucx_ext_pending.h"
 
 #include <uct/base/uct_iov.inl>
-#include <ucs/sys/sys.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
 
 UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(params->iface, uct_unimem_iface_t);
     const uct_unimem_iface_addr_t *addr;
-    ucs_status_t status;
     uint32_t sender;
     int ret;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
     addr = (const uct_unimem_iface_addr_t*)params->iface_addr;
+    UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x,
+                              (pid_t)addr->mbox.proc);
 
     /* the receiver's limits rule: our largest message must be one it reassembles */
     if ((addr->seg_size < iface->seg_size) || (addr->nslots / 2 < iface->max_msgs)) {
@@ -38,7 +33,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
     ret = unimem_hal_dest_resolve(iface->hal, &addr->mbox, &self->dest);
     if (ret != 0) {
         if (ret == -EACCES) {
-            UCT_UNIMEM_COUNT(pdid_refused, 1);
+            UCT_UNIMEM_COUNT_OWN(pdid_refused, 1);
             ucs_error("unimem: peer %u is in protection domain %u, this process in %u: refused",
                       addr->mbox.proc, addr->mbox.pdid, iface->pdid);
             return UCS_ERR_REJECTED;
@@ -57,24 +52,11 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
     }
 
     self->sender_id = (uint16_t)sender;
-    self->pid       = (pid_t)addr->mbox.proc;
-    self->failed    = 0;
-    self->stashed   = 0;
     self->stash_len = 0;
     self->stash     = ucs_malloc(iface->seg_size, "unimem_stash");
     if (self->stash == NULL) {
         unimem_hal_dest_release(self->dest);
         return UCS_ERR_NO_MEMORY;
-    }
-    ucs_arbiter_group_init(&self->arb_group);
-    ucs_list_add_tail(&iface->eps, &self->list);
-
-    status = uct_ep_keepalive_init(&self->keepalive, self->pid);
-    if (status != UCS_OK) {
-        ucs_list_del(&self->list);
-        ucs_free(self->stash);
-        unimem_hal_dest_release(self->dest);
-        return status;
     }
     ucs_debug("unimem ep %p: mailbox %u of process %u, sender id %u", self, addr->mbox.index,
               addr->mbox.proc, sender);
@@ -83,132 +65,44 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
 
 UCS_CLASS_CLEANUP_FUNC(uct_unimem_ep_t)
 {
-    uct_unimem_ep_pending_purge(&self->super.super, NULL, NULL);
-    ucs_arbiter_group_cleanup(&self->arb_group);
-    if (self->stashed) {
+    if (self->super.blocked) {
         ucs_list_del(&self->stash_list);
     }
-    ucs_list_del(&self->list);
     ucs_free(self->stash);
     unimem_hal_dest_release(self->dest);
 }
 
-UCS_CLASS_DEFINE(uct_unimem_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE(uct_unimem_ep_t, ucx_ext_ep_t);
 UCS_CLASS_DEFINE_NEW_FUNC(uct_unimem_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(uct_unimem_ep_t, uct_ep_t);
 
-/* ---- peer failure ---- */
-
-/* Alive: /proc/<pid>/stat exists, is not a zombie, and has the start time we connected to. */
-static int uct_unimem_proc_alive(pid_t pid, unsigned long start_time)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_unimem_ep_no_resource(uct_unimem_ep_t *ep,
+                                                                  unsigned flags)
 {
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-    ssize_t len;
-    int fd, field;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    len = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (len <= 0) {
-        return 0;
-    }
-    buf[len] = '\0';
-    p = strrchr(buf, ')');
-    if ((p == NULL) || (p[1] != ' ') || (p[2] == 'Z') || (p[2] == 'X')) {
-        return 0;
-    }
-    for (field = 3, p += 2; (field < 22) && (p != NULL); ++field) {
-        p = strchr(p, ' ');
-        p = (p != NULL) ? p + 1 : NULL;
-    }
-    if ((p == NULL) || (sscanf(p, "%llu", &start) != 1)) {
-        return 1;
-    }
-    return start == start_time;
-}
-
-/* A dead peer never drains its mailbox: hand the ep to the error handler through UCX's
- * keepalive path, so that the handler runs from the worker's progress. */
-static int uct_unimem_ep_peer_alive(uct_unimem_ep_t *ep)
-{
-    if (ep->failed) {
-        return 0;
-    }
-    if (uct_unimem_proc_alive(ep->pid, ep->keepalive.start_time)) {
-        return 1;
-    }
-    ep->failed = 1;
-    UCT_UNIMEM_COUNT(peer_failed, 1);
-    ucs_diag("unimem ep %p: peer process %d is gone", ep, ep->pid);
-    ep->keepalive.start_time ^= 1;   /* a zombie still has its start time: force the mismatch */
-    uct_ep_keepalive_check(&ep->super.super, &ep->keepalive, ep->pid, 0, NULL);
-    return 0;
-}
-
-static void uct_unimem_ep_check_blocked(uct_unimem_iface_t *iface)
-{
-    ucs_time_t now = ucs_get_time();
-    uct_unimem_ep_t *ep;
-
-    if (now < iface->next_peer_check) {
-        return;
-    }
-    iface->next_peer_check = now + iface->peer_check_interval;
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (!ucs_arbiter_group_is_empty(&ep->arb_group) || ep->stashed) {
-            uct_unimem_ep_peer_alive(ep);
-        }
-    }
-}
-
-ucs_status_t uct_unimem_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
-{
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    uct_unimem_ep_peer_alive(ucs_derived_of(tl_ep, uct_unimem_ep_t));
-    return UCS_OK;
-}
-
-static UCS_F_NOINLINE ucs_status_t uct_unimem_ep_no_resource(uct_unimem_ep_t *ep,
-                                                             unsigned flags)
-{
-    UCT_UNIMEM_COUNT(tx_no_resource, 1);
-    if (flags & UCT_SEND_FLAG_PEER_CHECK) {
-        uct_unimem_ep_peer_alive(ep);
-    }
-    return UCS_ERR_NO_RESOURCE;
+    return ucx_ext_ep_no_resource(&ep->super, flags);
 }
 
 static UCS_F_NOINLINE ucs_status_t uct_unimem_ep_send_error(uct_unimem_ep_t *ep, int ret)
 {
     if (ret == -EAGAIN) {
-        UCT_UNIMEM_COUNT(mbox_full, 1);
+        UCT_UNIMEM_COUNT_OWN(mbox_full, 1);
         return uct_unimem_ep_no_resource(ep, 0);
     }
     if (ret == -EACCES) {
-        UCT_UNIMEM_COUNT(pdid_refused, 1);
-        ucs_error("unimem: process %d left this protection domain: message refused", ep->pid);
+        UCT_UNIMEM_COUNT_OWN(pdid_refused, 1);
+        ucs_error("unimem: process %d left this protection domain: message refused", ep->super.pid);
         return UCS_ERR_REJECTED;
     }
-    ucs_error("unimem: mailbox send to process %d failed: %s", ep->pid, strerror(-ret));
+    ucs_error("unimem: mailbox send to process %d failed: %s", ep->super.pid, strerror(-ret));
     return UCS_ERR_IO_ERROR;
 }
 
 /* ---- active messages: the mailbox ---- */
 
-/* While requests wait in the ep's pending queue, or a stashed message waits for room, a new
- * send must not overtake them (UCP matches multi-fragment messages by the order of their
- * first fragments). Operations issued by the dispatch of this ep's queue head are the queue
- * itself making progress. */
+/* A stashed message blocks the ep as pending requests do (see ucx_ext_ep_must_queue). */
 static UCS_F_ALWAYS_INLINE int uct_unimem_ep_must_queue(uct_unimem_ep_t *ep)
 {
-    return ucs_unlikely(ep->stashed) ||
-           (ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
-            (ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t)->dispatching != ep));
+    return ucx_ext_ep_must_queue(&ep->super);
 }
 
 static UCS_F_ALWAYS_INLINE ucs_status_t uct_unimem_ep_send1(uct_unimem_ep_t *ep,
@@ -219,7 +113,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_unimem_ep_send1(uct_unimem_ep_t *ep,
     if (ucs_unlikely(ret != 0)) {
         return uct_unimem_ep_send_error(ep, ret);
     }
-    UCT_UNIMEM_COUNT(mbox_tx_msgs, 1);
+    UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, 1);
     return UCS_OK;
 }
 
@@ -279,11 +173,11 @@ static UCS_F_ALWAYS_INLINE int uct_unimem_ep_send_packed(uct_unimem_iface_t *ifa
     int ret    = unimem_hal_send(ep->dest, iface->tx_msgs, n);
 
     if (ucs_likely(ret == 0)) {
-        UCT_UNIMEM_COUNT(mbox_tx_msgs, n);
+        UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, n);
         if (n > 1) {
             /* how many 32-byte messages the fragmented AMs take */
-            UCT_UNIMEM_COUNT(tx_am_frag, 1);
-            UCT_UNIMEM_COUNT(mbox_tx_frag_msgs, n);
+            UCT_UNIMEM_COUNT_OWN(tx_am_frag, 1);
+            UCT_UNIMEM_COUNT_OWN(mbox_tx_frag_msgs, n);
         }
     }
     return ret;
@@ -314,10 +208,10 @@ ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
         }
         memcpy(ep->stash, iface->bounce, length);
         ep->stash_len   = (uint32_t)length;
-        ep->stash_am_id = id;
-        ep->stashed     = 1;
+        ep->stash_am_id   = id;
+        ep->super.blocked = 1;
         ucs_list_add_tail(&iface->stashed, &ep->stash_list);
-        UCT_UNIMEM_COUNT(tx_stashed, 1);
+        UCT_UNIMEM_COUNT_OWN(tx_stashed, 1);
     }
     UCT_UNIMEM_COUNT(tx_am_bcopy, 1);
     UCT_UNIMEM_COUNT(tx_bytes, length);
@@ -330,21 +224,19 @@ static UCS_F_NOINLINE ucs_status_t
 uct_unimem_ep_zdma_error(uct_unimem_ep_t *ep, const char *op, size_t length,
                          uint64_t remote_addr, int ret)
 {
-    uct_base_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_base_iface_t);
-
     if (ret == -EACCES) {
-        UCT_UNIMEM_COUNT(pdid_refused, 1);
+        UCT_UNIMEM_COUNT_OWN(pdid_refused, 1);
         ucs_error("unimem: zDMA %s of %zu bytes into process %d refused: another protection "
-                  "domain", op, length, ep->pid);
+                  "domain", op, length, ep->super.pid);
         return UCS_ERR_REJECTED;
     }
-    if ((ret == -ESRCH) || ((ret == -EPERM) && !uct_unimem_ep_peer_alive(ep))) {
-        ep->failed = 1;
-        return uct_iface_handle_ep_err(&iface->super, &ep->super.super,
+    if ((ret == -ESRCH) || ((ret == -EPERM) && !ucx_ext_ep_peer_alive(&ep->super))) {
+        ep->super.failed = 1;
+        return uct_iface_handle_ep_err(ep->super.super.super.iface, &ep->super.super.super,
                                        UCS_ERR_ENDPOINT_TIMEOUT);
     }
     ucs_error("unimem: zDMA %s of %zu bytes at 0x%" PRIx64 " in process %d failed: %s%s", op,
-              length, remote_addr, ep->pid, strerror(-ret),
+              length, remote_addr, ep->super.pid, strerror(-ret),
               (ret == -EPERM) ? " (check kernel.yama.ptrace_scope and that both processes "
                                 "run as the same user)" : "");
     return (ret == -EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
@@ -356,13 +248,13 @@ static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size_t length,
                    uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
-    uct_unimem_iface_t *iface    = ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t);
+    uct_unimem_iface_t *iface    = ucs_derived_of(ep->super.super.super.iface, uct_unimem_iface_t);
     const uct_unimem_rkey_t *key = (const uct_unimem_rkey_t*)rkey;
     const char *op               = write ? "write" : "read";
     uint64_t ticket;
     int ret;
 
-    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->proc != (uint32_t)ep->pid) ||
+    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->proc != (uint32_t)ep->super.pid) ||
                      (remote_addr < key->vaddr) ||
                      (remote_addr + length > key->vaddr + key->length))) {
         ucs_error("unimem: zDMA %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's "
@@ -370,7 +262,7 @@ uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size
         return UCS_ERR_INVALID_PARAM;
     }
     if (ucs_unlikely(key->pdid != iface->pdid)) {
-        UCT_UNIMEM_COUNT(pdid_refused, 1);
+        UCT_UNIMEM_COUNT_OWN(pdid_refused, 1);
         ucs_error("unimem: remote key of protection domain %u used in domain %u: refused",
                   key->pdid, iface->pdid);
         return UCS_ERR_REJECTED;
@@ -386,11 +278,11 @@ uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size
     }
     iface->zdma_last = ticket;
     if (write) {
-        UCT_UNIMEM_COUNT(zdma_writes, 1);
+        UCT_UNIMEM_COUNT_OWN(zdma_writes, 1);
     } else {
-        UCT_UNIMEM_COUNT(zdma_reads, 1);
+        UCT_UNIMEM_COUNT_OWN(zdma_reads, 1);
     }
-    UCT_UNIMEM_COUNT(zdma_bytes, length);
+    UCT_UNIMEM_COUNT_OWN(zdma_bytes, length);
     UCT_UNIMEM_COUNT(tx_bytes, length);
     return uct_unimem_iface_zdma_wait(iface, ticket, comp);
 }
@@ -399,7 +291,7 @@ uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size
 static ucs_status_t uct_unimem_ep_zdma_sync(uct_unimem_ep_t *ep, void *buf, size_t length,
                                             uint64_t remote_addr, uct_rkey_t rkey, int write)
 {
-    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t);
+    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_unimem_iface_t);
     struct iovec local        = {buf, length};
     ucs_status_t status;
 
@@ -504,61 +396,25 @@ static unsigned uct_unimem_ep_progress_stash(uct_unimem_iface_t *iface)
     ucs_list_for_each_safe(ep, tmp, &iface->stashed, stash_list) {
         ret = uct_unimem_ep_send_packed(iface, ep, ep->stash_am_id, ep->stash, ep->stash_len);
         if (ret == 0) {
-            ep->stashed = 0;
+            ep->super.blocked = 0;
             ucs_list_del(&ep->stash_list);
             ++count;
         } else if (ret != -EAGAIN) {
             /* the peer refuses it for good: drop it, the ep's error shows on its next op */
             uct_unimem_ep_send_error(ep, ret);
-            ep->stashed = 0;
+            ep->super.blocked = 0;
             ucs_list_del(&ep->stash_list);
         }
     }
     return count;
 }
 
-ucs_status_t uct_unimem_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
+int uct_unimem_ep_tx_ready(ucx_ext_ep_t *ep)
 {
-    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
-    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
-
-    /* a request we queue must not be one that could go out now */
-    if (ucs_arbiter_group_is_empty(&ep->arb_group) && !ep->stashed &&
-        unimem_hal_can_send(ep->dest, iface->max_msgs)) {
-        return UCS_ERR_BUSY;
-    }
-    uct_pending_req_arb_group_push(&ep->arb_group, req);
-    ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
-    UCT_UNIMEM_COUNT(pending_add, 1);
-    return UCS_OK;
-}
-
-static ucs_arbiter_cb_result_t uct_unimem_ep_pending_cb(ucs_arbiter_t *arbiter,
-                                                        ucs_arbiter_group_t *group,
-                                                        ucs_arbiter_elem_t *elem, void *arg)
-{
-    uct_unimem_ep_t *ep       = ucs_container_of(group, uct_unimem_ep_t, arb_group);
+    uct_unimem_ep_t *uep      = ucs_derived_of(ep, uct_unimem_ep_t);
     uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_unimem_iface_t);
-    unsigned *count           = arg;
-    uct_pending_req_t *req;
-    ucs_status_t status;
 
-    /* the room any op may need: a request that would fail again is not even called */
-    if (ep->stashed || !unimem_hal_can_send(ep->dest, iface->max_msgs)) {
-        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
-    }
-    req                = ucs_container_of(elem, uct_pending_req_t, priv);
-    iface->dispatching = ep;
-    status             = req->func(req);
-    iface->dispatching = NULL;
-    if (status == UCS_OK) {
-        ++(*count);
-        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-    } else if (status == UCS_INPROGRESS) {
-        ++(*count);
-        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
-    }
-    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+    return unimem_hal_can_send(uep->dest, iface->max_msgs);
 }
 
 unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface)
@@ -568,21 +424,7 @@ unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface)
     if (!ucs_list_is_empty(&iface->stashed)) {
         count += uct_unimem_ep_progress_stash(iface);
     }
-    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
-        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_unimem_ep_pending_cb, &count);
-    }
-    if (!ucs_list_is_empty(&iface->stashed) || !ucs_arbiter_is_empty(&iface->arbiter)) {
-        uct_unimem_ep_check_blocked(iface);
-    }
-    return count;
-}
-
-void uct_unimem_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
-{
-    uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
-    uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
-
-    ucx_ext_pending_purge(&iface->arbiter, &ep->arb_group, cb, arg);
+    return count + ucx_ext_iface_progress_pending(&iface->x);
 }
 
 /* Mailbox messages are in the peer's mailbox when the send returns; requests still queued

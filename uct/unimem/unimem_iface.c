@@ -163,7 +163,7 @@ static unsigned uct_unimem_iface_progress(uct_iface_h tl_iface)
         unimem_rx_msg(&iface->rx, &iface->rx_msgs[i]);
     }
     if (ucs_unlikely(!ucs_list_is_empty(&iface->stashed) ||
-                     !ucs_arbiter_is_empty(&iface->arbiter))) {
+                     ucx_ext_iface_has_pending(&iface->x))) {
         count += uct_unimem_ep_progress_tx(iface);
     }
     if (ucs_unlikely(iface->zwait_head != iface->zwait_tail)) {
@@ -196,8 +196,11 @@ static ucs_status_t uct_unimem_iface_flush(uct_iface_h tl_iface, unsigned flags,
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
 
-    if (!ucs_arbiter_is_empty(&iface->arbiter) || !ucs_list_is_empty(&iface->stashed)) {
-        return UCS_ERR_NO_RESOURCE;
+    if (!ucs_list_is_empty(&iface->stashed)) {
+        return UCS_INPROGRESS;  /* the flush rule of uct/common: progress sends the stash */
+    }
+    if (ucx_ext_iface_flush_queued(&iface->x) != UCS_OK) {
+        return UCS_INPROGRESS;
     }
     ucs_memory_cpu_store_fence();
     return uct_unimem_iface_zdma_wait(iface, iface->zdma_last, comp);
@@ -223,11 +226,20 @@ ucs_status_t uct_unimem_iface_zdma_wait(uct_unimem_iface_t *iface, uint64_t tick
     return UCS_INPROGRESS;
 }
 
-static ucs_status_t uct_unimem_iface_config_error(const char *var, const char *msg)
-{
-    ucs_error("unimem: invalid configuration: UCX_" UCT_UNIMEM_PREFIX "%s %s", var, msg);
-    return UCS_ERR_INVALID_PARAM;
-}
+#define uct_unimem_iface_config_error(_var, _msg) \
+    ucx_ext_config_error(UCT_UNIMEM_NAME, UCT_UNIMEM_PREFIX, "%s %s", _var, _msg)
+
+/* Knob ranges; the rules between knobs follow in the iface's init. */
+static const ucx_ext_knob_t uct_unimem_knobs[] = {
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "SEG_SIZE", seg_size, SIZE, 64, 64u << 20),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "MAX_SENDERS", max_senders, UINT, 1,
+                 UNIMEM_PROTO_MAX_SENDERS),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, 4096),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "ZDMA_QUEUE", zdma_queue, UINT, 2, 65536),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "PEER_CHECK_INTERVAL", peer_check_interval,
+                 DOUBLE, 1e-9, 1e9),
+};
 
 static ucs_status_t uct_unimem_hal_status(int ret)
 {
@@ -264,21 +276,14 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return uct_unimem_iface_config_error("MBOX_SLOTS", "must be a power of two between "
                                              "64 and 1048576");
     }
-    if ((config->seg_size < 64) || (config->seg_size > (64u << 20))) {
-        return uct_unimem_iface_config_error("SEG_SIZE", "must be between 64 and 64m");
+    status = ucx_ext_config_check(UCT_UNIMEM_NAME, UCT_UNIMEM_PREFIX, config, uct_unimem_knobs,
+                                  ucs_static_array_size(uct_unimem_knobs));
+    if (status != UCS_OK) {
+        return status;
     }
     if (unimem_proto_nmsgs(config->seg_size) > config->mbox_slots / 2) {
         return uct_unimem_iface_config_error("SEG_SIZE", "needs more than half of the mailbox "
                                              "(UCX_UNIMEM_MBOX_SLOTS) for one message");
-    }
-    if ((config->max_senders == 0) || (config->max_senders > UNIMEM_PROTO_MAX_SENDERS)) {
-        return uct_unimem_iface_config_error("MAX_SENDERS", "must be between 1 and 65536");
-    }
-    if ((config->rx_budget == 0) || (config->rx_budget > 4096)) {
-        return uct_unimem_iface_config_error("RX_BUDGET", "must be between 1 and 4096");
-    }
-    if (config->zcopy_thresh == 0) {
-        return uct_unimem_iface_config_error("ZCOPY_THRESH", "must be at least 1");
     }
     if ((config->put_max_short == 0) || (config->put_max_short > config->seg_size)) {
         return uct_unimem_iface_config_error("PUT_MAX_SHORT", "must be between 1 and SEG_SIZE");
@@ -286,12 +291,6 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     if ((config->zdma_channel != UCS_ULUNITS_AUTO) &&
         (config->zdma_channel >= UNIMEM_HAL_MAX_ZDMA)) {
         return uct_unimem_iface_config_error("ZDMA_CHANNEL", "must be auto or 0..7");
-    }
-    if ((config->zdma_queue < 2) || (config->zdma_queue > 65536)) {
-        return uct_unimem_iface_config_error("ZDMA_QUEUE", "must be between 2 and 65536");
-    }
-    if (config->peer_check_interval <= 0) {
-        return uct_unimem_iface_config_error("PEER_CHECK_INTERVAL", "must be positive");
     }
 
     self->hal                 = md->hal;
@@ -302,18 +301,16 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->zcopy_thresh        = config->zcopy_thresh;
     self->put_max_short       = config->put_max_short;
     self->rx_budget           = config->rx_budget;
-    self->dispatching         = NULL;
     self->zwait_size          = config->zdma_queue;
     self->zwait_head          = 0;
     self->zwait_tail          = 0;
     self->zdma_last           = 0;
-    self->peer_check_interval = ucs_time_from_sec(config->peer_check_interval);
-    self->next_peer_check     = 0;
     self->mbox                = NULL;
     self->zdma                = NULL;
     self->rx.senders          = NULL;
-    ucs_arbiter_init(&self->arbiter);
-    ucs_list_head_init(&self->eps);
+    ucx_ext_iface_init(&self->x, &self->super.super, UCT_UNIMEM_NAME,
+                       &uct_unimem_counters.tx, uct_unimem_ep_tx_ready,
+                       config->peer_check_interval);
     ucs_list_head_init(&self->stashed);
 
     self->rx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->rx_budget, "unimem_rx_msgs");
@@ -374,7 +371,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_iface_t)
 {
     uct_base_iface_progress_disable(&self->super.super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    ucs_arbiter_cleanup(&self->arbiter);
+    ucx_ext_iface_cleanup(&self->x);
     unimem_hal_zdma_close(self->zdma);
     unimem_hal_mbox_detach(self->mbox);
     unimem_rx_cleanup(&self->rx);
@@ -422,11 +419,11 @@ static uct_iface_ops_t uct_unimem_iface_ops = {
     .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
     .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
     .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_pending_add           = uct_unimem_ep_pending_add,
-    .ep_pending_purge         = uct_unimem_ep_pending_purge,
+    .ep_pending_add           = ucx_ext_ep_pending_add,
+    .ep_pending_purge         = ucx_ext_ep_pending_purge,
     .ep_flush                 = uct_unimem_ep_flush,
     .ep_fence                 = uct_sm_ep_fence,
-    .ep_check                 = uct_unimem_ep_check,
+    .ep_check                 = ucx_ext_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_unimem_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_unimem_ep_t),
     .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,

@@ -76,6 +76,9 @@ typedef struct unimem_rx_stats {
     uint64_t corrupt;   /* messages dropped as invalid (rx_corrupt) */
 } unimem_rx_stats_t;
 
+/* Their names in the transport's counters file, in field order. */
+#define UNIMEM_RX_COUNTERS(_) _(mbox_rx_msgs) _(rx_am) _(rx_bytes) _(rx_corrupt)
+
 /* Delivery of a whole active message; data is valid only during the call. */
 typedef void (*unimem_am_cb_t)(void *arg, uint8_t am_id, void *data, uint32_t length);
 

@@ -11,6 +11,7 @@
 
 #include "unimem_hal.h"
 #include "unimem_proto.h"
+#include "ucx_ext_base.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -22,25 +23,26 @@
 #define UCT_UNIMEM_NAME    "unimem"
 #define UCT_UNIMEM_PREFIX  "UNIMEM_"
 
-/* ---- counters (see uct/common/ucx_ext_counters.h for the file contract) ---- */
+/* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
-/* The names rdmach uses where they apply, then the mailbox and zDMA level. */
-#define UCT_UNIMEM_TX_COUNTERS(_) \
-    _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
-    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) \
-    _(pending_add) _(peer_failed) _(mbox_tx_msgs) _(tx_am_frag) _(mbox_tx_frag_msgs) \
-    _(mbox_full) _(tx_stashed) \
+/* The mailbox and zDMA level, after the standard send side. */
+#define UCT_UNIMEM_OWN_COUNTERS(_) \
+    _(mbox_tx_msgs) _(tx_am_frag) _(mbox_tx_frag_msgs) _(mbox_full) _(tx_stashed) \
     _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused)
 
+#define UCT_UNIMEM_COUNTERS(_) \
+    UNIMEM_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UNIMEM_OWN_COUNTERS(_)
+
 typedef struct uct_unimem_counters {
-    unimem_rx_stats_t rx;   /* mbox_rx_msgs, rx_am, rx_bytes, rx_corrupt */
-#define UCT_UNIMEM_COUNTER_FIELD(_n) uint64_t _n;
-    UCT_UNIMEM_TX_COUNTERS(UCT_UNIMEM_COUNTER_FIELD)
+    unimem_rx_stats_t     rx;
+    ucx_ext_tx_counters_t tx;
+    UCT_UNIMEM_OWN_COUNTERS(UCX_EXT_COUNTER_FIELD)
 } uct_unimem_counters_t;
 
 extern uct_unimem_counters_t uct_unimem_counters;
 
-#define UCT_UNIMEM_COUNT(_name, _n) (uct_unimem_counters._name += (_n))
+#define UCT_UNIMEM_COUNT(_name, _n)    (uct_unimem_counters.tx._name += (_n))
+#define UCT_UNIMEM_COUNT_OWN(_name, _n) (uct_unimem_counters._name += (_n))
 
 /* ---- md ---- */
 
@@ -100,6 +102,7 @@ typedef struct uct_unimem_zdma_wait {
 
 typedef struct uct_unimem_iface {
     uct_sm_iface_t         super;
+    ucx_ext_iface_t        x;              /* pending, flush, peer liveness (uct/common) */
     unimem_hal_t           *hal;
     unimem_hal_mbox_t      *mbox;
     unimem_hal_zdma_t      *zdma;
@@ -114,15 +117,10 @@ typedef struct uct_unimem_iface {
     unimem_msg_t           *rx_msgs;       /* rx_budget messages */
     unimem_msg_t           *tx_msgs;       /* max_msgs messages */
     uint8_t                *bounce;        /* seg_size */
-    ucs_arbiter_t          arbiter;        /* eps with pending requests */
-    struct uct_unimem_ep   *dispatching;   /* ep whose queue head is being dispatched */
-    ucs_list_link_t        eps;
     ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
     uct_unimem_zdma_wait_t *zwait;         /* ring of zdma_queue entries */
     unsigned               zwait_size, zwait_head, zwait_tail;
     uint64_t               zdma_last;      /* last ticket posted */
-    ucs_time_t             peer_check_interval;
-    ucs_time_t             next_peer_check;
 } uct_unimem_iface_t;
 
 UCS_CLASS_DECLARE(uct_unimem_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -132,20 +130,16 @@ extern ucs_config_field_t uct_unimem_iface_config_table[];
 
 /* ---- ep ---- */
 
+/* A message accepted while the mailbox filled waits in the ep's stash, and the ep is blocked
+ * (super.blocked) until it is out. */
 typedef struct uct_unimem_ep {
-    uct_base_ep_t        super;
+    ucx_ext_ep_t         super;       /* pending group, peer process watch (uct/common) */
     unimem_hal_dest_t    *dest;
     uint16_t             sender_id;
-    pid_t                pid;
-    int                  failed;      /* peer found dead; the error handler has it */
-    uint8_t              *stash;      /* seg_size: a message accepted while the mailbox filled */
+    uint8_t              *stash;      /* seg_size */
     uint32_t             stash_len;
     uint8_t              stash_am_id;
-    uint8_t              stashed;
     ucs_list_link_t      stash_list;
-    uct_keepalive_info_t keepalive;
-    ucs_arbiter_group_t  arb_group;
-    ucs_list_link_t      list;
 } uct_unimem_ep_t;
 
 UCS_CLASS_DECLARE(uct_unimem_ep_t, const uct_ep_params_t*);
@@ -171,11 +165,10 @@ ucs_status_t uct_unimem_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
 ucs_status_t uct_unimem_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                      uint64_t remote_addr, uct_rkey_t rkey,
                                      uct_completion_t *comp);
-ucs_status_t uct_unimem_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
-                                       unsigned flags);
-void uct_unimem_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
 ucs_status_t uct_unimem_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
-ucs_status_t uct_unimem_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+
+/* Room in the mailbox for the largest message (the pending queue's test). */
+int uct_unimem_ep_tx_ready(ucx_ext_ep_t *ep);
 
 /* Progress of the send side: stashed messages, then the pending queue. */
 unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface);
