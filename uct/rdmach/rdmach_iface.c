@@ -437,6 +437,6 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     .iface_is_reachable       = uct_sm_iface_is_reachable
 };
 
-UCT_TL_DEFINE_ENTRY(&uct_rdmach_component, rdmach, uct_rdmach_query_devices,
+UCT_TL_DEFINE_ENTRY(&uct_rdmach_component.super, rdmach, uct_rdmach_query_devices,
                     uct_rdmach_iface_t, UCT_RDMACH_PREFIX, uct_rdmach_iface_config_table,
                     uct_rdmach_iface_config_t);

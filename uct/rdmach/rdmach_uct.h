@@ -12,6 +12,7 @@
 #include "rdmach_ring.h"
 #include "rdmach_shm.h"
 #include "ucx_ext_base.h"
+#include "ucx_ext_md.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -39,7 +40,7 @@ extern uct_rdmach_counters_t uct_rdmach_counters;
 
 /* ---- md ---- */
 
-extern uct_component_t uct_rdmach_component;
+extern ucx_ext_component_t uct_rdmach_component;
 
 /* Packed remote key: a registered region of one process, checked on every RMA. */
 typedef struct uct_rdmach_rkey {
@@ -50,11 +51,6 @@ typedef struct uct_rdmach_rkey {
 } UCS_S_PACKED uct_rdmach_rkey_t;
 
 #define UCT_RDMACH_RKEY_MAGIC 0x52444d52u   /* "RMDR" */
-
-typedef struct uct_rdmach_memh {
-    uint64_t address;
-    uint64_t length;
-} uct_rdmach_memh_t;
 
 /* ---- iface ---- */
 

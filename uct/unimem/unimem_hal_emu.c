@@ -32,6 +32,7 @@
  * resolve and every send/zDMA post compare it with this process's.
  */
 #include "unimem_hal.h"
+#include "ucx_ext_sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -233,20 +234,10 @@ int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_send
         err = -ENOMEM;
         goto err_index;
     }
-    mbox->fd = memfd_create("unimem-mbox", MFD_CLOEXEC);
-    if (mbox->fd < 0) {
-        err = -errno;
-        goto err_free;
-    }
     mbox->size = emu_seg_size(nslots);
-    if (ftruncate(mbox->fd, (off_t)mbox->size) != 0) {
-        err = -errno;
-        goto err_close;
-    }
-    base = mmap(NULL, mbox->size, PROT_READ | PROT_WRITE, MAP_SHARED, mbox->fd, 0);
-    if (base == MAP_FAILED) {
-        err = -errno;
-        goto err_close;
+    err = ucx_ext_seg_create("unimem-mbox", mbox->size, &mbox->fd, &base);
+    if (err != 0) {
+        goto err_free;
     }
 
     mbox->hal    = hal;
@@ -276,8 +267,6 @@ int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_send
     *mbox_p = mbox;
     return 0;
 
-err_close:
-    close(mbox->fd);
 err_free:
     free(mbox);
 err_index:
@@ -333,10 +322,9 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
 {
     unimem_hal_dest_t *dest;
     emu_hdr_t hdr;
-    char path[64];
-    struct stat st;
+    size_t size;
     void *base;
-    int fd, err;
+    int err;
 
     if (addr->pdid != hal->pdid) {
         return -EACCES;   /* refused before anything is mapped */
@@ -354,24 +342,9 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     }
     pthread_mutex_unlock(&emu_lock);
 
-    snprintf(path, sizeof(path), "/proc/%u/fd/%d", addr->proc, addr->token);
-    fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        return -errno;
-    }
-    if (fstat(fd, &st) != 0) {
-        err = -errno;
-        close(fd);
+    err = ucx_ext_seg_attach((pid_t)addr->proc, addr->token, EMU_PAGE, &base, &size);
+    if (err != 0) {
         return err;
-    }
-    if ((size_t)st.st_size < EMU_PAGE) {
-        close(fd);
-        return -EPROTO;
-    }
-    base = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (base == MAP_FAILED) {
-        return -errno;
     }
 
     /* never trust the peer's header beyond what is checked here: private copies follow */
@@ -379,18 +352,18 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     if ((hdr.magic != EMU_MAGIC) || (hdr.version != EMU_VERSION) ||
         (hdr.cookie != addr->cookie) || (hdr.pid != (int32_t)addr->proc) ||
         (hdr.nslots < 2) || (hdr.nslots > EMU_MAX_SLOTS) || (hdr.nslots & (hdr.nslots - 1)) ||
-        (emu_seg_size(hdr.nslots) > (size_t)st.st_size)) {
-        munmap(base, st.st_size);
+        (emu_seg_size(hdr.nslots) > size)) {
+        munmap(base, size);
         return -EPROTO;
     }
     if (hdr.pdid != hal->pdid) {
-        munmap(base, st.st_size);
+        munmap(base, size);
         return -EACCES;
     }
 
     dest = calloc(1, sizeof(*dest));
     if (dest == NULL) {
-        munmap(base, st.st_size);
+        munmap(base, size);
         return -ENOMEM;
     }
     dest->hal         = hal;
@@ -401,7 +374,7 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     dest->nslots      = hdr.nslots;
     dest->mask        = hdr.nslots - 1;
     dest->max_senders = hdr.max_senders;
-    dest->size        = st.st_size;
+    dest->size        = size;
     dest->pid         = (pid_t)addr->proc;
     dest->token       = addr->token;
     dest->cookie      = addr->cookie;
@@ -552,9 +525,8 @@ int unimem_hal_zdma_post(unimem_hal_zdma_t *ch, unimem_hal_dest_t *dest, int wri
                          const struct iovec *local, int cnt, size_t len, uint64_t remote_vaddr,
                          uint64_t *ticket)
 {
-    struct iovec liov[16], *lp = liov, remote;
-    ssize_t ret;
-    int i;
+    struct iovec liov[16], *lp = liov;
+    int i, ret;
 
     /* the target's NI would refuse a transaction of another protection domain */
     if (__builtin_expect(dest->hdr->pdid != ch->hal->pdid, 0)) {
@@ -567,34 +539,9 @@ int unimem_hal_zdma_post(unimem_hal_zdma_t *ch, unimem_hal_dest_t *dest, int wri
         liov[i] = local[i];
     }
 
-    while (len > 0) {
-        remote.iov_base = (void*)(uintptr_t)remote_vaddr;
-        remote.iov_len  = len;
-        ret = write ? process_vm_writev(dest->pid, lp, cnt, &remote, 1, 0) :
-                      process_vm_readv(dest->pid, lp, cnt, &remote, 1, 0);
-        if (ret <= 0) {
-            if ((ret < 0) && (errno == EINTR)) {
-                continue;
-            }
-            return (ret < 0) ? -errno : -EFAULT;
-        }
-        /* partial transfer: advance both sides */
-        len          -= ret;
-        remote_vaddr += ret;
-        while ((ret > 0) && (cnt > 0)) {
-            if ((size_t)ret >= lp->iov_len) {
-                ret -= lp->iov_len;
-                ++lp;
-                --cnt;
-            } else {
-                lp->iov_base = (char*)lp->iov_base + ret;
-                lp->iov_len -= ret;
-                ret          = 0;
-            }
-        }
-        if ((len > 0) && (cnt == 0)) {
-            return -EINVAL;   /* local list shorter than len */
-        }
+    ret = ucx_ext_process_vm(dest->pid, lp, (size_t)cnt, remote_vaddr, len, write);
+    if (ret != 0) {
+        return ret;
     }
     *ticket       = ++ch->posted;
     ch->completed = ch->posted;

@@ -442,6 +442,6 @@ static uct_iface_ops_t uct_unimem_iface_ops = {
     .iface_is_reachable       = uct_unimem_iface_is_reachable
 };
 
-UCT_TL_DEFINE_ENTRY(&uct_unimem_component, unimem, uct_unimem_query_devices,
+UCT_TL_DEFINE_ENTRY(&uct_unimem_component.super, unimem, uct_unimem_query_devices,
                     uct_unimem_iface_t, UCT_UNIMEM_PREFIX, uct_unimem_iface_config_table,
                     uct_unimem_iface_config_t);

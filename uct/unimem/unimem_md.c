@@ -22,50 +22,11 @@ static ucs_config_field_t uct_unimem_md_config_table[] = {
     {NULL}
 };
 
-static ucs_status_t uct_unimem_md_query(uct_md_h md, uct_md_attr_t *attr)
+static void uct_unimem_rkey_pack(uct_md_h tl_md, uct_mem_h tl_memh, void *rkey_buffer)
 {
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.detect_mem_types = 0;
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = ULONG_MAX;
-    attr->rkey_packed_size     = sizeof(uct_unimem_rkey_t);
-    attr->reg_cost             = ucs_linear_func_make(0, 0);
-    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
-    return UCS_OK;
-}
-
-static ucs_status_t uct_unimem_mem_reg(uct_md_h md, void *address, size_t length,
-                                       unsigned flags, uct_mem_h *memh_p)
-{
-    uct_unimem_memh_t *memh = ucs_malloc(sizeof(*memh), "unimem_memh");
-
-    if (memh == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    memh->address = (uintptr_t)address;
-    memh->length  = length;
-    *memh_p       = memh;
-    return UCS_OK;
-}
-
-static ucs_status_t uct_unimem_mem_dereg(uct_md_h md,
-                                         const uct_md_mem_dereg_params_t *params)
-{
-    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
-    ucs_free(params->memh);
-    return UCS_OK;
-}
-
-static ucs_status_t uct_unimem_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
-                                         const uct_md_mkey_pack_params_t *params,
-                                         void *rkey_buffer)
-{
-    const uct_unimem_md_t *md     = ucs_derived_of(tl_md, uct_unimem_md_t);
-    const uct_unimem_memh_t *memh = tl_memh;
-    uct_unimem_rkey_t rkey        = {
+    const uct_unimem_md_t *md  = ucs_derived_of(tl_md, uct_unimem_md_t);
+    const ucx_ext_memh_t *memh = tl_memh;
+    uct_unimem_rkey_t rkey     = {
         .proc   = (md->hal != NULL) ? unimem_hal_proc_id(md->hal) : (uint32_t)getpid(),
         .pdid   = (uint16_t)md->pdid,
         .vaddr  = memh->address,
@@ -73,33 +34,14 @@ static ucs_status_t uct_unimem_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     };
 
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
-    return UCS_OK;
 }
 
-static ucs_status_t uct_unimem_rkey_unpack(uct_component_t *component, const void *buffer,
-                                           uct_rkey_t *rkey_p, void **handle_p)
+static int uct_unimem_rkey_valid(const void *buffer)
 {
-    uct_unimem_rkey_t *rkey = ucs_malloc(sizeof(*rkey), "unimem_rkey");
+    uct_unimem_rkey_t rkey;
 
-    if (rkey == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    memcpy(rkey, buffer, sizeof(*rkey));
-    if ((rkey->pdid == 0) || (rkey->vaddr + rkey->length < rkey->vaddr)) {
-        ucs_free(rkey);
-        ucs_error("unimem: invalid remote key");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    *rkey_p   = (uintptr_t)rkey;
-    *handle_p = rkey;
-    return UCS_OK;
-}
-
-static ucs_status_t uct_unimem_rkey_release(uct_component_t *component, uct_rkey_t rkey,
-                                            void *handle)
-{
-    ucs_free(handle);
-    return UCS_OK;
+    memcpy(&rkey, buffer, sizeof(rkey));
+    return (rkey.pdid != 0) && (rkey.vaddr + rkey.length >= rkey.vaddr);
 }
 
 static void uct_unimem_md_close(uct_md_h tl_md)
@@ -112,19 +54,7 @@ static void uct_unimem_md_close(uct_md_h tl_md)
     ucs_free(md);
 }
 
-static uct_md_ops_t uct_unimem_md_ops = {
-    .close                  = uct_unimem_md_close,
-    .query                  = uct_unimem_md_query,
-    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
-    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
-    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
-    .mem_reg                = uct_unimem_mem_reg,
-    .mem_dereg              = uct_unimem_mem_dereg,
-    .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
-    .mkey_pack              = uct_unimem_mkey_pack,
-    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
-    .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
-};
+static uct_md_ops_t uct_unimem_md_ops;
 
 static ucs_status_t uct_unimem_md_open(uct_component_t *component, const char *md_name,
                                        const uct_md_config_t *tl_config, uct_md_h *md_p)
@@ -136,8 +66,11 @@ static ucs_status_t uct_unimem_md_open(uct_component_t *component, const char *m
     if (md == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
+    if (uct_unimem_md_ops.query == NULL) {
+        ucx_ext_md_ops_init(&uct_unimem_md_ops, uct_unimem_md_close);
+    }
     md->super.ops       = &uct_unimem_md_ops;
-    md->super.component = &uct_unimem_component;
+    md->super.component = &uct_unimem_component.super;
     md->pdid            = config->pdid;
     md->hal             = NULL;
     if ((config->pdid >= 1) && (config->pdid <= UNIMEM_HAL_PDID_MAX)) {
@@ -152,22 +85,12 @@ static ucs_status_t uct_unimem_md_open(uct_component_t *component, const char *m
     return UCS_OK;
 }
 
-uct_component_t uct_unimem_component = {
-    .query_md_resources = uct_md_query_single_md_resource,
-    .md_open            = uct_unimem_md_open,
-    .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
-    .rkey_unpack        = uct_unimem_rkey_unpack,
-    .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
-    .rkey_release       = uct_unimem_rkey_release,
-    .name               = UCT_UNIMEM_NAME,
-    .md_config          = {
-        .name           = "unimem memory domain",
-        .prefix         = UCT_UNIMEM_PREFIX,
-        .table          = uct_unimem_md_config_table,
-        .size           = sizeof(uct_unimem_md_config_t),
-    },
-    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
-    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_unimem_component),
-    .flags              = 0,
-    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
+ucx_ext_component_t uct_unimem_component = {
+    UCX_EXT_COMPONENT(uct_unimem_component, UCT_UNIMEM_NAME, UCT_UNIMEM_PREFIX,
+                      uct_unimem_md_open, uct_unimem_md_config_table,
+                      sizeof(uct_unimem_md_config_t)),
+    .rkey_size  = sizeof(uct_unimem_rkey_t),
+    .reg_cost   = 0,
+    .rkey_pack  = uct_unimem_rkey_pack,
+    .rkey_valid = uct_unimem_rkey_valid,
 };

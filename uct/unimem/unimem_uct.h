@@ -12,6 +12,7 @@
 #include "unimem_hal.h"
 #include "unimem_proto.h"
 #include "ucx_ext_base.h"
+#include "ucx_ext_md.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -46,7 +47,7 @@ extern uct_unimem_counters_t uct_unimem_counters;
 
 /* ---- md ---- */
 
-extern uct_component_t uct_unimem_component;
+extern ucx_ext_component_t uct_unimem_component;
 
 typedef struct uct_unimem_md_config {
     uct_md_config_t super;
@@ -66,11 +67,6 @@ typedef struct uct_unimem_rkey {
     uint64_t vaddr;
     uint64_t length;
 } UCS_S_PACKED uct_unimem_rkey_t;
-
-typedef struct uct_unimem_memh {
-    uint64_t address;
-    uint64_t length;
-} uct_unimem_memh_t;
 
 /* ---- iface ---- */
 

@@ -1,0 +1,68 @@
+/*
+ * The register-only memory domain of the project's transports. None of them pins memory or
+ * allocates it: registration records what peers may touch, the packed remote key names it,
+ * and every remote access is checked against the key (the software analogue of an InfiniBand
+ * rkey check). A transport supplies the key's size, how to pack it, how to validate one that
+ * arrives, and, if it keeps its own registration table, its reg/dereg.
+ *
+ * Needs UCX's internal headers (include after config.h).
+ */
+#ifndef UCX_EXT_MD_H
+#define UCX_EXT_MD_H
+
+#include <uct/base/uct_md.h>
+
+/* The default registration record. */
+typedef struct ucx_ext_memh {
+    uint64_t address;
+    uint64_t length;
+} ucx_ext_memh_t;
+
+typedef struct ucx_ext_component {
+    uct_component_t super;
+    size_t          rkey_size;
+    double          reg_cost;       /* seconds per registration, for UCP's choices */
+    /* Packs memh's remote key (rkey_size bytes). */
+    void          (*rkey_pack)(uct_md_h md, uct_mem_h memh, void *buffer);
+    /* A key received from a peer (rkey_size bytes): 1 if well formed. */
+    int           (*rkey_valid)(const void *buffer);
+    /* NULL: the default record (ucx_ext_memh_t). */
+    ucs_status_t  (*mem_reg)(uct_md_h md, void *address, size_t length, unsigned flags,
+                             uct_mem_h *memh_p);
+    ucs_status_t  (*mem_dereg)(uct_md_h md, uct_mem_h memh);
+} ucx_ext_component_t;
+
+/* The md operations of every transport (close: md_close, NULL for a static md). */
+void ucx_ext_md_ops_init(uct_md_ops_t *ops, void (*md_close)(uct_md_h md));
+
+/* md_open of a transport whose md has no state: one static md per component. */
+ucs_status_t ucx_ext_md_open_static(uct_component_t *component, const char *md_name,
+                                    const uct_md_config_t *config, uct_md_h *md_p);
+
+ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
+                                 uct_rkey_t *rkey_p, void **handle_p);
+ucs_status_t ucx_ext_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle);
+
+/* A component: its name is the transport's, its md config under UCX_<prefix>. */
+#define UCX_EXT_COMPONENT(_var, _name, _prefix, _md_open, _md_table, _md_config_size) \
+    .super = { \
+        .query_md_resources = uct_md_query_single_md_resource, \
+        .md_open            = (_md_open), \
+        .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported, \
+        .rkey_unpack        = ucx_ext_rkey_unpack, \
+        .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported, \
+        .rkey_release       = ucx_ext_rkey_release, \
+        .name               = (_name), \
+        .md_config          = { \
+            .name   = _name " memory domain", \
+            .prefix = (_prefix), \
+            .table  = (_md_table), \
+            .size   = (_md_config_size), \
+        }, \
+        .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY, \
+        .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&(_var).super), \
+        .flags              = 0, \
+        .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function \
+    }
+
+#endif
