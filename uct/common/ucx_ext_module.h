@@ -58,26 +58,28 @@ void ucx_ext_module_unload(ucx_ext_module_t *m);
 
 /*
  * Defines the module of transport _tl (its uct_tl_t is UCT_TL_NAME(_tl), its component
- * _component) whose counters block _counters is laid out as the names _names; the variadic
- * part lists further UCX classes (ucx_ext_class_size_t) the transport derives from.
+ * _component) whose counters block _counters is laid out as the X-macro list _LIST names it;
+ * the variadic part lists further UCX classes (ucx_ext_class_size_t) the transport derives
+ * from.
  */
-#define UCX_EXT_MODULE_DEFINE(_tl, _component, _counters, _names, ...) \
+#define UCX_EXT_MODULE_DEFINE(_tl, _component, _counters, _LIST, ...) \
     extern uct_tl_t UCT_TL_NAME(_tl); \
+    static const char *const ucx_ext_counter_names_##_tl[] = {_LIST(UCX_EXT_COUNTER_NAME)}; \
+    _Static_assert(ucs_static_array_size(ucx_ext_counter_names_##_tl) * sizeof(uint64_t) == \
+                   sizeof(_counters), "counter names and counters block differ"); \
     static ucx_ext_module_t ucx_ext_module_##_tl = { \
         .component = &(_component), \
         .tl        = &UCT_TL_NAME(_tl), \
-        .counters  = {.tl = #_tl, .count = ucs_static_array_size(_names), .names = (_names), \
-                      .values = (uint64_t*)&(_counters)} \
+        .counters  = {.tl = #_tl, .count = ucs_static_array_size(ucx_ext_counter_names_##_tl), \
+                      .names = ucx_ext_counter_names_##_tl, .values = (uint64_t*)&(_counters)} \
     }; \
-    _Static_assert(ucs_static_array_size(_names) * sizeof(uint64_t) == sizeof(_counters), \
-                   "counter names and counters block differ"); \
     /* live counters for in-process tests (found with dlsym): how many, names and values */ \
     __attribute__((visibility("default"))) unsigned \
     uct_##_tl##_counters_get(const char *const **names_p, const uint64_t **values_p) \
     { \
-        *names_p  = (_names); \
+        *names_p  = ucx_ext_counter_names_##_tl; \
         *values_p = (const uint64_t*)&(_counters); \
-        return ucs_static_array_size(_names); \
+        return ucs_static_array_size(ucx_ext_counter_names_##_tl); \
     } \
     UCS_F_CTOR static void ucx_ext_module_##_tl##_init(void) \
     { \

@@ -7,6 +7,10 @@
 
 #include <unistd.h>
 
+/* The process-wide counters block lives with the md, the transport's root object: iface, ep
+ * and module all count into it, and none of them depends on another for it. */
+uct_rdmach_counters_t uct_rdmach_counters;
+
 static ucs_config_field_t uct_rdmach_md_config_table[] = {
     {"", "", NULL, 0, UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
     {NULL}

@@ -172,24 +172,6 @@ static unsigned uct_unimem_iface_progress(uct_iface_h tl_iface)
     return count;
 }
 
-unsigned uct_unimem_iface_progress_zdma(uct_unimem_iface_t *iface)
-{
-    uint64_t done = unimem_hal_zdma_completed(iface->zdma);
-    unsigned count = 0;
-    uct_unimem_zdma_wait_t *w;
-
-    while (iface->zwait_head != iface->zwait_tail) {
-        w = &iface->zwait[iface->zwait_head % iface->zwait_size];
-        if (w->ticket > done) {
-            break;
-        }
-        ++iface->zwait_head;
-        uct_invoke_completion(w->comp, UCS_OK);
-        ++count;
-    }
-    return count;
-}
-
 /* Complete when the stash and pending queues are empty and the zDMA channel caught up. */
 static ucs_status_t uct_unimem_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                            uct_completion_t *comp)
@@ -204,26 +186,6 @@ static ucs_status_t uct_unimem_iface_flush(uct_iface_h tl_iface, unsigned flags,
     }
     ucs_memory_cpu_store_fence();
     return uct_unimem_iface_zdma_wait(iface, iface->zdma_last, comp);
-}
-
-ucs_status_t uct_unimem_iface_zdma_wait(uct_unimem_iface_t *iface, uint64_t ticket,
-                                        uct_completion_t *comp)
-{
-    uct_unimem_zdma_wait_t *w;
-
-    if (ucs_likely(unimem_hal_zdma_completed(iface->zdma) >= ticket)) {
-        return UCS_OK;
-    }
-    if (comp == NULL) {
-        return UCS_INPROGRESS;
-    }
-    if (iface->zwait_tail - iface->zwait_head >= iface->zwait_size) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    w         = &iface->zwait[iface->zwait_tail++ % iface->zwait_size];
-    w->ticket = ticket;
-    w->comp   = comp;
-    return UCS_INPROGRESS;
 }
 
 #define uct_unimem_iface_config_error(_var, _msg) \
@@ -395,47 +357,20 @@ static ucs_status_t uct_unimem_query_devices(uct_md_h md,
 }
 
 static uct_iface_ops_t uct_unimem_iface_ops = {
-    .ep_am_short              = uct_unimem_ep_am_short,
-    .ep_am_short_iov          = uct_unimem_ep_am_short_iov,
-    .ep_am_bcopy              = uct_unimem_ep_am_bcopy,
-    .ep_am_zcopy              = (uct_ep_am_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_put_short             = uct_unimem_ep_put_short,
-    .ep_put_bcopy             = uct_unimem_ep_put_bcopy,
-    .ep_put_zcopy             = uct_unimem_ep_put_zcopy,
-    .ep_get_short             = (uct_ep_get_short_func_t)ucs_empty_function_return_unsupported,
-    .ep_get_bcopy             = uct_unimem_ep_get_bcopy,
-    .ep_get_zcopy             = uct_unimem_ep_get_zcopy,
-    .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic64_post         = (uct_ep_atomic64_post_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic64_fetch        = (uct_ep_atomic64_fetch_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_short       = (uct_ep_tag_eager_short_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_bcopy       = (uct_ep_tag_eager_bcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_zcopy       = (uct_ep_tag_eager_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_zcopy        = (uct_ep_tag_rndv_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_cancel       = (uct_ep_tag_rndv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
-    .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_pending_add           = ucx_ext_ep_pending_add,
-    .ep_pending_purge         = ucx_ext_ep_pending_purge,
-    .ep_flush                 = uct_unimem_ep_flush,
+    UCX_EXT_OPS_AM(uct_unimem_ep),
+    .ep_am_zcopy              = UCX_EXT_UNSUPPORTED(uct_ep_am_zcopy_func_t),
+    UCX_EXT_OPS_RMA(uct_unimem_ep),
+    UCX_EXT_OPS_NO_ATOMICS,
+    UCX_EXT_OPS_NO_TAG,
+    UCX_EXT_OPS_NO_EP_ADDR,
+    UCX_EXT_OPS_NO_EVENTS,
+    UCX_EXT_OPS_PENDING,
+    UCX_EXT_OPS_LIFE(uct_unimem_ep_t, uct_unimem_iface_t),
     .ep_fence                 = uct_sm_ep_fence,
     .ep_check                 = ucx_ext_ep_check,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_unimem_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_unimem_ep_t),
-    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
-    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
     .iface_flush              = uct_unimem_iface_flush,
     .iface_fence              = uct_sm_iface_fence,
-    .iface_progress_enable    = uct_base_iface_progress_enable,
-    .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_unimem_iface_progress,
-    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
-    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
-    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_unimem_iface_t),
     .iface_query              = uct_unimem_iface_query,
     .iface_get_device_address = uct_sm_iface_get_device_address,
     .iface_get_address        = uct_unimem_iface_get_address,

@@ -9,6 +9,10 @@
 #include <ucs/debug/memtrack_int.h>
 #include <unistd.h>
 
+/* The process-wide counters block lives with the md, the transport's root object: iface, ep
+ * and module all count into it, and none of them depends on another for it. */
+uct_unimem_counters_t uct_unimem_counters;
+
 static ucs_config_field_t uct_unimem_md_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_unimem_md_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},

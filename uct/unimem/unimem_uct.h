@@ -13,6 +13,7 @@
 #include "unimem_proto.h"
 #include "ucx_ext_base.h"
 #include "ucx_ext_md.h"
+#include "ucx_ext_ops.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -142,26 +143,8 @@ UCS_CLASS_DECLARE(uct_unimem_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_NEW_FUNC(uct_unimem_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_unimem_ep_t, uct_ep_t);
 
-ucs_status_t uct_unimem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
-                                    const void *payload, unsigned length);
-ucs_status_t uct_unimem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov,
-                                        size_t iovcnt);
-ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
-                               void *arg, unsigned flags);
-ucs_status_t uct_unimem_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
-                                     uint64_t remote_addr, uct_rkey_t rkey);
-ssize_t uct_unimem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
-                                uint64_t remote_addr, uct_rkey_t rkey);
-ucs_status_t uct_unimem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp);
-ucs_status_t uct_unimem_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
-                                     void *arg, size_t length, uint64_t remote_addr,
-                                     uct_rkey_t rkey, uct_completion_t *comp);
-ucs_status_t uct_unimem_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp);
-ucs_status_t uct_unimem_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+UCX_EXT_EP_AM_DECLARE(uct_unimem_ep);
+UCX_EXT_EP_RMA_DECLARE(uct_unimem_ep);
 
 /* Room in the mailbox for the largest message (the pending queue's test). */
 int uct_unimem_ep_tx_ready(ucx_ext_ep_t *ep);
