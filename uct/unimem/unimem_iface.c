@@ -213,19 +213,13 @@ static ucs_status_t uct_unimem_hal_status(int ret)
     }
 }
 
-UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
-                    const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
+/* Every knob, each bad value named by its variable: the ranges from the table, then the
+ * rules between knobs. */
+static ucs_status_t uct_unimem_iface_check_config(const uct_unimem_md_t *md,
+                                                  const uct_unimem_iface_config_t *config)
 {
-    const uct_unimem_iface_config_t *config = ucs_derived_of(tl_config,
-                                                             uct_unimem_iface_config_t);
-    uct_unimem_md_t *md = ucs_derived_of(tl_md, uct_unimem_md_t);
     ucs_status_t status;
-    int ret;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_unimem_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker, params, tl_config);
-
-    /* every knob, each bad value named by its variable */
     if ((md->pdid == 0) || (md->pdid > UNIMEM_HAL_PDID_MAX)) {
         return uct_unimem_iface_config_error("PDID", "must be between 1 and 65535");
     }
@@ -253,6 +247,25 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     if ((config->zdma_channel != UCS_ULUNITS_AUTO) &&
         (config->zdma_channel >= UNIMEM_HAL_MAX_ZDMA)) {
         return uct_unimem_iface_config_error("ZDMA_CHANNEL", "must be auto or 0..7");
+    }
+    return UCS_OK;
+}
+
+UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
+                    const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
+{
+    const uct_unimem_iface_config_t *config = ucs_derived_of(tl_config,
+                                                             uct_unimem_iface_config_t);
+    uct_unimem_md_t *md = ucs_derived_of(tl_md, uct_unimem_md_t);
+    ucs_status_t status;
+    int ret;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_unimem_iface_ops,
+                              &uct_base_iface_internal_ops, tl_md, worker, params, tl_config);
+
+    status = uct_unimem_iface_check_config(md, config);
+    if (status != UCS_OK) {
+        return status;
     }
 
     self->hal                 = md->hal;
