@@ -18,7 +18,7 @@ UCX_INFO = shutil.which("ucx_info") or "/usr/bin/ucx_info"
 
 
 def build_dir(args):
-    return os.path.abspath(args.build or os.environ.get("UCX_EXT_BUILD") or
+    return os.path.abspath(args.build or os.environ.get("UCXEXT_BUILD") or
                            os.path.join(TOP, "build"))
 
 
@@ -33,11 +33,11 @@ def ext_preload(build):
     """Colon list of the project's built transports (what `scripts/env` exports), or ''."""
     if build in _PRELOAD_CACHE:
         return _PRELOAD_CACHE[build]
-    env = dict(os.environ, UCX_EXT_BUILD=build)
+    env = dict(os.environ, UCXEXT_BUILD=build)
     pre = ""
     script = os.path.join(TOP, "scripts", "env")
     if os.access(script, os.X_OK):
-        rc, out, _ = run(["bash", "-c", 'eval "$("$0")" && printf %s "$UCX_EXT_PRELOAD"', script],
+        rc, out, _ = run(["bash", "-c", 'eval "$("$0")" && printf %s "$UCXEXT_PRELOAD"', script],
                          env, 30)
         if rc == 0:
             pre = out.strip()

@@ -28,7 +28,7 @@ def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None):
                      % (os.cpu_count() or 1)] + list(prog_args)
     rank_env = t.env(ctx, mpi=True)
     if launcher():
-        env["UCX_EXT_BUILD"] = ctx.build
+        env["UCXEXT_BUILD"] = ctx.build
         cmd = [LAUNCH, "--tl", t.tls + ",self", "-n", nranks]
         if launch_timeout:
             cmd += ["--timeout", launch_timeout]

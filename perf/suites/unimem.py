@@ -82,7 +82,7 @@ def run(args):
     for f in (lib, ctx.meta["pingpong"] or os.path.join(ctx.build, "mpi_glue", "pingpong.mpich")):
         if not os.path.exists(f):
             ctx.discard()
-            log("bench unimem: %s not built (scripts/build with UCX_EXT_BUILD=%s)" % (f, ctx.build))
+            log("bench unimem: %s not built (scripts/build with UCXEXT_BUILD=%s)" % (f, ctx.build))
             return 2
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
     raw, notes = [], []

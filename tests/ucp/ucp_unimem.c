@@ -3,7 +3,7 @@
  *
  *   UCX_TLS=unimem ucp_unimem [--case rndv_shape,pdid_refused] [--counters] [--iters N]
  *
- * rndv_shape    One UCP rendezvous ping-pong must have UnimemMPI's shape (seed 003): 4 control
+ * rndv_shape    One UCP rendezvous ping-pong must have UnimemMPI's shape (the ExaNeSt paper): 4 control
  *               messages over the mailbox (RTS and ATS each way) and 2 zDMA reads. Both
  *               processes read their live transport counters (uct_unimem_counters_get, found
  *               with dlsym in the preloaded transport) around N ping-pongs of 4 KiB after a

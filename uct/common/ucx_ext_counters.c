@@ -9,8 +9,6 @@
 
 typedef struct ucx_ext_counters_config {
     char *dir;
-    char *preload;
-    char *build;
 } ucx_ext_counters_config_t;
 
 static ucs_config_field_t ucx_ext_counters_config_table[] = {
@@ -20,14 +18,6 @@ static ucs_config_field_t ucx_ext_counters_config_table[] = {
      "carried the traffic). Empty: no file.",
      offsetof(ucx_ext_counters_config_t, dir), UCS_CONFIG_TYPE_STRING},
 
-    {"PRELOAD", "",
-     "The transport libraries scripts/env preloads (colon-separated); launchers pass it to MPI\n"
-     "ranks as LD_PRELOAD. Informational: UCX itself does not read it.",
-     offsetof(ucx_ext_counters_config_t, preload), UCS_CONFIG_TYPE_STRING},
-
-    {"BUILD", "",
-     "The build directory the project's scripts use (scripts/env, scripts/test). Informational.",
-     offsetof(ucx_ext_counters_config_t, build), UCS_CONFIG_TYPE_STRING},
     {NULL}
 };
 

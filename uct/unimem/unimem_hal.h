@@ -1,5 +1,5 @@
 /*
- * unimem HAL: the ExaNeSt communication primitives (seed 003, FORTH) as a small C interface.
+ * unimem HAL: the ExaNeSt communication primitives (Psistakis et al., FORTH: UnimemMPI on ExaNeSt) as a small C interface.
  *
  * The hardware (virtualized mailbox + packetizer, user-level zDMA, SMMU protection by PDID) no
  * longer exists outside the project that built it, so the transport is written against this
