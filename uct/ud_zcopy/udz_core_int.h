@@ -1,0 +1,410 @@
+/*
+ * ud_zcopy protocol core, internal: the state every part of the core shares and the calls they
+ * make into each other. Not for the glue or the wires (they see udz_core.h and udz_wire.h).
+ *
+ * The core is split by mechanism, each part owning its state, its datagrams and its timers:
+ *  - udz_peer.c    the peer table: hash, create/lookup, incarnations, peer failure;
+ *  - udz_stream.c  the reliable stream per peer: send buffers, acks, NAK, RTO/RTT, retransmit;
+ *  - udz_zrx.c     zero-copy receive (the requester): data channels, ZREQ, ZACKs, repair gate,
+ *                  stuck timer;
+ *  - udz_ztx.c     zero-copy send (the owner): ZREQ handling, streaming, repair, ZDONE/ZERR;
+ *  - udz_core.c    the dispatch: progress, decoding and validating control datagrams, the
+ *                  timer dispatch, flush, life cycle.
+ * Single-threaded: the UCT glue calls the core under the worker's progress, so no locks.
+ * Small helpers that the per-datagram paths call across parts are static inline here, so that
+ * the split costs those paths no calls.
+ */
+#ifndef UDZ_CORE_INT_H
+#define UDZ_CORE_INT_H
+
+#include "udz_core.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- small helpers ---- */
+
+typedef struct udz_dlist {
+    struct udz_dlist *prev, *next;
+} udz_dlist_t;
+
+static inline void dl_init(udz_dlist_t *l) { l->prev = l->next = l; }
+static inline int dl_linked(const udz_dlist_t *e) { return e->next != NULL && e->next != e; }
+static inline void dl_add(udz_dlist_t *head, udz_dlist_t *e)
+{
+    e->next = head;
+    e->prev = head->prev;
+    head->prev->next = e;
+    head->prev = e;
+}
+static inline void dl_del(udz_dlist_t *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->prev = e->next = e;
+}
+
+#define container_of_(_p, _t, _m) ((_t*)((char*)(_p) - offsetof(_t, _m)))
+
+static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+static inline int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
+
+#define UDZ_BACKOFF_MAX 16
+#define UDZ_RTO_INIT_NS (20ull * 1000 * 1000)   /* before the first round-trip sample */
+#define UDZ_REPAIR_GATE_MIN_NS (50ull * 1000)     /* a resent chunk gets at least 50 us */
+/* Datagrams one receive or send call of the core handles at most: rx_batch's bound, the
+ * zero-copy receive slots per poll and a transfer's send batch (arrays of this size). */
+#define UDZ_BATCH_MAX   64
+
+/* ---- objects ---- */
+
+/* A reliable packet kept until acked: header + inline payload, plus by-reference pieces. */
+typedef struct udz_skb {
+    struct udz_skb *next;
+    uint32_t        psn;
+    uint32_t        len;            /* header + inline payload */
+    uint64_t        sent_ns;        /* first transmission */
+    int             retx;           /* retransmitted: no round-trip sample from its ack */
+    int             iovcnt;
+    int             has_ctx;        /* a by-reference send: send_done(ctx) when acked */
+    struct iovec    iov[UDZ_MAX_IOV];
+    void           *ctx;
+    uint64_t        data[];         /* udz_hdr_t + payload, 8-byte aligned */
+} udz_skb_t;
+
+struct udz_peer {
+    udz_addr_t   addr;
+    uint64_t     cookie;            /* the peer iface's cookie (dst_cookie of our datagrams) */
+    uint64_t     prev_cookie;       /* the incarnation this one replaced (0: none) */
+    udz_peer_t  *hnext;             /* hash chain */
+    udz_peer_t  *all_next;          /* every peer ever made, for destroy */
+    void        *user;
+    udz_dlist_t  active;            /* on core->active while it has timers to run */
+    udz_skb_t   *unacked, *unacked_tail;
+    uint64_t     last_progress_live; /* live clock when it last acked something new */
+    uint64_t     last_tx_ns;        /* last (re)transmission of the oldest unacked packet */
+    uint64_t     ack_due_ns;        /* when the owed ack must go at the latest */
+    uint64_t     nak_ns;            /* when we last NAKed / went back on a NAK */
+    uint32_t     next_psn;          /* next psn to send */
+    uint32_t     rx_expected;       /* next psn to deliver */
+    uint32_t     get_seq;           /* gets issued, for flush */
+    uint32_t     srtt_us;           /* smoothed round trip (0: no sample yet) */
+    uint32_t     rttvar_us;
+    uint16_t     unacked_count;
+    uint16_t     ack_owed;          /* delivered packets not yet acked */
+    uint8_t      backoff;
+    uint8_t      failed;
+    uint8_t      ack_now;
+    uint8_t      hashed;
+};
+
+/* Receive side of one zero-copy transfer on one data channel. */
+typedef struct udz_zrx {
+    udz_peer_t *peer;               /* NULL: channel free */
+    void       *ctx;
+    struct udz_skb *fin;            /* reserved at issue: the ZFIN always has a buffer */
+    uint8_t    *buf;
+    size_t      len;
+    uint64_t   *bitmap;             /* chunk received */
+    uint64_t    last_rx_ns;
+    uint64_t    last_rx_live;       /* live clock of the last datagram (peer timeout) */
+    uint64_t    zack_ns;
+    uint32_t    xfer_id;
+    uint32_t    nchunks;
+    uint32_t    received;
+    uint32_t    cum;                /* lowest chunk missing */
+    uint32_t    top;                /* one past the highest chunk received */
+    uint32_t    zack_cum;           /* cum when the last ZACK went */
+    uint32_t    pred;               /* where the next datagram is expected */
+    uint32_t    seq;                /* peer's get_seq at issue */
+    uint32_t    since_ack;
+    uint32_t    backoff;
+    int         gap;                /* an out-of-order chunk since the last ZACK */
+    int         hole;               /* a new hole opened since the last ZACK (a chunk came
+                                     * from beyond the highest one so far) */
+} udz_zrx_t;
+
+/* Send side of one zero-copy transfer (the owner streams the region). */
+typedef struct udz_ztx {
+    struct udz_ztx *next;
+    udz_peer_t     *peer;
+    udz_addr_t      dst;            /* the requester's data channel */
+    const uint8_t  *src;
+    size_t          len;
+    uint64_t        sack[UDZ_ZACK_WORDS];   /* the last ZACK's, for chunks above cum */
+    uint32_t        sack_words;
+    uint64_t        last_progress_ns;
+    uint64_t        last_progress_live; /* the same on the live clock (requester timeout) */
+    uint64_t        last_send_ns;
+    uint64_t        rexmit_ns;
+    uint32_t        xfer_id;
+    uint32_t        chunk;
+    uint32_t        nchunks;
+    uint32_t        window;
+    uint32_t        sent;           /* first chunk never sent */
+    uint32_t        cum;            /* every chunk below is acked */
+    uint32_t        rexmit_mark;    /* holes below were resent at rexmit_ns */
+    uint32_t        backoff;
+    int32_t         status;         /* <0: refused, answer ZERR */
+} udz_ztx_t;
+
+struct udz_core {
+    udz_config_t          cfg;
+    const udz_wire_ops_t *wops;
+    void                 *wire;
+    const udz_user_ops_t *uops;
+    void                 *user;
+    udz_counters_t       *cnt;
+    uint64_t              cookie;
+    uint64_t              now;
+    uint64_t              live;         /* core_clock(): now less the time this process was away */
+
+    /* peer table (udz_peer.c) */
+    udz_peer_t          **htab;
+    unsigned              hmask;
+    unsigned              npeers;
+    udz_peer_t           *all;
+    udz_dlist_t           active;       /* peers with stream timers to run */
+
+    /* reliable stream: send buffers (udz_stream.c) */
+    udz_skb_t            *skb_free;
+    unsigned              skb_count;
+    size_t                skb_size;
+    udz_skb_t            *cur;
+    udz_peer_t           *cur_peer;
+    int                   starved;      /* someone got -EAGAIN: call resources() on release */
+
+    /* control receive (udz_core.c) */
+    uint8_t              *rxbuf;
+    udz_rxmsg_t          *rxmsgs;
+    udz_peer_t          **acklist;
+    unsigned              nack;
+
+    /* zero-copy receive (udz_zrx.c) */
+    udz_zrx_t             zrx[UDZ_MAX_CHANNELS];
+    uint32_t              next_xfer;
+    unsigned              zrx_busy;
+    unsigned              zbatch;       /* receive slots per data-channel poll: rx_batch, or
+                                         * more so that one coalesced run of the wire (its
+                                         * run_dgrams and run_bytes) always fits whole */
+    uint8_t              *zscratch;     /* zbatch chunks: misplaced datagrams */
+    udz_hdr_t            *zhdr;         /* zbatch headers (rx) */
+    udz_rxmsg_t          *zmsgs;        /* zbatch receive slots of the data channels (the
+                                         * control endpoint's own stay set up for good) */
+    int                  *zplace;
+    uint32_t              bitmap_words;
+
+    /* zero-copy send (udz_ztx.c) */
+    udz_txmsg_t          *ztxmsgs;      /* UDZ_BATCH_MAX datagrams */
+    udz_hdr_t            *ztxhdr;
+    udz_ztx_t            *ztx_active;
+    udz_ztx_t            *ztx_free;
+};
+
+/* ---- clocks ---- */
+
+/* Peer timeouts run on a "live" clock that stands still while this process is away from the
+ * core: descheduled on a loaded host, computing, or blocked in another library (MPICH waits in
+ * PMI for seconds without calling progress). A peer cannot answer a process that does not
+ * listen, so that time is no evidence against it: when both ranks of a job sat in such a call
+ * for a minute, the first one back found its unacked packets a minute old and failed its live
+ * peer. Retransmission timers keep real time (they pace the wire, not judge the peer). A gap
+ * between two calls into the core counts up to UDZ_AWAY_NS; beyond that the process was away. */
+#define UDZ_AWAY_NS (100ull * 1000 * 1000)
+
+static inline void core_clock(udz_core_t *core, uint64_t now_ns)
+{
+    uint64_t gap = now_ns - core->now;
+
+    core->live += (gap < UDZ_AWAY_NS) ? gap : UDZ_AWAY_NS;
+    core->now   = now_ns;
+}
+
+/* Live time since a timestamp of the live clock. */
+static inline uint64_t live_since(const udz_core_t *core, uint64_t live_ts)
+{
+    return core->live - live_ts;
+}
+
+/* ---- round trip (owned by the stream, read by the zero-copy timers) ---- */
+
+/* srtt + 4 rttvar: a round trip and its variation (0 before the first sample). */
+static inline uint64_t rtt_span_ns(const udz_peer_t *p)
+{
+    return (uint64_t)p->srtt_us * 1000 + 4000ull * p->rttvar_us;
+}
+
+/* Retransmission timeout towards a peer: the configured minimum, or srtt + 4 rttvar when the
+ * measured round trips are longer (a loaded host delays acks by whole scheduler slices), doubled
+ * per retransmission up to the cap. */
+static inline uint64_t rto(const udz_core_t *core, const udz_peer_t *p, unsigned backoff)
+{
+    uint64_t t = rtt_span_ns(p);
+
+    if (p->srtt_us == 0) {
+        t = UDZ_RTO_INIT_NS;    /* no sample yet: do not guess short */
+    }
+    if (t < core->cfg.rto_ns) {
+        t = core->cfg.rto_ns;
+    }
+    t <<= (backoff < UDZ_BACKOFF_MAX ? backoff : UDZ_BACKOFF_MAX);
+    return t < core->cfg.rto_max_ns ? t : core->cfg.rto_max_ns;
+}
+
+/* How long a resent chunk is given before it is resent again when a ZACK still names it: a
+ * round trip and its variation, without the RTO's floor (a lost repair would otherwise cost
+ * the floor, 2 ms by default, where the round trip is tens of microseconds). */
+static inline uint64_t repair_gate(const udz_core_t *core, const udz_peer_t *p)
+{
+    uint64_t t = rtt_span_ns(p);
+
+    if (p->srtt_us == 0) {
+        return rto(core, p, 0);
+    }
+    return (t < UDZ_REPAIR_GATE_MIN_NS) ? UDZ_REPAIR_GATE_MIN_NS : t;
+}
+
+/* ---- peer table (udz_peer.c) ---- */
+
+static inline unsigned addr_hash(const udz_addr_t *a)
+{
+    uint64_t w0, w1;
+
+    memcpy(&w0, a->b, 8);
+    memcpy(&w1, a->b + 8, 8);
+    w0 ^= w1 * 0x9e3779b97f4a7c15ull;
+    w0 ^= w0 >> 29;
+    w0 *= 0xbf58476d1ce4e5b9ull;
+    return (unsigned)(w0 ^ (w0 >> 32));
+}
+
+/* Every received datagram looks its sender up. */
+static inline udz_peer_t *peer_lookup(udz_core_t *core, const udz_addr_t *addr)
+{
+    udz_peer_t *p;
+
+    for (p = core->htab[addr_hash(addr) & core->hmask]; p != NULL; p = p->hnext) {
+        if (!memcmp(&p->addr, addr, sizeof(*addr))) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Puts the peer on the list whose stream timers run. */
+static inline void peer_activate(udz_core_t *core, udz_peer_t *p)
+{
+    if (!dl_linked(&p->active)) {
+        dl_add(&core->active, &p->active);
+    }
+}
+
+udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+int peer_table_init(udz_core_t *core);
+void peer_table_cleanup(udz_core_t *core);
+/* The peer is gone: every part drops what it holds for it, the user is told once. */
+void peer_fail(udz_core_t *core, udz_peer_t *p);
+
+/* ---- sending (every part sends through these) ---- */
+
+static inline void hdr_fill(const udz_core_t *core, udz_hdr_t *h, const udz_peer_t *p,
+                            uint8_t type)
+{
+    h->magic      = UDZ_MAGIC;
+    h->version    = UDZ_VERSION;
+    h->type       = type;
+    h->dst_cookie = p->cookie;
+    h->src_cookie = core->cookie;
+}
+
+/* One datagram to a control endpoint: the header, then iovcnt payload pieces. */
+static inline int wire_send1(udz_core_t *core, const udz_addr_t *dst, const void *hdr,
+                             size_t len, const struct iovec *iov, int iovcnt)
+{
+    udz_txmsg_t m;
+    int i, rc;
+
+    m.iov[0].iov_base = (void*)hdr;
+    m.iov[0].iov_len  = len;
+    for (i = 0; i < iovcnt; ++i) {
+        m.iov[1 + i] = iov[i];
+    }
+    m.iovcnt = 1 + iovcnt;
+    rc = core->wops->send(core->wire, dst, &m, 1);
+    if (rc != 1) {
+        core->cnt->tx_eagain++;
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+/* ---- reliable stream (udz_stream.c) ---- */
+
+static inline void skb_release(udz_core_t *core, udz_skb_t *skb, int status)
+{
+    if (skb->has_ctx) {
+        skb->has_ctx = 0;
+        core->uops->send_done(core->user, skb->ctx, status);
+    }
+    skb->iovcnt = 0;
+    skb->next = core->skb_free;
+    core->skb_free = skb;
+}
+
+udz_skb_t *skb_get(udz_core_t *core);
+/* A standalone ack (with UDZ_F_NAK: "resend from header.ack"). */
+void send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags);
+/* An unreliable control datagram (ZACK, ZDONE, ZERR) with the piggybacked ack. */
+void send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags, uint32_t xfer_id,
+               const void *body, size_t body_len);
+/* The piggybacked ack of any control datagram from p (flags: an ACK's, for its NAK). */
+void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags);
+/* A reliable datagram from p: 1 when it is the next in order (deliver it), 0 when it was a
+ * duplicate or came early (acks and NAKs are scheduled either way). */
+int stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h);
+void stream_peer_failed(udz_core_t *core, udz_peer_t *p);
+void stream_timers(udz_core_t *core);
+int stream_init(udz_core_t *core);
+void stream_cleanup(udz_core_t *core);
+
+/* ---- zero-copy receive, the requester (udz_zrx.c) ---- */
+
+/* Receives what is waiting on a busy channel's transfer; returns datagrams handled. */
+unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z);
+void zrx_on_zerr(udz_core_t *core, udz_peer_t *p, const udz_zerr_t *e);
+/* Whether every get to the peer issued up to its get_seq gseq has completed (flush). */
+int zrx_flushed(const udz_core_t *core, const udz_peer_t *peer, uint32_t gseq);
+void zrx_peer_failed(udz_core_t *core, udz_peer_t *p);
+void zrx_timers(udz_core_t *core);
+int zrx_init(udz_core_t *core);
+void zrx_cleanup(udz_core_t *core);
+
+/* ---- zero-copy send, the owner (udz_ztx.c) ---- */
+
+void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req);
+void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
+                 uint8_t flags);
+/* The requester ended the transfer (ZFIN) or does not know it (ZDONE): stop serving it. */
+void ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id);
+/* Streams new chunks of every transfer, up to its window. */
+unsigned ztx_pump(udz_core_t *core);
+void ztx_peer_failed(udz_core_t *core, udz_peer_t *p);
+void ztx_timers(udz_core_t *core);
+int ztx_init(udz_core_t *core);
+void ztx_cleanup(udz_core_t *core);
+
+/* ---- shared by the zero-copy parts ---- */
+
+static inline uint32_t chunk_len(size_t len, uint32_t chunk, uint32_t i)
+{
+    size_t off = (size_t)i * chunk;
+
+    return (uint32_t)((len - off) < chunk ? (len - off) : chunk);
+}
+
+static inline int bit_get(const uint64_t *bm, uint32_t i) { return (bm[i >> 6] >> (i & 63)) & 1; }
+static inline void bit_set(uint64_t *bm, uint32_t i) { bm[i >> 6] |= 1ull << (i & 63); }
+
+#endif

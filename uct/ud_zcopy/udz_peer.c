@@ -1,0 +1,155 @@
+/*
+ * ud_zcopy core, the peer table: one small record per peer, created on first contact and found
+ * by its wire address through a hash that doubles as peers come. A new cookie at a known address
+ * is a new incarnation of the process there: the old record fails and a fresh one takes the
+ * address. Failure fans out to every part of the core (udz_core_int.h).
+ */
+#include "udz_core_int.h"
+
+size_t udz_peer_state_bytes(void)
+{
+    return sizeof(udz_peer_t) + sizeof(udz_peer_t*);    /* + its hash slot */
+}
+
+void udz_peer_set_user(udz_peer_t *peer, void *user) { peer->user = user; }
+void *udz_peer_user(const udz_peer_t *peer) { return peer->user; }
+int udz_peer_is_failed(const udz_peer_t *peer) { return peer->failed; }
+
+static void peer_hash_insert(udz_core_t *core, udz_peer_t *p)
+{
+    unsigned b = addr_hash(&p->addr) & core->hmask;
+
+    p->hnext = core->htab[b];
+    core->htab[b] = p;
+    p->hashed = 1;
+}
+
+static void peer_hash_remove(udz_core_t *core, udz_peer_t *p)
+{
+    udz_peer_t **pp;
+
+    for (pp = &core->htab[addr_hash(&p->addr) & core->hmask]; *pp != NULL; pp = &(*pp)->hnext) {
+        if (*pp == p) {
+            *pp = p->hnext;
+            p->hashed = 0;
+            return;
+        }
+    }
+}
+
+static int peer_hash_grow(udz_core_t *core)
+{
+    unsigned size = (core->hmask + 1) * 2, i;
+    udz_peer_t **old = core->htab, *p, *n;
+    unsigned old_size = core->hmask + 1;
+
+    core->htab = calloc(size, sizeof(*core->htab));
+    if (core->htab == NULL) {
+        core->htab = old;
+        return -ENOMEM;
+    }
+    core->hmask = size - 1;
+    for (i = 0; i < old_size; ++i) {
+        for (p = old[i]; p != NULL; p = n) {
+            n = p->hnext;
+            peer_hash_insert(core, p);
+        }
+    }
+    core->cnt->peer_state_bytes += (size - old_size) * sizeof(udz_peer_t*);
+    free(old);
+    return 0;
+}
+
+udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+{
+    udz_peer_t *p;
+
+    if (core->npeers >= core->cfg.max_peers) {
+        return NULL;
+    }
+    if ((core->npeers + 1 > core->hmask + 1) && (peer_hash_grow(core) != 0)) {
+        return NULL;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return NULL;
+    }
+    p->addr        = *addr;
+    p->cookie      = cookie;
+    p->next_psn    = 1;
+    p->rx_expected = 1;
+    dl_init(&p->active);
+    p->all_next    = core->all;
+    core->all      = p;
+    peer_hash_insert(core, p);
+    core->npeers++;
+    core->cnt->peers++;
+    core->cnt->peer_state_bytes += sizeof(*p);
+    return p;
+}
+
+/* The peer is gone: drop its packets, fail its gets and transfers, tell the user once. */
+void peer_fail(udz_core_t *core, udz_peer_t *p)
+{
+    if (p->failed) {
+        return;
+    }
+    p->failed = 1;
+    core->cnt->timeouts++;
+    stream_peer_failed(core, p);
+    zrx_peer_failed(core, p);
+    ztx_peer_failed(core, p);
+    if (dl_linked(&p->active)) {
+        dl_del(&p->active);
+    }
+    core->uops->peer_failed(core->user, p);
+    core->uops->resources(core->user);
+}
+
+udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+{
+    udz_peer_t *p = peer_lookup(core, addr), *n;
+
+    if (p != NULL) {
+        if (p->cookie == cookie) {
+            return p;
+        }
+        /* the address belongs to a new incarnation: the old one has failed, keep it aside for
+         * whoever still points to it and start afresh. The old record still counts against
+         * max_peers: whoever knows our cookie cannot grow our memory without bound by
+         * inventing incarnations. */
+        peer_hash_remove(core, p);
+        peer_fail(core, p);
+        n = peer_create(core, addr, cookie);
+        if (n != NULL) {
+            n->prev_cookie = p->cookie;
+        }
+        return n;
+    }
+    return peer_create(core, addr, cookie);
+}
+
+/* Frees every peer record (and the packets still queued on them) at destroy. */
+void peer_table_cleanup(udz_core_t *core)
+{
+    udz_peer_t *p, *pn;
+    udz_skb_t *skb, *sn;
+
+    for (p = core->all; p != NULL; p = pn) {
+        pn = p->all_next;
+        for (skb = p->unacked; skb != NULL; skb = sn) {
+            sn = skb->next;
+            free(skb);
+        }
+        free(p);
+    }
+    free(core->htab);
+}
+
+int peer_table_init(udz_core_t *core)
+{
+    dl_init(&core->active);
+    core->hmask = 63;
+    core->htab  = calloc(core->hmask + 1, sizeof(*core->htab));
+    return (core->htab == NULL) ? -ENOMEM : 0;
+}

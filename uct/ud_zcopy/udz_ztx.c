@@ -1,0 +1,304 @@
+/*
+ * ud_zcopy core, zero-copy send (the owner's side of a get). A ZREQ names a region, its rkey,
+ * the chunk size and window and the requester's data channel; the owner checks the rkey and
+ * streams the region as ZDATA datagrams straight from its memory (iovecs, no staging copy) in
+ * batches the wire may send as one (UDP: a GSO send), up to the window above the acked chunks.
+ * ZACKs move the window and name holes, which are resent at most once per repair gate; a
+ * STUCK ZACK, or no ZACK for an RTO (a probe), brings back what the requester lacks. A refused
+ * ZREQ is answered with ZERR (again on every ZACK); ZDONE or ZFIN ends a transfer.
+ */
+#include "udz_core_int.h"
+
+static void ztx_free(udz_core_t *core, udz_ztx_t **pp)
+{
+    udz_ztx_t *t = *pp;
+
+    *pp = t->next;
+    t->next = core->ztx_free;
+    core->ztx_free = t;
+}
+
+static udz_ztx_t **ztx_find(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
+{
+    udz_ztx_t **pp;
+
+    for (pp = &core->ztx_active; *pp != NULL; pp = &(*pp)->next) {
+        if (((*pp)->peer == p) && ((*pp)->xfer_id == xfer_id)) {
+            return pp;
+        }
+    }
+    return NULL;
+}
+
+/* Sends the n listed chunks of t as one batch. */
+static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, unsigned n)
+{
+    udz_txmsg_t *msg = core->ztxmsgs;
+    unsigned i;
+    uint32_t c;
+    int rc;
+
+    for (i = 0; i < n; ++i) {
+        c = list[i];
+        memset(&core->ztxhdr[i], 0, sizeof(udz_hdr_t));
+        hdr_fill(core, &core->ztxhdr[i], t->peer, UDZ_T_ZDATA);
+        core->ztxhdr[i].psn = t->xfer_id;
+        core->ztxhdr[i].ack = c;
+        core->ztxhdr[i].len = (uint16_t)chunk_len(t->len, t->chunk, c);
+        msg[i].iov[0].iov_base = &core->ztxhdr[i];
+        msg[i].iov[0].iov_len  = UDZ_HDR_LEN;
+        msg[i].iov[1].iov_base = (void*)(t->src + (size_t)c * t->chunk);
+        msg[i].iov[1].iov_len  = core->ztxhdr[i].len;
+        msg[i].iovcnt          = 2;
+    }
+    rc = core->wops->send(core->wire, &t->dst, msg, (int)n);
+    if (rc < (int)n) {
+        core->cnt->tx_eagain++;
+    }
+    if (rc > 0) {
+        t->last_send_ns = core->now;
+    }
+    return rc > 0 ? (unsigned)rc : 0;
+}
+
+unsigned ztx_pump(udz_core_t *core)
+{
+    uint32_t list[UDZ_BATCH_MAX];
+    unsigned batch = UDZ_BATCH_MAX, n, sent, total = 0;    /* the wire may send a batch as one */
+    udz_ztx_t *t;
+
+    for (t = core->ztx_active; t != NULL; t = t->next) {
+        while ((t->status == 0) && (t->sent < t->nchunks) && (t->sent < t->cum + t->window)) {
+            for (n = 0; (n < batch) && (t->sent + n < t->nchunks) &&
+                        (t->sent + n < t->cum + t->window); ++n) {
+                list[n] = t->sent + n;
+            }
+            sent = ztx_send(core, t, list, n);
+            t->sent += sent;
+            total += sent;
+            if (sent < n) {
+                return total;   /* the wire is full: next progress */
+            }
+        }
+    }
+    return total;
+}
+
+/* Whether the requester's last ZACK says chunk c (above cum) has arrived. */
+static int ztx_sacked(const udz_ztx_t *t, uint32_t c)
+{
+    uint32_t i = c - t->cum - 1;    /* c > cum */
+
+    return (i < 64 * t->sack_words) && ((t->sack[i / 64] >> (i % 64)) & 1);
+}
+
+/* Resend the holes the requester reports (each at most once per repair gate), or the first
+ * missing chunks when it is stuck. */
+static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
+{
+    uint32_t list[UDZ_BATCH_MAX], top = t->cum, c, w;
+    unsigned n = 0, total = 0;
+
+    for (w = t->sack_words; w > 0; --w) {
+        if (t->sack[w - 1] != 0) {
+            top = t->cum + 1 + 64 * (w - 1) + (63 - (uint32_t)__builtin_clzll(t->sack[w - 1]));
+            break;
+        }
+    }
+    if (stuck && (top == t->cum)) {
+        /* nothing arrives and no hole is known: the tail was lost (a whole send batch may be
+         * one dropped packet: UDP GSO). Resend a batch's worth from the first missing chunk
+         * on; the requester's next ZACKs name the rest. */
+        top = t->cum + UDZ_BATCH_MAX - 1;
+    }
+    for (c = t->cum; (c <= top) && (c < t->sent); ++c) {
+        if ((c > t->cum) && ztx_sacked(t, c)) {
+            continue;
+        }
+        if ((c < t->rexmit_mark) && !stuck &&
+            (core->now - t->rexmit_ns < repair_gate(core, t->peer))) {
+            continue;   /* resent recently: give it time */
+        }
+        list[n++] = c;
+        if (n == UDZ_BATCH_MAX) {
+            total += ztx_send(core, t, list, n);
+            n = 0;
+        }
+    }
+    if (n > 0) {
+        total += ztx_send(core, t, list, n);
+    }
+    if (total == 0) {
+        return;
+    }
+    core->cnt->retransmit_chunks += total;
+    if (c > t->rexmit_mark) {
+        t->rexmit_mark = c;
+    }
+    t->rexmit_ns = core->now;
+}
+
+void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
+{
+    udz_ztx_t *t = core->ztx_free;
+    const void *src;
+
+    if (t != NULL) {
+        core->ztx_free = t->next;
+    } else if ((t = malloc(sizeof(*t))) == NULL) {
+        return;     /* the requester times out */
+    }
+    memset(t, 0, sizeof(*t));
+    t->peer    = p;
+    t->xfer_id = req->xfer_id;
+    t->len     = req->len;
+    t->chunk   = req->chunk;
+    t->window  = req->window;
+    core->wops->chan_addr(core->wire, &p->addr, req->chan_id, &t->dst);
+    t->last_progress_ns   = core->now;
+    t->last_progress_live = core->live;
+    src = NULL;
+    if ((req->chunk == 0) || (req->chunk > 65507 - UDZ_HDR_LEN) ||
+        (req->len == 0) || (req->window == 0) ||
+        ((req->len + req->chunk - 1) / req->chunk > 0xffffffffull)) {
+        t->status = -EINVAL;
+    } else if ((src = core->uops->mem(core->user, req->addr, req->len, req->rkey, 0)) == NULL) {
+        t->status = -EACCES;
+    }
+    if (t->status != 0) {
+        core->cnt->zreq_refused++;
+        udz_zerr_t e = {t->xfer_id, t->status};
+        send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+    } else {
+        t->src     = src;
+        t->nchunks = (uint32_t)((req->len + req->chunk - 1) / req->chunk);
+    }
+    {
+        /* append: transfers are served in arrival order */
+        udz_ztx_t **pp = &core->ztx_active;
+        while (*pp != NULL) {
+            pp = &(*pp)->next;
+        }
+        *pp = t;
+        t->next = NULL;
+    }
+    peer_activate(core, p);
+}
+
+void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
+                 uint8_t flags)
+{
+    udz_ztx_t **pp = ztx_find(core, p, a->xfer_id), *t;
+    unsigned w;
+    int holes;
+
+    if (pp == NULL) {
+        return;     /* finished (our ZDONE crossed it) or never known */
+    }
+    t = *pp;
+    if (t->status != 0) {
+        udz_zerr_t e = {t->xfer_id, t->status};
+        send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+        t->last_progress_ns   = core->now;
+        t->last_progress_live = core->live;
+        return;
+    }
+    if ((a->cum > t->nchunks) || (a->cum > t->sent)) {
+        core->cnt->rx_corrupt++;
+        return;
+    }
+    if (a->cum > t->cum) {
+        t->cum = a->cum;
+        t->backoff = 0;
+    }
+    t->last_progress_ns   = core->now;
+    t->last_progress_live = core->live;
+    holes = 0;
+    if (a->cum == t->cum) {
+        memcpy(t->sack, a->sack, sizeof(uint64_t) * words);
+        t->sack_words = words;
+        for (w = 0; w < words; ++w) {
+            holes |= (a->sack[w] != 0);     /* something arrived above cum: cum is a hole */
+        }
+    } else {
+        t->sack_words = 0;      /* an old ZACK, overtaken */
+    }
+    if (t->cum >= t->nchunks) {
+        ztx_free(core, pp);     /* all there; the ZDONE will find nothing */
+        return;
+    }
+    if (holes || (flags & UDZ_F_STUCK)) {
+        ztx_repair(core, t, flags & UDZ_F_STUCK);
+    }
+}
+
+void ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
+{
+    udz_ztx_t **pp = ztx_find(core, p, xfer_id);
+
+    if (pp != NULL) {
+        ztx_free(core, pp);
+    }
+}
+
+void ztx_peer_failed(udz_core_t *core, udz_peer_t *p)
+{
+    udz_ztx_t **pp;
+
+    for (pp = &core->ztx_active; *pp != NULL;) {
+        if ((*pp)->peer == p) {
+            ztx_free(core, pp);
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+}
+
+/* Per transfer served: drop it when the requester is silent for peer_timeout; probe with the
+ * first unacked chunk when nothing was acked or sent for an RTO. */
+void ztx_timers(udz_core_t *core)
+{
+    udz_ztx_t **pp, *t;
+    uint64_t now = core->now;
+
+    for (pp = &core->ztx_active; (t = *pp) != NULL;) {
+        if (live_since(core, t->last_progress_live) >= core->cfg.peer_timeout_ns) {
+            ztx_free(core, pp);     /* the requester gave up or died */
+            continue;
+        }
+        if ((t->status == 0) && (t->cum < t->sent) &&
+            (now - t->last_send_ns >= rto(core, t->peer, t->backoff)) &&
+            (now - t->last_progress_ns >= rto(core, t->peer, t->backoff))) {
+            uint32_t c = t->cum;
+            if (t->backoff < UDZ_BACKOFF_MAX) {
+                t->backoff++;
+            }
+            ztx_send(core, t, &c, 1);   /* probe: the requester's ZACK tells the rest */
+            core->cnt->retransmit_chunks++;
+        }
+        pp = &t->next;
+    }
+}
+
+int ztx_init(udz_core_t *core)
+{
+    core->ztxhdr  = calloc(UDZ_BATCH_MAX, sizeof(*core->ztxhdr));
+    core->ztxmsgs = calloc(UDZ_BATCH_MAX, sizeof(*core->ztxmsgs));
+    return ((core->ztxhdr == NULL) || (core->ztxmsgs == NULL)) ? -ENOMEM : 0;
+}
+
+void ztx_cleanup(udz_core_t *core)
+{
+    udz_ztx_t *t, *tn;
+
+    for (t = core->ztx_active; t != NULL; t = tn) {
+        tn = t->next;
+        free(t);
+    }
+    for (t = core->ztx_free; t != NULL; t = tn) {
+        tn = t->next;
+        free(t);
+    }
+    free(core->ztxhdr);
+    free(core->ztxmsgs);
+}
