@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 using udzmem::MemNet;
@@ -122,6 +123,7 @@ struct Harness {
     uint64_t     step = 20000;      /* 20 us of simulated time per round */
     std::vector<std::unique_ptr<Node>> nodes;
     unsigned     incarnation = 0;
+    bool         via_table = false;     /* open endpoints as the glue does: the wire's open */
 
     explicit Harness(uint64_t seed = 1, udz_config_t c = default_cfg()) : net(seed), cfg(c) {}
     ~Harness() {
@@ -138,9 +140,17 @@ struct Harness {
         Node *n = nodes.back().get();
         n->h   = this;
         n->idx = (int)nodes.size() - 1;
-        n->ep  = net.add();
+        n->ep  = via_table ? open_ep() : net.add();
         start(n);
         return n;
+    }
+    udzmem::Endpoint *open_ep() {
+        udz_wire_params_t p = {cfg.channels, 1u << 20, 1u << 20, 1};
+        char err[128] = "";
+        void *w = nullptr;
+        net.use();
+        EXPECT_EQ(0, MemNet::ops()->open("mem", &p, &w, err, sizeof(err))) << err;
+        return (udzmem::Endpoint*)w;
     }
     void start(Node *n) {
         int err = 0;
@@ -1268,6 +1278,59 @@ TEST(UdzInput, BadZreqRefusedAndBadZdataDropped)
     h.run_until([] { return false; }, 2 * h.cfg.peer_timeout_ns);
     EXPECT_TRUE(udz_core_idle(a->core));
     EXPECT_TRUE(a->failed.empty());
+}
+
+/* ---- the in-memory wire fills the same table as the UDP wire ---- */
+
+int collect_dev(void *arg, const char *dev)
+{
+    static_cast<std::vector<std::string>*>(arg)->push_back(dev);
+    return 0;
+}
+
+TEST(UdzWire, MemWireOpenedThroughTheTable)
+{
+    Harness h(81);
+    const udz_wire_ops_t *o = MemNet::ops();
+    h.net.use();
+    std::vector<std::string> devs;
+    ASSERT_EQ(0, o->query_devices(collect_dev, &devs));
+    ASSERT_EQ(std::vector<std::string>{"mem"}, devs);
+    char err[128] = "";
+    void *w = nullptr;
+    udz_wire_params_t p = {4, 1u << 20, 1u << 20, 1};
+    EXPECT_EQ(-ENODEV, o->open("eth0", &p, &w, err, sizeof(err)));
+
+    h.via_table = true;
+    Node *a = h.add(), *b = h.add();
+    /* b's addresses as UCP carries them, unpacked at a: b's control endpoint */
+    std::vector<uint8_t> dev(o->dev_addr_len), ifa(o->iface_addr_len);
+    o->dev_addr_pack(b->ep, dev.data());
+    o->iface_addr_pack(b->ep, ifa.data());
+    udz_addr_t to_b, want = MemNet::addr(b->idx);
+    o->addr_unpack(dev.data(), ifa.data(), &to_b);
+    EXPECT_EQ(0, memcmp(&want, &to_b, sizeof(want)));
+    EXPECT_TRUE(o->is_reachable(a->ep, dev.data(), 0));
+    udz_wire_attr_t attr;
+    o->query(a->ep, &attr);
+    EXPECT_GT(attr.rx_buffer, 0u);
+
+    udz_peer_t *pab = udz_peer_get(a->core, &to_b, b->cookie);
+    ASSERT_NE(nullptr, pab);
+    int err2 = 0;
+    void *pl = udz_send_begin(a->core, pab, &err2);
+    ASSERT_NE(nullptr, pl);
+    memcpy(pl, "table", 5);
+    ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 3, 5));
+    ASSERT_TRUE(h.run_until([&] { return !b->ams.empty(); }));
+    EXPECT_EQ(std::vector<uint8_t>({'t', 'a', 'b', 'l', 'e'}), b->ams[0].second);
+}
+
+TEST(UdzWire, GetsOnTableOpenedEndpoints)
+{
+    Harness h(82);
+    h.via_table = true;
+    run_gets(h, {1, 100, h.cfg.chunk_size, 64001, (1u << 20) + 123}, true);
 }
 
 /* ---- state and config ---- */

@@ -10,6 +10,10 @@
  * payload iov, len = the datagram's full length, trunc = 1 when it did not fit (only what fits
  * is copied), src = the sender's control address.
  *
+ * It fills the whole wire table (udz_wire.h), limits as UDP's so that the core sizes its
+ * receive slots as in production; the glue's part (devices, open, addresses) opens endpoints
+ * on the net made current with MemNet::use().
+ *
  * Impairments, per net, from a seeded PRNG (deterministic per test): loss, duplication,
  * reordering (a datagram is held back and delivered after later ones), truncation (cut short),
  * corruption (flip bytes: anywhere, or only in the header fields the decoder validates), and per
@@ -24,7 +28,9 @@
 #endif
 #include "udz_core.h"
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -138,21 +144,78 @@ public:
 
     /* ---- udz_wire_ops_t ---- */
 
+    /* The net whose endpoints open() makes (one device, "mem"). */
+    static MemNet *&current() { static MemNet *n = nullptr; return n; }
+    void use() { current() = this; }
+
+    static size_t dev_mtu_op(const char *) { return 0; }
+    static int query_devices_op(int (*found)(void *, const char *), void *arg) {
+        return (current() != nullptr) ? found(arg, "mem") : 0;
+    }
+    static int open_op(const char *dev, const udz_wire_params_t *params, void **wire_p,
+                       char *err, size_t errlen) {
+        if ((current() == nullptr) || strcmp(dev, "mem")) {
+            snprintf(err, errlen, "no in-memory device %s", dev);
+            return -ENODEV;
+        }
+        if ((params->channels == 0) || (params->channels > UDZ_MAX_CHANNELS)) {
+            snprintf(err, errlen, "%u channels", params->channels);
+            return -EINVAL;
+        }
+        *wire_p = current()->add();
+        return 0;
+    }
+    static void close_op(void *wire) {
+        Endpoint *e = (Endpoint*)wire;
+        e->net->clear(e->idx);
+        e->dead = true;     /* like a closed socket: what comes is dropped */
+    }
+    static void query_op(void *wire, udz_wire_attr_t *attr) {
+        Endpoint *e = (Endpoint*)wire;
+        attr->rx_buffer = e->net->qcap_ * 1024;
+        snprintf(attr->desc, sizeof(attr->desc), "endpoint %d", e->idx);
+    }
+    /* device address: the endpoint's index; iface address: its control channel (0) */
+    static void dev_addr_pack_op(void *wire, void *dev_addr) {
+        memcpy(dev_addr, &((Endpoint*)wire)->idx, 4);
+    }
+    static void iface_addr_pack_op(void *, void *iface_addr) { memset(iface_addr, 0, 4); }
+    static void addr_unpack_op(const void *dev_addr, const void *iface_addr, udz_addr_t *out) {
+        int idx;
+        uint32_t chan;
+        memcpy(&idx, dev_addr, 4);
+        memcpy(&chan, iface_addr, 4);
+        *out = addr(idx, chan);
+    }
+    static int is_reachable_op(void *, const void *, int) { return 1; }
     static int send_op(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n) {
         Endpoint *from = (Endpoint*)wire;
         return from->net->send(from, *dst, msgs, n);
     }
-    static int recv_op(void *wire, int chan, udz_rxmsg_t *msgs, int n) {
+    static int recv_op(void *wire, udz_rxmsg_t *msgs, int n) {
         Endpoint *at = (Endpoint*)wire;
-        return at->net->recv(at, chan, msgs, n);
+        return at->net->recv(at, 0, msgs, n);
     }
-    static uint32_t chan_id_op(void *, int chan) { return (uint32_t)chan; }
+    /* data channel c is queue 1 + c; its id (like a UDP port) is that queue */
+    static uint32_t chan_id_op(void *, unsigned chan) { return (uint32_t)chan + 1; }
     static void chan_addr_op(void *, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out) {
         *out = *ctrl;
         memcpy(out->b + 4, &chan_id, 4);
     }
+    static int chan_recv_op(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n) {
+        Endpoint *at = (Endpoint*)wire;
+        return at->net->recv(at, 1 + (int)chan, msgs, n);
+    }
     static const udz_wire_ops_t *ops() {
-        static const udz_wire_ops_t o = {send_op, recv_op, chan_id_op, chan_addr_op};
+        static const udz_wire_ops_t o = {
+            "mem",
+            65507, 65536, 64,       /* UDP's: the core sizes its slots as in production */
+            dev_mtu_op,
+            query_devices_op, open_op, close_op, query_op,
+            4, 4, dev_addr_pack_op, iface_addr_pack_op, addr_unpack_op, is_reachable_op,
+            send_op, recv_op,
+            chan_id_op, chan_addr_op, chan_recv_op, send_op,
+        };
         return &o;
     }
 

@@ -6,17 +6,22 @@
  * in its own [header, payload] slot pair; a run whose datagrams are not one slot pair long is
  * reported as its first datagram plus one truncated remainder (dropped by the core) and writes
  * nothing outside the slots; a run is never received into room too small for it (its tail
- * would be cut and lost); and the plain recvmmsg path gives the same result.
+ * would be cut and lost); and the plain recvmmsg path gives the same result. And the wire table
+ * (udz_wire.h) of every built-in wire, as the glue uses it: devices, open, addresses.
  */
+#include "udz_proto.h"
 #include "udz_udp.h"
 
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace {
@@ -108,7 +113,7 @@ void send_run(Wire &tx, const udz_addr_t &dst, unsigned run, unsigned n, size_t 
     }
     unsigned sent = 0;
     for (int tries = 0; (sent < n) && (tries < 1000); ++tries) {
-        int rc = udz_udp_ops.send(tx.u, &dst, &msgs[sent], (int)(n - sent));
+        int rc = udz_udp_wire.chan_send(tx.u, &dst, &msgs[sent], (int)(n - sent));
         ASSERT_GE(rc, 0);
         sent += (unsigned)rc;
     }
@@ -122,7 +127,7 @@ int recv_once(Wire &rx, Slots &s, size_t nslots)
     if (poll(&p, 1, 2000) != 1) {
         return 0;
     }
-    return udz_udp_ops.recv(rx.u, 1, s.msgs.data(), (int)nslots);
+    return udz_udp_wire.chan_recv(rx.u, 0, s.msgs.data(), (int)nslots);
 }
 
 void expect_datagram(Slots &s, size_t slot, unsigned run, unsigned dgram, size_t pay_len)
@@ -245,7 +250,7 @@ TEST_P(UdzUdpGro, MisalignedRunIsDroppedWithinSlots)
         if (poll(&p, 1, 50) != 1) {
             break;
         }
-        ASSERT_GT(udz_udp_ops.recv(rx.u, 1, s.msgs.data(), (int)kSlots), 0);
+        ASSERT_GT(udz_udp_wire.chan_recv(rx.u, 0, s.msgs.data(), (int)kSlots), 0);
     }
     send_run(tx, rx.chan_addr(1), 4, 10, kChunk, kChunk, keep);
     EXPECT_GT(recv_all(tx, rx, s, 10, [](unsigned d) { return Expect{4, d, kChunk}; }), 0u);
@@ -300,6 +305,113 @@ TEST(UdzUdpGroAdapt, UncoalescedPathFallsBackToRecvmmsgAndProbesAgain)
     send_run(tx, rx.chan_addr(1), 12, 44, kChunk, kChunk, keep);
     EXPECT_GT(recv_all(tx, rx, s, 44, [](unsigned d) { return Expect{12, d, kChunk}; }), 0u);
     EXPECT_TRUE(s.guards_intact());
+}
+
+
+/* ---- the wire table (udz_wire.h): what the glue calls ---- */
+
+/* Every built-in wire fills every operation and states limits the core can work with. */
+TEST(UdzWires, EveryWireFillsTheTable)
+{
+    ASSERT_NE(nullptr, udz_wires[0]);
+    EXPECT_EQ(&udz_udp_wire, udz_wires[0]);
+    for (const udz_wire_ops_t *const *w = udz_wires; *w != nullptr; ++w) {
+        const udz_wire_ops_t &o = **w;
+        SCOPED_TRACE(o.name);
+        EXPECT_GE(o.max_dgram, UDZ_HDR_LEN + 256u);
+        EXPECT_GE(o.run_bytes, 1u);
+        EXPECT_GE(o.run_dgrams, 1u);
+        EXPECT_GT(o.dev_addr_len + o.iface_addr_len, 0u);
+        EXPECT_TRUE(o.dev_mtu && o.query_devices && o.open && o.close && o.query &&
+                    o.dev_addr_pack && o.iface_addr_pack && o.addr_unpack && o.is_reachable &&
+                    o.send && o.recv && o.chan_id && o.chan_addr && o.chan_recv && o.chan_send);
+    }
+}
+
+int collect(void *arg, const char *dev)
+{
+    static_cast<std::vector<std::string>*>(arg)->push_back(dev);
+    return 0;
+}
+
+/* The glue's path through the table on loopback: devices, limits, open, the addresses UCP
+ * exchanges, reachability, a datagram between two wires, close. */
+TEST(UdzWires, UdpTableOnLoopback)
+{
+    const udz_wire_ops_t &o = udz_udp_wire;
+    std::vector<std::string> devs;
+    ASSERT_EQ(0, o.query_devices(collect, &devs));
+    ASSERT_NE(devs.end(), std::find(devs.begin(), devs.end(), "lo"));
+    EXPECT_EQ(&udz_udp_wire, udz_wire_find("lo"));
+    EXPECT_EQ(nullptr, udz_wire_find("udz-no-such-dev"));
+    EXPECT_EQ(65507u, o.max_dgram);
+    size_t mtu = o.dev_mtu("lo");
+    EXPECT_TRUE((mtu == 0) || (mtu > UDZ_HDR_LEN)) << mtu;
+
+    char err[256] = "";
+    void *w = nullptr;
+    udz_wire_params_t p = {2, 1 << 20, 1 << 20, 1};
+    EXPECT_EQ(-ENODEV, o.open("udz-no-such-dev", &p, &w, err, sizeof(err)));
+    EXPECT_NE(nullptr, strstr(err, "no IPv4 address")) << err;
+    void *a = nullptr, *b = nullptr;
+    ASSERT_EQ(0, o.open("lo", &p, &a, err, sizeof(err))) << err;
+    ASSERT_EQ(0, o.open("lo", &p, &b, err, sizeof(err))) << err;
+    udz_wire_attr_t attr;
+    o.query(a, &attr);
+    EXPECT_GT(attr.rx_buffer, 0u);
+    EXPECT_NE(nullptr, strstr(attr.desc, "127.0.0.1:")) << attr.desc;
+
+    /* b's addresses, unpacked at a, name b's control socket */
+    std::vector<uint8_t> dev(o.dev_addr_len), ifa(o.iface_addr_len);
+    o.dev_addr_pack(b, dev.data());
+    o.iface_addr_pack(b, ifa.data());
+    udz_addr_t to_b, b_ctrl;
+    o.addr_unpack(dev.data(), ifa.data(), &to_b);
+    udz_udp_addr_make(static_cast<udz_udp_t*>(b)->ip, static_cast<udz_udp_t*>(b)->port, &b_ctrl);
+    EXPECT_EQ(0, memcmp(&to_b, &b_ctrl, sizeof(to_b)));
+    EXPECT_TRUE(o.is_reachable(a, dev.data(), 1));
+    EXPECT_FALSE(o.is_reachable(a, dev.data(), 0)) << "loopback of another host or namespace";
+
+    /* a datagram from a's control socket to b's, and the sender it names */
+    uint8_t out[48], in[64];
+    for (size_t i = 0; i < sizeof(out); ++i) {
+        out[i] = (uint8_t)(i * 3 + 1);
+    }
+    udz_txmsg_t m;
+    m.iov[0].iov_base = out;
+    m.iov[0].iov_len  = sizeof(out);
+    m.iovcnt          = 1;
+    ASSERT_EQ(1, o.send(a, &to_b, &m, 1));
+    udz_rxmsg_t r;
+    memset(&r, 0, sizeof(r));
+    r.iov[0].iov_base = in;
+    r.iov[0].iov_len  = sizeof(in);
+    int got = 0;
+    for (int tries = 0; (got == 0) && (tries < 2000); ++tries) {
+        struct pollfd pf = {static_cast<udz_udp_t*>(b)->fd, POLLIN, 0};
+        poll(&pf, 1, 1);
+        got = o.recv(b, &r, 1);
+    }
+    ASSERT_EQ(1, got);
+    EXPECT_EQ(sizeof(out), r.len);
+    EXPECT_EQ(0, memcmp(out, in, sizeof(out)));
+    dev.assign(o.dev_addr_len, 0);
+    ifa.assign(o.iface_addr_len, 0);
+    o.dev_addr_pack(a, dev.data());
+    o.iface_addr_pack(a, ifa.data());
+    udz_addr_t a_ctrl;
+    o.addr_unpack(dev.data(), ifa.data(), &a_ctrl);
+    EXPECT_EQ(0, memcmp(&a_ctrl, &r.src, sizeof(a_ctrl)));
+
+    /* a data channel's id, turned into an address by the owner, reaches that channel */
+    udz_addr_t ch;
+    o.chan_addr(a, &to_b, o.chan_id(b, 1), &ch);
+    udz_udp_t *ub = static_cast<udz_udp_t*>(b);
+    udz_addr_t want;
+    udz_udp_addr_make(ub->ip, ub->chan_port[1], &want);
+    EXPECT_EQ(0, memcmp(&want, &ch, sizeof(ch)));
+    o.close(a);
+    o.close(b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Wire, UdzUdpGro, ::testing::Values(0, 1),

@@ -142,7 +142,7 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
     int n, j;
 
     core_clock(core, now_ns);
-    n = core->wops->recv(core->wire, 0, core->rxmsgs, (int)core->cfg.rx_batch);
+    n = core->wops->recv(core->wire, core->rxmsgs, (int)core->cfg.rx_batch);
     if (n > 0) {
         core->nack = 0;
         for (j = 0; j < n; ++j) {
@@ -233,8 +233,8 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
     udz_core_t *core;
     unsigned i, batch;
 
-    if ((cfg->seg_size < UDZ_HDR_LEN + 64) || (cfg->seg_size > 65507) ||
-        (cfg->chunk_size == 0) || (cfg->chunk_size + UDZ_HDR_LEN > 65507) ||
+    if ((cfg->seg_size < UDZ_HDR_LEN + 64) || (cfg->seg_size > wire_ops->max_dgram) ||
+        (cfg->chunk_size == 0) || (cfg->chunk_size + UDZ_HDR_LEN > wire_ops->max_dgram) ||
         (cfg->tx_window == 0) || (cfg->tx_window > 32768) || (cfg->tx_pool < cfg->tx_window) ||
         (cfg->channels == 0) || (cfg->channels > UDZ_MAX_CHANNELS) || (cfg->rx_batch == 0) ||
         (cfg->rx_batch > UDZ_BATCH_MAX) || (cfg->zc_max < cfg->chunk_size) ||

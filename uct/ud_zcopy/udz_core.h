@@ -1,13 +1,15 @@
 /*
  * ud_zcopy protocol core: reliability and zero copy over an unreliable datagram wire.
  *
- * Plain C: no sockets and no UCX. The core talks to a wire through udz_wire_ops_t (the UDP wire
- * in udz_udp.c, an in-memory lossy wire in the unit tests, InfiniBand UD later) and to its user
- * (the UCT glue) through udz_user_ops_t. Time is passed in, so tests can drive the timers.
+ * Plain C: no sockets and no UCX. The core talks to a wire through udz_wire_ops_t (udz_wire.h:
+ * the UDP wire in udz_udp.c, an in-memory lossy wire in the unit tests, InfiniBand UD later)
+ * and to its user (the UCT glue) through udz_user_ops_t. Time is passed in, so tests can drive
+ * the timers. udz_core_int.h says how the core is split.
  *
- * Scalability (seed 002): the per-peer state is one udz_peer_t (see udz_peer_state_bytes()),
- * created on first contact; send buffers come from one pool per core, and the zero-copy data
- * channels are a fixed pool per core, so memory grows with traffic in flight, not with the job.
+ * Scalability (the memory argument of "MVAPICH with XRC"): the per-peer state is one udz_peer_t
+ * (see udz_peer_state_bytes()), created on first contact; send buffers come from one pool per
+ * core, and the zero-copy data channels are a fixed pool per core, so memory grows with traffic
+ * in flight, not with the job.
  *
  * Reliability, per peer: packet sequence numbers on the reliable stream, cumulative acks
  * piggybacked on every control datagram and sent standalone after UDZ ack_every packets or a
@@ -16,18 +18,20 @@
  * (delivery is in order, exactly once), a send window, and the peer declared failed when nothing
  * it acks for peer_timeout.
  *
- * Zero copy (seed 001), for get: the requester takes a data channel from its pool and sends a
- * ZREQ on the reliable stream; the owner streams the region as ZDATA datagrams straight from its
- * memory (iovecs, no staging copy) to that channel; the requester receives each datagram with the
- * 32-byte header in a header buffer and the payload scattered straight into the destination (it
- * predicts the next chunk; a datagram that arrives for another chunk is moved, and counted as a
- * copy). Completion is by counting chunks; ZACKs carry the cumulative chunk plus a 64-bit
- * selective ack, and the owner resends only the missing chunks.
+ * Zero copy (Koop, Sur, Panda: zero-copy MPI over InfiniBand UD), for get: the requester takes
+ * a data channel from its pool and sends a ZREQ on the reliable stream; the owner streams the
+ * region as ZDATA datagrams straight from its memory (iovecs, no staging copy) to that channel;
+ * the requester receives each datagram with the 32-byte header in a header buffer and the
+ * payload scattered straight into the destination (it predicts the next chunk; a datagram that
+ * arrives for another chunk is moved, and counted as a copy). Completion is by counting chunks;
+ * ZACKs carry the cumulative chunk plus a selective ack, and the owner resends only the missing
+ * chunks.
  */
 #ifndef UDZ_CORE_H
 #define UDZ_CORE_H
 
 #include "udz_proto.h"
+#include "udz_wire.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,44 +40,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define UDZ_ADDR_LEN      16
-#define UDZ_MAX_CHANNELS  64
-#define UDZ_MAX_IOV       4
-
-/* A wire address (UDP: IPv4 address and port), opaque to the core, compared bytewise. */
-typedef struct udz_addr {
-    uint8_t b[UDZ_ADDR_LEN];
-} udz_addr_t;
-
-/* One datagram to receive: the core supplies the areas, the wire scatters into them. */
-typedef struct udz_rxmsg {
-    struct iovec iov[2];    /* in: [0] header area, [1] payload area (may be empty) */
-    size_t       len;       /* out: bytes the datagram had */
-    int          trunc;     /* out: it did not fit into iov[0] + iov[1] */
-    int          unreach;   /* out: not a datagram but the wire's report that src cannot be
-                             * reached (UDP: ICMP port unreachable: no iface is there any more) */
-    udz_addr_t   src;       /* out: sender's control address */
-} udz_rxmsg_t;
-
-/* One datagram to send: header + up to UDZ_MAX_IOV payload pieces. */
-typedef struct udz_txmsg {
-    struct iovec iov[1 + UDZ_MAX_IOV];
-    int          iovcnt;
-} udz_txmsg_t;
-
-typedef struct udz_wire_ops {
-    /* Sends n datagrams to dst from the control endpoint. Returns how many went (0..n), or a
-     * negative errno. A datagram that did not go is treated as lost (the timer resends it). */
-    int (*send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
-    /* Receives up to n datagrams from channel chan (0: control, 1..: data channels). Returns
-     * how many arrived (0: none now), or a negative errno. */
-    int (*recv)(void *wire, int chan, udz_rxmsg_t *msgs, int n);
-    /* The identity of local data channel chan, as a peer names it in a ZREQ (UDP: the port). */
-    uint32_t (*chan_id)(void *wire, int chan);
-    /* The address of data channel chan_id of the peer whose control address is ctrl. */
-    void (*chan_addr)(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
-} udz_wire_ops_t;
 
 typedef struct udz_peer udz_peer_t;
 typedef struct udz_core udz_core_t;
@@ -108,7 +74,7 @@ typedef struct udz_config {
                                  * round trip: srtt + 4 rttvar) */
     uint64_t rto_max_ns;        /* backoff cap */
     uint64_t peer_timeout_ns;   /* no progress for this long: the peer has failed */
-    unsigned channels;          /* zero-copy data channels (the seed's QP pool) */
+    unsigned channels;          /* zero-copy data channels (the paper's pool of UD QPs) */
     size_t   zc_window;         /* bytes of a transfer in flight */
     size_t   zc_max;            /* largest get in one transfer (bitmap size) */
     unsigned rx_batch;          /* datagrams per receive call */
@@ -130,7 +96,7 @@ typedef struct udz_counters {
 #undef UDZ_COUNTER_FIELD
 } udz_counters_t;
 
-/* Returns NULL with *err set (-EINVAL: bad config, -ENOMEM). */
+/* Returns NULL with *err set (-EINVAL: bad config, also beyond the wire's limits; -ENOMEM). */
 udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_ops,
                             void *wire, const udz_user_ops_t *user_ops, void *user,
                             uint64_t cookie, udz_counters_t *counters, int *err);

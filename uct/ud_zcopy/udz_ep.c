@@ -10,20 +10,29 @@
 #include <uct/base/uct_iov.inl>
 #include <errno.h>
 
+/* The peer's control address and cookie from the addresses UCP exchanged (the wire's part
+ * first, as uct_udz_iface_get_address packs them). */
+static void uct_udz_ep_unpack_addr(const uct_udz_iface_t *iface,
+                                   const uct_device_addr_t *dev_addr,
+                                   const uct_iface_addr_t *iface_addr, udz_addr_t *addr,
+                                   uint64_t *cookie)
+{
+    iface->wops->addr_unpack(dev_addr, iface_addr, addr);
+    memcpy(cookie, UCS_PTR_BYTE_OFFSET(iface_addr, iface->wops->iface_addr_len),
+           sizeof(*cookie));
+}
+
 UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
 {
     uct_udz_iface_t *iface = ucs_derived_of(params->iface, uct_udz_iface_t);
-    const uct_udz_iface_addr_t *ia;
-    const uct_udz_device_addr_t *da;
     udz_addr_t addr;
+    uint64_t cookie;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
-    ia = (const uct_udz_iface_addr_t*)params->iface_addr;
-    da = (const uct_udz_device_addr_t*)params->dev_addr;
-    udz_udp_addr_make(da->ip, ia->port, &addr);
-    self->peer = udz_peer_get(iface->core, &addr, ia->cookie);
+    uct_udz_ep_unpack_addr(iface, params->dev_addr, params->iface_addr, &addr, &cookie);
+    self->peer = udz_peer_get(iface->core, &addr, cookie);
     if (self->peer == NULL) {
         ucs_error("ud_zcopy: more than UCX_" UCT_UDZ_PREFIX "MAX_PEERS peers");
         return UCS_ERR_EXCEEDS_LIMIT;

@@ -1,15 +1,13 @@
 /*
- * ud_zcopy iface: one UDP control socket plus a pool of data-channel sockets on one network
- * device, and the protocol core that runs over them.
+ * ud_zcopy iface: a wire opened on one device (udz_wire.h; UDP: a control socket plus a pool of
+ * data-channel sockets), and the protocol core that runs over it.
  */
 #include "udz_uct.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
-#include <ucs/sys/sock.h>
 #include <ucs/sys/sys.h>
 #include <ucs/time/time.h>
-#include <dirent.h>
 #include <errno.h>
 #include <sys/random.h>
 #include <time.h>
@@ -119,8 +117,8 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
 
     uct_base_iface_query(&iface->super, attr);
 
-    attr->iface_addr_len  = sizeof(uct_udz_iface_addr_t);
-    attr->device_addr_len = sizeof(uct_udz_device_addr_t);
+    attr->iface_addr_len  = iface->wops->iface_addr_len + sizeof(uint64_t);
+    attr->device_addr_len = iface->wops->dev_addr_len + sizeof(uct_udz_host_id_t);
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
@@ -168,11 +166,11 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
 
 static ucs_status_t uct_udz_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
-    uct_udz_iface_t *iface    = ucs_derived_of(tl_iface, uct_udz_iface_t);
-    uct_udz_iface_addr_t *ia  = (uct_udz_iface_addr_t*)addr;
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
 
-    ia->port   = iface->udp.port;
-    ia->cookie = iface->cookie;
+    iface->wops->iface_addr_pack(iface->wire, addr);
+    memcpy(UCS_PTR_BYTE_OFFSET(addr, iface->wops->iface_addr_len), &iface->cookie,
+           sizeof(iface->cookie));
     return UCS_OK;
 }
 
@@ -181,13 +179,10 @@ static ucs_status_t uct_udz_iface_get_device_address(uct_iface_h tl_iface,
 {
     uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
 
-    memcpy(addr, &iface->dev_addr, sizeof(iface->dev_addr));
+    iface->wops->dev_addr_pack(iface->wire, addr);
+    memcpy(UCS_PTR_BYTE_OFFSET(addr, iface->wops->dev_addr_len), &iface->host,
+           sizeof(iface->host));
     return UCS_OK;
-}
-
-static int uct_udz_is_loopback(struct in_addr ip)
-{
-    return (ntohl(ip.s_addr) >> 24) == 127;
 }
 
 static int uct_udz_iface_is_reachable(const uct_iface_h tl_iface,
@@ -195,16 +190,12 @@ static int uct_udz_iface_is_reachable(const uct_iface_h tl_iface,
                                       const uct_iface_addr_t *iface_addr)
 {
     uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
-    uct_udz_device_addr_t remote;
+    uct_udz_host_id_t remote;
 
-    memcpy(&remote, dev_addr, sizeof(remote));
-    if (uct_udz_is_loopback(iface->dev_addr.ip) || uct_udz_is_loopback(remote.ip)) {
-        /* a loopback address means "this host, this network namespace" */
-        return uct_udz_is_loopback(iface->dev_addr.ip) && uct_udz_is_loopback(remote.ip) &&
-               (remote.sys_id == iface->dev_addr.sys_id) &&
-               (remote.net_ns == iface->dev_addr.net_ns);
-    }
-    return 1;
+    memcpy(&remote, UCS_PTR_BYTE_OFFSET(dev_addr, iface->wops->dev_addr_len), sizeof(remote));
+    return iface->wops->is_reachable(iface->wire, dev_addr,
+                                     (remote.sys_id == iface->host.sys_id) &&
+                                     (remote.net_ns == iface->host.net_ns));
 }
 
 /* ---- the core's view of us ---- */
@@ -331,16 +322,23 @@ static ucs_status_t uct_udz_config_error(const char *var, const char *what)
     return UCS_ERR_INVALID_PARAM;
 }
 
-/* Every knob checked on its own, so the message names the variable. */
+/* Every knob checked on its own, so the message names the variable. max_dgram: the wire's
+ * largest datagram. */
 static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t seg,
-                                         size_t chunk)
+                                         size_t chunk, size_t max_dgram)
 {
-    if ((c->seg_size < UDZ_HDR_LEN + 256) || (c->seg_size > 65507)) {
-        return uct_udz_config_error("SEG_SIZE", "must be between 288 and 65507 bytes");
+    char what[64];
+
+    if ((c->seg_size < UDZ_HDR_LEN + 256) || (c->seg_size > max_dgram)) {
+        ucs_snprintf_zero(what, sizeof(what), "must be between %u and %zu bytes",
+                          UDZ_HDR_LEN + 256, max_dgram);
+        return uct_udz_config_error("SEG_SIZE", what);
     }
     if ((c->chunk_size != UCS_MEMUNITS_AUTO) &&
-        ((c->chunk_size < 256) || (c->chunk_size > 65507 - UDZ_HDR_LEN))) {
-        return uct_udz_config_error("CHUNK_SIZE", "must be auto or between 256 and 65475");
+        ((c->chunk_size < 256) || (c->chunk_size > max_dgram - UDZ_HDR_LEN))) {
+        ucs_snprintf_zero(what, sizeof(what), "must be auto or between 256 and %zu",
+                          max_dgram - UDZ_HDR_LEN);
+        return uct_udz_config_error("CHUNK_SIZE", what);
     }
     if ((c->tx_window == 0) || (c->tx_window > 32768)) {
         return uct_udz_config_error("TX_WINDOW", "must be between 1 and 32768");
@@ -396,10 +394,11 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
                     const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
 {
     const uct_udz_iface_config_t *config = ucs_derived_of(tl_config, uct_udz_iface_config_t);
-    struct sockaddr_storage ss;
+    udz_wire_params_t wparams;
+    udz_wire_attr_t wattr;
     udz_config_t cc;
     ucs_status_t status;
-    unsigned mtu, seg_max;
+    size_t mtu, seg_max, max_dgram;
     char err[256];
     int ret;
 
@@ -412,36 +411,43 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
         return UCS_ERR_UNSUPPORTED;
     }
     ucs_strncpy_zero(self->ifname, params->mode.device.dev_name, sizeof(self->ifname));
+    self->wops = udz_wire_find(self->ifname);
+    if (self->wops == NULL) {
+        ucs_error("ud_zcopy: no wire has device %s", self->ifname);
+        return UCS_ERR_NO_DEVICE;
+    }
 
-    /* datagrams never exceed the device MTU: no IP fragmentation */
-    mtu     = udz_udp_mtu(self->ifname);
-    seg_max = (mtu > 28 + UDZ_HDR_LEN + 256) ? ucs_min(mtu - 28, 65507) : 65507;
-    if ((config->seg_size >= UDZ_HDR_LEN + 256) && (config->seg_size <= 65507)) {
+    /* datagrams never exceed what crosses the device whole (UDP: no IP fragmentation) */
+    max_dgram = self->wops->max_dgram;
+    mtu       = self->wops->dev_mtu(self->ifname);
+    seg_max   = (mtu > UDZ_HDR_LEN + 256) ? ucs_min(mtu, max_dgram) : max_dgram;
+    if ((config->seg_size >= UDZ_HDR_LEN + 256) && (config->seg_size <= max_dgram)) {
         self->max_payload = ucs_min(config->seg_size, seg_max) - UDZ_HDR_LEN;
     }
     cc.seg_size   = self->max_payload + UDZ_HDR_LEN;
     cc.chunk_size = (config->chunk_size == UCS_MEMUNITS_AUTO) ?
                     seg_max - UDZ_HDR_LEN : config->chunk_size;
-    status = uct_udz_config_check(config, cc.seg_size, cc.chunk_size);
+    status = uct_udz_config_check(config, cc.seg_size, cc.chunk_size, max_dgram);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = ucs_netif_get_addr(self->ifname, AF_INET, (struct sockaddr*)&ss, NULL);
-    if (status != UCS_OK) {
-        ucs_error("ud_zcopy: device %s has no IPv4 address", self->ifname);
-        return UCS_ERR_NO_DEVICE;
-    }
-    self->dev_addr.ip     = ((struct sockaddr_in*)&ss)->sin_addr;
-    self->dev_addr.sys_id = ucs_get_system_id();
-    self->dev_addr.net_ns = ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET);
+    self->host.sys_id = ucs_get_system_id();
+    self->host.net_ns = ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET);
 
-    ret = udz_udp_open(&self->udp, self->dev_addr.ip, config->channels, (int)config->rcvbuf,
-                       (int)config->sndbuf, config->gro, err, sizeof(err));
-    if (ret != 0) {
+    wparams.channels  = config->channels;
+    wparams.rx_buffer = config->rcvbuf;
+    wparams.tx_buffer = config->sndbuf;
+    wparams.coalesce  = config->gro;
+    ret = self->wops->open(self->ifname, &wparams, &self->wire, err, sizeof(err));
+    if (ret == -ENODEV) {
+        ucs_error("ud_zcopy: %s", err);
+        return UCS_ERR_NO_DEVICE;
+    } else if (ret != 0) {
         ucs_error("ud_zcopy: %s: %s", self->ifname, err);
         return UCS_ERR_IO_ERROR;
     }
+    self->wops->query(self->wire, &wattr);
     if (getrandom(&self->cookie, sizeof(self->cookie), 0) != sizeof(self->cookie)) {
         self->cookie = ucs_generate_uuid((uintptr_t)self);
     }
@@ -454,8 +460,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     cc.rto_max_ns      = (uint64_t)(config->rto_max * 1e9);
     cc.peer_timeout_ns = (uint64_t)(config->peer_timeout * 1e9);
     cc.channels        = config->channels;
-    /* a transfer's window must fit the receive buffer the kernel granted */
-    cc.zc_window       = ucs_max(ucs_min(config->zc_window, (size_t)self->udp.rcvbuf / 2),
+    /* a transfer's window must fit the receive buffer the wire got */
+    cc.zc_window       = ucs_max(ucs_min(config->zc_window, wattr.rx_buffer / 2),
                                  cc.chunk_size);
     cc.zc_max          = config->zc_max;
     cc.rx_batch        = config->rx_batch;
@@ -463,11 +469,11 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->zcopy_thresh = config->zcopy_thresh;
     self->zc_max       = config->zc_max;
 
-    self->core = udz_core_create(&cc, &udz_udp_ops, &self->udp, &uct_udz_user_ops, self,
+    self->core = udz_core_create(&cc, self->wops, self->wire, &uct_udz_user_ops, self,
                                  self->cookie, &uct_udz_counters.core, &ret);
     if (self->core == NULL) {
         ucs_error("ud_zcopy: cannot create the protocol core: %s", strerror(-ret));
-        udz_udp_close(&self->udp);
+        self->wops->close(self->wire);
         return (ret == -ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_INVALID_PARAM;
     }
     udz_core_set_time(self->core, uct_udz_now_ns());
@@ -479,10 +485,9 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->dispatching = NULL;
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->flushes);
-    ucs_debug("ud_zcopy iface %p on %s %s:%u: seg %zu chunk %zu, %u channels, rcvbuf %d, "
-              "gso %d gro %d", self, self->ifname, inet_ntoa(self->dev_addr.ip),
-              ntohs(self->udp.port), cc.seg_size, cc.chunk_size, cc.channels,
-              self->udp.rcvbuf, self->udp.gso, self->udp.gro);
+    ucs_debug("ud_zcopy iface %p on %s, %s wire %s: seg %zu chunk %zu, %u channels", self,
+              self->ifname, self->wops->name, wattr.desc, cc.seg_size, cc.chunk_size,
+              cc.channels);
     return UCS_OK;
 }
 
@@ -498,7 +503,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
     }
     ucs_arbiter_cleanup(&self->arbiter);
     udz_core_destroy(self->core);
-    udz_udp_close(&self->udp);
+    self->wops->close(self->wire);
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
         ucs_free(self->getb[i].buf);
     }
@@ -509,38 +514,48 @@ static UCS_CLASS_DEFINE_NEW_FUNC(uct_udz_iface_t, uct_iface_t, uct_md_h, uct_wor
                                  const uct_iface_params_t*, const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_udz_iface_t, uct_iface_t);
 
-/* Devices: every network interface that is up and has an IPv4 address (as UCX tcp). */
+/* Devices: every device of every wire (udz_wires; UDP: every network interface that is up
+ * and has an IPv4 address, as UCX tcp). */
+typedef struct {
+    uct_tl_device_resource_t *devices;
+    unsigned                 num;
+} uct_udz_dev_list_t;
+
+static int uct_udz_dev_add(void *arg, const char *dev)
+{
+    uct_udz_dev_list_t *l = arg;
+    uct_tl_device_resource_t *tmp;
+
+    tmp = ucs_realloc(l->devices, sizeof(*l->devices) * (l->num + 1), "udz_devices");
+    if (tmp == NULL) {
+        return -ENOMEM;
+    }
+    l->devices = tmp;
+    ucs_snprintf_zero(l->devices[l->num].name, sizeof(l->devices[l->num].name), "%s", dev);
+    l->devices[l->num].type       = UCT_DEVICE_TYPE_NET;
+    l->devices[l->num].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    ++l->num;
+    return 0;
+}
+
 static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                           unsigned *num_devices_p)
 {
-    uct_tl_device_resource_t *devices = NULL, *tmp;
-    unsigned num = 0;
-    struct dirent *entry;
-    DIR *dir = opendir("/sys/class/net");
+    uct_udz_dev_list_t l = {NULL, 0};
+    const udz_wire_ops_t *const *w;
+    int ret;
 
-    if (dir == NULL) {
-        ucs_error("ud_zcopy: opendir(/sys/class/net): %m");
-        return UCS_ERR_IO_ERROR;
-    }
-    while ((entry = readdir(dir)) != NULL) {
-        if ((entry->d_type != DT_LNK) || !ucs_netif_is_active(entry->d_name, AF_INET)) {
-            continue;
+    for (w = udz_wires; *w != NULL; ++w) {
+        ret = (*w)->query_devices(uct_udz_dev_add, &l);
+        if (ret != 0) {
+            ucs_error("ud_zcopy: cannot list the devices of the %s wire: %s", (*w)->name,
+                      strerror(-ret));
+            ucs_free(l.devices);
+            return (ret == -ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
         }
-        tmp = ucs_realloc(devices, sizeof(*devices) * (num + 1), "udz_devices");
-        if (tmp == NULL) {
-            ucs_free(devices);
-            closedir(dir);
-            return UCS_ERR_NO_MEMORY;
-        }
-        devices = tmp;
-        ucs_snprintf_zero(devices[num].name, sizeof(devices[num].name), "%s", entry->d_name);
-        devices[num].type       = UCT_DEVICE_TYPE_NET;
-        devices[num].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
-        ++num;
     }
-    closedir(dir);
-    *devices_p     = devices;
-    *num_devices_p = num;
+    *devices_p     = l.devices;
+    *num_devices_p = l.num;
     return UCS_OK;
 }
 

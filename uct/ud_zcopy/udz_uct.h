@@ -1,6 +1,6 @@
 /*
  * ud_zcopy UCT glue: the types shared by md, iface and ep. Thin on purpose: the protocol is in
- * udz_core.[ch], the wire in udz_udp.[ch].
+ * udz_core.[ch], the wires behind their table (udz_wire.h), which is all the glue calls.
  */
 #ifndef UDZ_UCT_H
 #define UDZ_UCT_H
@@ -10,13 +10,11 @@
 #endif
 
 #include "udz_core.h"
-#include "udz_udp.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
-#include <net/if.h>
 
 #define UCT_UDZ_NAME    "ud_zcopy"
 #define UCT_UDZ_PREFIX  "UD_ZCOPY_"
@@ -60,16 +58,13 @@ void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey);
 
 /* ---- iface ---- */
 
-typedef struct uct_udz_iface_addr {
-    uint16_t port;          /* network byte order */
-    uint64_t cookie;
-} UCS_S_PACKED uct_udz_iface_addr_t;
-
-typedef struct uct_udz_device_addr {
-    struct in_addr ip;
-    uint64_t       sys_id;  /* loopback: only the same host ... */
-    uint64_t       net_ns;  /* ... and network namespace reach it */
-} UCS_S_PACKED uct_udz_device_addr_t;
+/* What UCP exchanges, the wire's part first (udz_wire.h; UDP: the IPv4 address and the control
+ * port), then the glue's: the device address ends with the host identity below, the iface
+ * address with the core's cookie (uint64_t). */
+typedef struct uct_udz_host_id {
+    uint64_t sys_id;        /* the wire may reach some addresses (UDP: loopback) only from ... */
+    uint64_t net_ns;        /* ... the same host and network namespace */
+} UCS_S_PACKED uct_udz_host_id_t;
 
 typedef struct uct_udz_iface_config {
     uct_iface_config_t super;
@@ -105,10 +100,11 @@ typedef struct uct_udz_getb {
 
 typedef struct uct_udz_iface {
     uct_base_iface_t   super;
-    udz_udp_t          udp;
+    const udz_wire_ops_t *wops;         /* the wire that has the device */
+    void               *wire;
     udz_core_t         *core;
-    char               ifname[IFNAMSIZ];
-    uct_udz_device_addr_t dev_addr;
+    char               ifname[UCT_DEVICE_NAME_MAX];
+    uct_udz_host_id_t  host;
     uint64_t           cookie;
     size_t             max_payload;
     size_t             zcopy_thresh;

@@ -1,17 +1,20 @@
 /*
- * ud_zcopy UDP wire (see udz_udp.h).
+ * ud_zcopy UDP wire (see udz_udp.h): devices, sockets, addresses, the control socket and the
+ * wire's table; the data channels' paths are in udz_udp_chan.c.
  */
 #include "udz_udp.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <linux/errqueue.h>
 #include <netinet/udp.h>
 #include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 void udz_udp_addr_make(struct in_addr ip, uint16_t port_be, udz_addr_t *out)
@@ -46,14 +49,8 @@ static int set_buf(int fd, int force_opt, int opt, int want)
     return got;
 }
 
-/* UDP_GRO on or off for one data channel; 0 when the kernel took it. */
-static int chan_set_gro(int fd, int on)
-{
-    return setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof(on));
-}
-
 /* The sender's control address as the core names it (zeros when not an IPv4 sender). */
-static void src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_addr_t *out)
+void udz_udp_src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_addr_t *out)
 {
     if ((namelen == sizeof(*name)) && (name->sin_family == AF_INET)) {
         udz_udp_addr_make(name->sin_addr, name->sin_port, out);
@@ -138,12 +135,12 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
      * up at the socket; udz_udp_recv_gro scatters it into the core's slots in one call */
     u->gro = gro && (nchan > 0);
     for (i = 0; u->gro && (i < nchan); ++i) {
-        u->chan_gro[i] = (chan_set_gro(u->chan_fd[i], 1) == 0);
+        u->chan_gro[i] = (udz_udp_chan_set_gro(u->chan_fd[i], 1) == 0);
         u->gro         = u->chan_gro[i];
     }
     for (i = 0; gro && !u->gro && (i < nchan); ++i) {
         u->chan_gro[i] = 0;     /* all or none: the channels are interchangeable */
-        (void)chan_set_gro(u->chan_fd[i], 0);
+        (void)udz_udp_chan_set_gro(u->chan_fd[i], 0);
     }
     return 0;
 }
@@ -164,88 +161,11 @@ void udz_udp_close(udz_udp_t *u)
     }
 }
 
-static size_t txmsg_len(const udz_txmsg_t *m)
-{
-    size_t len = 0;
-    int i;
-
-    for (i = 0; i < m->iovcnt; ++i) {
-        len += m->iov[i].iov_len;
-    }
-    return len;
-}
-
-/* Groups runs of equal-sized datagrams (the last of a run may be shorter) into UDP GSO sends:
- * one sendmsg, one trip down the stack, per up to 64 datagrams or 64 KiB. Returns datagrams
- * sent, or -EIO when the kernel refuses GSO on this path. */
-static int udz_udp_send_gso(udz_udp_t *u, struct sockaddr_in *sin, const udz_txmsg_t *msgs,
-                            int n)
-{
-    int i = 0, g = 0, niov = 0, j, rc, sent;
-    size_t seg, len, bytes;
-    struct cmsghdr *cm;
-
-    while ((i < n) && (g < UDZ_UDP_BATCH)) {
-        int start = i, first_iov = niov;
-
-        seg   = txmsg_len(&msgs[i]);
-        bytes = 0;
-        while ((i < n) && (i - start < 64)) {
-            len = txmsg_len(&msgs[i]);
-            if ((niov + msgs[i].iovcnt > UDZ_UDP_BATCH * (1 + UDZ_MAX_IOV)) ||
-                ((i > start) && ((len > seg) || (bytes + len > 65000)))) {
-                break;  /* the first datagram of a run always goes, whatever its size */
-            }
-            for (j = 0; j < msgs[i].iovcnt; ++j) {
-                u->gso_iov[niov++] = msgs[i].iov[j];
-            }
-            bytes += len;
-            ++i;
-            if (len < seg) {
-                break;  /* a shorter one ends the run */
-            }
-        }
-        if (i == start) {
-            break;      /* iovec space exhausted */
-        }
-        memset(&u->mm[g], 0, sizeof(u->mm[g]));
-        u->mm[g].msg_hdr.msg_name    = sin;
-        u->mm[g].msg_hdr.msg_namelen = sizeof(*sin);
-        u->mm[g].msg_hdr.msg_iov     = &u->gso_iov[first_iov];
-        u->mm[g].msg_hdr.msg_iovlen  = (size_t)(niov - first_iov);
-        if (i - start > 1) {
-            u->mm[g].msg_hdr.msg_control    = u->gso_cmsg[g];
-            u->mm[g].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
-            cm = CMSG_FIRSTHDR(&u->mm[g].msg_hdr);
-            cm->cmsg_level = SOL_UDP;
-            cm->cmsg_type  = UDP_SEGMENT;
-            cm->cmsg_len   = CMSG_LEN(sizeof(uint16_t));
-            *(uint16_t*)CMSG_DATA(cm) = (uint16_t)seg;
-        }
-        u->gso_count[g++] = i - start;
-    }
-    rc = sendmmsg(u->fd, u->mm, (unsigned)g, MSG_DONTWAIT);
-    if ((rc < 0) && (errno == ECONNREFUSED)) {
-        u->errq = 1;
-        rc = sendmmsg(u->fd, u->mm, (unsigned)g, MSG_DONTWAIT);
-    }
-    if (rc < 0) {
-        if ((errno == EIO) || (errno == EINVAL) || (errno == EOPNOTSUPP)) {
-            return -EIO;
-        }
-        return ((errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) ? 0 : -errno;
-    }
-    for (sent = 0, j = 0; j < rc; ++j) {
-        sent += u->gso_count[j];
-    }
-    return sent;
-}
-
-static int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n)
+int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n)
 {
     udz_udp_t *u = wire;
     struct sockaddr_in sin;
-    int i, rc;
+    int rc;
 
     to_sockaddr(dst, &sin);
     if (n == 1) {
@@ -263,32 +183,7 @@ static int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *ms
         }
         return ((errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) ? 0 : -errno;
     }
-    if (n > UDZ_UDP_BATCH) {
-        n = UDZ_UDP_BATCH;
-    }
-    if (u->gso) {
-        rc = udz_udp_send_gso(u, &sin, msgs, n);
-        if (rc != -EIO) {
-            return rc;
-        }
-        u->gso = 0;     /* refused by this path: plain datagrams from now on */
-    }
-    for (i = 0; i < n; ++i) {
-        memset(&u->mm[i], 0, sizeof(u->mm[i]));
-        u->mm[i].msg_hdr.msg_name    = &sin;
-        u->mm[i].msg_hdr.msg_namelen = sizeof(sin);
-        u->mm[i].msg_hdr.msg_iov     = (struct iovec*)msgs[i].iov;
-        u->mm[i].msg_hdr.msg_iovlen  = (size_t)msgs[i].iovcnt;
-    }
-    rc = sendmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT);
-    if ((rc < 0) && (errno == ECONNREFUSED)) {
-        u->errq = 1;
-        rc = sendmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT);
-    }
-    if (rc >= 0) {
-        return rc;
-    }
-    return ((errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) ? 0 : -errno;
+    return udz_udp_send_many(u, &sin, msgs, n);
 }
 
 /* Reports ICMP port-unreachable errors as 'unreach' records naming the dead destination. */
@@ -331,119 +226,10 @@ static int udz_udp_errqueue(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
     return count;
 }
 
-/* A data channel with UDP_GRO: one recvmsg per coalesced run, its iovec the slots of msgs[j..n)
- * back to back ([header, payload] pairs). A run of equal datagrams, each exactly one slot pair
- * long (the core's slots are header + full chunk, and the owner cuts at the chunk size the
- * requester asked for), so the kernel's linear copy lands datagram i in slot pair i: the
- * header/payload split of recvmmsg, without a call or a socket-buffer hop per datagram.
- * A run whose segment size is not one slot pair (a stale transfer, a foreign sender) has
- * been scattered across slot boundaries: its first datagram is reported as it is (its header
- * sits in place, so the core can still tell a stale sender to stop), the rest as one
- * truncated datagram that the core drops and counts. Only slots of missing chunks and
- * scratch were written. */
-static int udz_udp_recv_gro(udz_udp_t *u, int fd, udz_rxmsg_t *msgs, int n, int *runs)
+void udz_udp_mm_prep(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
 {
-    struct sockaddr_in name;
-    struct cmsghdr *cm;
-    struct msghdr mh;
-    udz_addr_t src;
-    size_t seg, pair, left;
-    int i, j = 0, niov, aligned, misaligned, gso;
-    ssize_t rc;
+    int i;
 
-    while (j < n) {
-        niov    = 0;
-        aligned = 1;
-        pair    = msgs[j].iov[0].iov_len + msgs[j].iov[1].iov_len;
-        if ((j > 0) && ((size_t)(n - j) * pair < 65536) && (n - j < 64)) {
-            break;  /* what is left might not hold a whole run: its tail would be cut off */
-        }
-        for (i = j; (i < n) && (niov + 2 <= (int)(sizeof(u->gro_iov) / sizeof(u->gro_iov[0])));
-             ++i) {
-            u->gro_iov[niov++] = msgs[i].iov[0];
-            if (msgs[i].iov[1].iov_len > 0) {
-                u->gro_iov[niov++] = msgs[i].iov[1];
-            }
-            aligned &= (msgs[i].iov[0].iov_len + msgs[i].iov[1].iov_len == pair);
-        }
-        memset(&mh, 0, sizeof(mh));
-        mh.msg_name       = &name;
-        mh.msg_namelen    = sizeof(name);
-        mh.msg_iov        = u->gro_iov;
-        mh.msg_iovlen     = (size_t)niov;
-        mh.msg_control    = u->gro_cmsg;
-        mh.msg_controllen = sizeof(u->gro_cmsg);
-        rc = recvmsg(fd, &mh, MSG_DONTWAIT);
-        if (rc < 0) {
-            if (j > 0) {
-                break;
-            }
-            return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
-        }
-        gso = 0;
-        for (cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
-            if ((cm->cmsg_level == SOL_UDP) && (cm->cmsg_type == UDP_GRO) &&
-                (cm->cmsg_len >= CMSG_LEN(sizeof(int)))) {
-                memcpy(&gso, CMSG_DATA(cm), sizeof(gso));
-            }
-        }
-        seg        = (gso > 0) ? (size_t)gso : 0;
-        *runs     += (seg > 0) && ((size_t)rc > seg);
-        left       = (size_t)rc;
-        misaligned = 0;     /* the first datagram's header is in place whatever the size */
-        src_addr(&name, mh.msg_namelen, &src);  /* one sender for the whole run */
-        do {
-            msgs[j].unreach = 0;
-            msgs[j].src     = src;
-            if (misaligned) {
-                msgs[j].len   = left;       /* the rest of the run, in pieces: dropped */
-                msgs[j].trunc = 1;
-                left = 0;
-            } else if ((seg == 0) || (left <= seg)) {
-                /* one datagram (or the run's last, shorter one) */
-                msgs[j].len   = left;
-                msgs[j].trunc = (seg == 0) && !!(mh.msg_flags & MSG_TRUNC);
-                left = 0;
-            } else {
-                misaligned    = !aligned || (seg != pair);
-                msgs[j].len   = seg;
-                msgs[j].trunc = 0;
-                left -= seg;
-            }
-            ++j;
-        } while ((left > 0) && (j < n));
-        /* the receive area held a whole run (the core offers zbatch slots, and a run is received
-         * only into room for 64 datagrams or 64 KiB); should a longer one come, its tail was
-         * cut by the kernel (MSG_TRUNC) and is lost like a dropped datagram */
-    }
-    return j;
-}
-
-static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
-{
-    udz_udp_t *u = wire;
-    int fd = (chan == 0) ? u->fd : u->chan_fd[chan - 1];
-    int i, rc;
-
-    if ((chan > 0) && u->gro && u->chan_gro[chan - 1]) {
-        int runs = 0, c = chan - 1;
-
-        rc = udz_udp_recv_gro(u, fd, msgs, (n > 64) ? 64 : n, &runs);
-        if (runs > 0) {
-            u->chan_count[c] = 0;
-        } else if ((rc > 0) && ((u->chan_count[c] += (uint32_t)rc) >= UDZ_UDP_GRO_OFF)) {
-            /* nothing coalesces on this path: one call per batch beats one per datagram.
-             * (A run queued before the switch would be cut by recvmmsg: a rare loss, which
-             * the transfer repairs.) */
-            (void)chan_set_gro(fd, 0);
-            u->chan_gro[c]   = 0;
-            u->chan_count[c] = 0;
-        }
-        return rc;
-    }
-    if (n > UDZ_UDP_BATCH) {
-        n = UDZ_UDP_BATCH;
-    }
     for (i = 0; i < n; ++i) {
         memset(&u->mm[i], 0, sizeof(u->mm[i]));
         u->mm[i].msg_hdr.msg_name    = &u->names[i];
@@ -451,51 +237,49 @@ static int udz_udp_recv(void *wire, int chan, udz_rxmsg_t *msgs, int n)
         u->mm[i].msg_hdr.msg_iov     = msgs[i].iov;
         u->mm[i].msg_hdr.msg_iovlen  = (msgs[i].iov[1].iov_len > 0) ? 2 : 1;
     }
-    if ((chan == 0) && u->errq) {
+}
+
+void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc)
+{
+    int i;
+
+    for (i = 0; i < rc; ++i) {
+        msgs[i].unreach = 0;
+        msgs[i].len   = u->mm[i].msg_len;
+        msgs[i].trunc = !!(u->mm[i].msg_hdr.msg_flags & MSG_TRUNC);
+        udz_udp_src_addr(&u->names[i], u->mm[i].msg_hdr.msg_namelen, &msgs[i].src);
+    }
+}
+
+/* The control socket: datagrams, and the ICMP errors that name dead peers. */
+static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
+{
+    udz_udp_t *u = wire;
+    int rc;
+
+    if (n > UDZ_UDP_BATCH) {
+        n = UDZ_UDP_BATCH;
+    }
+    udz_udp_mm_prep(u, msgs, n);
+    if (u->errq) {
         u->errq = 0;
         rc = udz_udp_errqueue(u, msgs, n);
         if (rc > 0) {
             return rc;
         }
     }
-    rc = recvmmsg(fd, u->mm, (unsigned)n, MSG_DONTWAIT, NULL);
+    rc = recvmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT, NULL);
     if (rc < 0) {
-        if ((errno == ECONNREFUSED) && (chan == 0)) {
+        if (errno == ECONNREFUSED) {
             return udz_udp_errqueue(u, msgs, n);
         }
         return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
     }
-    if ((chan > 0) && u->gro && ((u->chan_count[chan - 1] += (uint32_t)rc) >= UDZ_UDP_GRO_PROBE)) {
-        /* try runs again: the path (or the peer's GSO) may have changed */
-        u->chan_gro[chan - 1]   = (chan_set_gro(fd, 1) == 0);
-        u->chan_count[chan - 1] = 0;
-    }
-    for (i = 0; i < rc; ++i) {
-        msgs[i].unreach = 0;
-        msgs[i].len   = u->mm[i].msg_len;
-        msgs[i].trunc = !!(u->mm[i].msg_hdr.msg_flags & MSG_TRUNC);
-        src_addr(&u->names[i], u->mm[i].msg_hdr.msg_namelen, &msgs[i].src);
-    }
+    udz_udp_mm_done(u, msgs, rc);
     return rc;
 }
 
-static uint32_t udz_udp_chan_id(void *wire, int chan)
-{
-    udz_udp_t *u = wire;
-
-    return u->chan_port[chan - 1];
-}
-
-static void udz_udp_chan_addr(void *wire __attribute__((unused)), const udz_addr_t *ctrl,
-                              uint32_t chan_id,
-                              udz_addr_t *out)
-{
-    struct in_addr ip;
-    uint16_t port;
-
-    udz_udp_addr_split(ctrl, &ip, &port);
-    udz_udp_addr_make(ip, (uint16_t)chan_id, out);
-}
+/* ---- the interface's MTU ---- */
 
 unsigned udz_udp_mtu(const char *ifname)
 {
@@ -515,9 +299,163 @@ unsigned udz_udp_mtu(const char *ifname)
     return mtu;
 }
 
-const udz_wire_ops_t udz_udp_ops = {
-    .send      = udz_udp_send,
-    .recv      = udz_udp_recv,
-    .chan_id   = udz_udp_chan_id,
-    .chan_addr = udz_udp_chan_addr,
+/* ---- devices ---- */
+
+/* The first IPv4 address of an interface that is up and running (as UCX's tcp finds it). */
+static int udz_udp_if_addr(const char *ifname, struct in_addr *ip)
+{
+    struct ifaddrs *ifaddrs, *ifa;
+    int rc = -ENODEV;
+
+    if (getifaddrs(&ifaddrs) != 0) {
+        return -errno;
+    }
+    for (ifa = ifaddrs; ifa != NULL; ifa = ifa->ifa_next) {
+        if ((strcmp(ifname, ifa->ifa_name) == 0) && (ifa->ifa_addr != NULL) &&
+            (ifa->ifa_addr->sa_family == AF_INET) && (ifa->ifa_flags & IFF_UP) &&
+            (ifa->ifa_flags & IFF_RUNNING)) {
+            *ip = ((const struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
+            rc  = 0;
+            break;
+        }
+    }
+    freeifaddrs(ifaddrs);
+    return rc;
+}
+
+/* Every network interface that is up and has an IPv4 address (as UCX's tcp). */
+static int udz_udp_query_devices(int (*found)(void *arg, const char *dev), void *arg)
+{
+    struct dirent *entry;
+    struct in_addr ip;
+    DIR *dir = opendir("/sys/class/net");
+    int rc = 0;
+
+    if (dir == NULL) {
+        return -errno;
+    }
+    while ((rc == 0) && ((entry = readdir(dir)) != NULL)) {
+        if ((entry->d_type == DT_LNK) && (udz_udp_if_addr(entry->d_name, &ip) == 0)) {
+            rc = found(arg, entry->d_name);
+        }
+    }
+    closedir(dir);
+    return rc;
+}
+
+static size_t udz_udp_dev_mtu(const char *dev)
+{
+    unsigned mtu = udz_udp_mtu(dev);
+
+    return (mtu > UDZ_UDP_HDRS) ? mtu - UDZ_UDP_HDRS : 0;
+}
+
+/* ---- life cycle ---- */
+
+static int udz_udp_wire_open(const char *dev, const udz_wire_params_t *params, void **wire_p,
+                             char *err, size_t errlen)
+{
+    struct in_addr ip;
+    udz_udp_t *u;
+    int rc;
+
+    if (udz_udp_if_addr(dev, &ip) != 0) {
+        snprintf(err, errlen, "device %s has no IPv4 address", dev);
+        return -ENODEV;
+    }
+    u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        snprintf(err, errlen, "no memory for the UDP wire");
+        return -ENOMEM;
+    }
+    rc = udz_udp_open(u, ip, params->channels, (int)params->rx_buffer, (int)params->tx_buffer,
+                      params->coalesce, err, errlen);
+    if (rc != 0) {
+        udz_udp_close(u);
+        free(u);
+        return rc;
+    }
+    *wire_p = u;
+    return 0;
+}
+
+static void udz_udp_wire_close(void *wire)
+{
+    udz_udp_close(wire);
+    free(wire);
+}
+
+static void udz_udp_query(void *wire, udz_wire_attr_t *attr)
+{
+    udz_udp_t *u = wire;
+    char ip[INET_ADDRSTRLEN];
+
+    attr->rx_buffer = (size_t)u->rcvbuf;
+    snprintf(attr->desc, sizeof(attr->desc), "%s:%u, rcvbuf %d, gso %d gro %d",
+             inet_ntop(AF_INET, &u->ip, ip, sizeof(ip)), ntohs(u->port), u->rcvbuf, u->gso,
+             u->gro);
+}
+
+/* ---- addresses: the device's IPv4 address, the control socket's port ---- */
+
+static void udz_udp_dev_addr_pack(void *wire, void *dev_addr)
+{
+    memcpy(dev_addr, &((udz_udp_t*)wire)->ip, sizeof(struct in_addr));
+}
+
+static void udz_udp_iface_addr_pack(void *wire, void *iface_addr)
+{
+    memcpy(iface_addr, &((udz_udp_t*)wire)->port, sizeof(uint16_t));
+}
+
+static void udz_udp_addr_unpack(const void *dev_addr, const void *iface_addr, udz_addr_t *out)
+{
+    struct in_addr ip;
+    uint16_t port;
+
+    memcpy(&ip, dev_addr, sizeof(ip));
+    memcpy(&port, iface_addr, sizeof(port));
+    udz_udp_addr_make(ip, port, out);
+}
+
+static int udz_udp_is_loopback(struct in_addr ip)
+{
+    return (ntohl(ip.s_addr) >> 24) == 127;
+}
+
+static int udz_udp_is_reachable(void *wire, const void *dev_addr, int same_host)
+{
+    udz_udp_t *u = wire;
+    struct in_addr remote;
+
+    memcpy(&remote, dev_addr, sizeof(remote));
+    if (udz_udp_is_loopback(u->ip) || udz_udp_is_loopback(remote)) {
+        /* a loopback address means "this host, this network namespace" */
+        return udz_udp_is_loopback(u->ip) && udz_udp_is_loopback(remote) && same_host;
+    }
+    return 1;
+}
+
+const udz_wire_ops_t udz_udp_wire = {
+    .name            = "udp",
+    .max_dgram       = UDZ_UDP_MAX_DGRAM,
+    .run_bytes       = UDZ_UDP_RUN_BYTES,
+    .run_dgrams      = UDZ_UDP_RUN_DGRAMS,
+    .dev_mtu         = udz_udp_dev_mtu,
+    .query_devices   = udz_udp_query_devices,
+    .open            = udz_udp_wire_open,
+    .close           = udz_udp_wire_close,
+    .query           = udz_udp_query,
+    .dev_addr_len    = sizeof(struct in_addr),
+    .iface_addr_len  = sizeof(uint16_t),
+    .dev_addr_pack   = udz_udp_dev_addr_pack,
+    .iface_addr_pack = udz_udp_iface_addr_pack,
+    .addr_unpack     = udz_udp_addr_unpack,
+    .is_reachable    = udz_udp_is_reachable,
+    .send            = udz_udp_send,
+    .recv            = udz_udp_recv,
+    .chan_id         = udz_udp_chan_id,
+    .chan_addr       = udz_udp_chan_addr,
+    .chan_recv       = udz_udp_chan_recv,
+    .chan_send       = udz_udp_send,
 };

@@ -1,23 +1,36 @@
 /*
  * ud_zcopy UDP wire: one control socket per iface (eager traffic, acks, control) and a pool of
- * data-channel sockets (the seed's pool of UD QPs for zero-copy transfers). Plain C, no UCX:
- * the unit tests and the fuzzer use it directly. Receives and sends are batched with
- * recvmmsg/sendmmsg and scatter/gather straight from/to the iovecs the core gives.
+ * data-channel sockets (Koop, Sur, Panda's pool of UD QPs for zero-copy transfers). Plain C, no
+ * UCX: the glue reaches it only through its table, udz_udp_wire (udz_wire.h); the unit tests
+ * use the functions below too. Receives and sends are batched with recvmmsg/sendmmsg and
+ * scatter/gather straight from/to the iovecs the core gives.
+ *   udz_udp.c       devices, sockets, addresses, the control socket, the table
+ *   udz_udp_chan.c  the data channels: GSO send runs, GRO receive runs, recvmmsg
  */
 #ifndef UDZ_UDP_H
 #define UDZ_UDP_H
 
-#include "udz_core.h"
+#include "udz_wire.h"
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define UDZ_UDP_BATCH 64
+#define UDZ_UDP_BATCH      64
 #define UDZ_UDP_GRO_OFF    256      /* uncoalesced datagrams in a row: GRO off on the channel */
 #define UDZ_UDP_GRO_PROBE  8192     /* datagrams later: GRO on again, to see if runs come */
+/* The largest UDP payload over IPv4: 65535 - 20 (IP header) - 8 (UDP header). */
+#define UDZ_UDP_MAX_DGRAM  65507u
+/* IPv4 and UDP headers: a datagram of MTU - this crosses the interface unfragmented. */
+#define UDZ_UDP_HDRS       28u
+/* A coalesced run: the kernel's UDP GSO and GRO take at most 64 segments and 64 KiB. */
+#define UDZ_UDP_RUN_DGRAMS 64u
+#define UDZ_UDP_RUN_BYTES  65536u
+/* Bytes one GSO send groups (a little under the 64 KiB of an IP packet). */
+#define UDZ_UDP_GSO_BYTES  65000u
 
 typedef struct udz_udp {
     int             fd;                         /* control */
@@ -36,7 +49,7 @@ typedef struct udz_udp {
      * UDZ_UDP_GRO_PROBE datagrams GRO is tried again. */
     uint8_t         chan_gro[UDZ_MAX_CHANNELS];
     uint32_t        chan_count[UDZ_MAX_CHANNELS];
-    struct iovec    gro_iov[2 * 64];
+    struct iovec    gro_iov[2 * UDZ_UDP_RUN_DGRAMS];
     uint64_t        gro_cmsg[4];
     struct iovec    gso_iov[UDZ_UDP_BATCH * (1 + UDZ_MAX_IOV)];
     int             gso_count[UDZ_UDP_BATCH];
@@ -45,7 +58,8 @@ typedef struct udz_udp {
     struct sockaddr_in names[UDZ_UDP_BATCH];
 } udz_udp_t;
 
-extern const udz_wire_ops_t udz_udp_ops;
+/* The table (udz_wire.h). */
+extern const udz_wire_ops_t udz_udp_wire;
 
 /* Opens the control socket and nchan data channels bound to ip (port 0: any). rcvbuf/sndbuf are
  * asked for (SO_RCVBUFFORCE first, so root gets them beyond rmem_max). gro: let the data
@@ -60,6 +74,23 @@ void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip, uint16_t *port_
 
 /* MTU of the interface that has this address (0 if unknown). */
 unsigned udz_udp_mtu(const char *ifname);
+
+/* ---- shared by udz_udp.c and udz_udp_chan.c ---- */
+
+/* Sends n datagrams to dst (the table's send and chan_send). */
+int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
+/* n > 1 datagrams to sin: GSO runs when the path takes them, else one sendmmsg. */
+int udz_udp_send_many(udz_udp_t *u, struct sockaddr_in *sin, const udz_txmsg_t *msgs, int n);
+/* recvmmsg's headers for msgs[0..n) and, after it returned rc, the results into msgs. */
+void udz_udp_mm_prep(udz_udp_t *u, udz_rxmsg_t *msgs, int n);
+void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc);
+/* The sender's control address as the core names it (zeros when not an IPv4 sender). */
+void udz_udp_src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_addr_t *out);
+/* UDP_GRO on or off for one data channel; 0 when the kernel took it. */
+int udz_udp_chan_set_gro(int fd, int on);
+int udz_udp_chan_recv(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
+uint32_t udz_udp_chan_id(void *wire, unsigned chan);
+void udz_udp_chan_addr(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
 
 #ifdef __cplusplus
 }

@@ -136,7 +136,7 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     core->zrx_busy++;
 
     req->xfer_id = z->xfer_id;
-    req->chan_id = core->wops->chan_id(core->wire, 1 + (int)(z - core->zrx));
+    req->chan_id = core->wops->chan_id(core->wire, (unsigned)(z - core->zrx));
     req->addr    = raddr;
     req->len     = len;
     req->chunk   = chunk;
@@ -248,7 +248,7 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
         slot[k] = UINT32_MAX;
         zrx_slot(core, k, NULL);
     }
-    n = core->wops->recv(core->wire, 1 + (int)(z - core->zrx), m, (int)k);
+    n = core->wops->chan_recv(core->wire, (unsigned)(z - core->zrx), m, (int)k);
     if (n <= 0) {
         return 0;
     }
@@ -432,9 +432,12 @@ int zrx_init(udz_core_t *core)
     size_t nwords;
     unsigned i;
 
-    /* a coalesced run is at most 64 datagrams and 64 KiB: enough slots to take any whole */
-    core->zbatch = (unsigned)((65536 + cfg->chunk_size + UDZ_HDR_LEN - 1) /
+    /* enough slots to take any whole coalesced run of the wire */
+    core->zbatch = (unsigned)((core->wops->run_bytes + cfg->chunk_size + UDZ_HDR_LEN - 1) /
                               (cfg->chunk_size + UDZ_HDR_LEN));
+    if (core->zbatch > core->wops->run_dgrams) {
+        core->zbatch = core->wops->run_dgrams;
+    }
     if (core->zbatch > UDZ_BATCH_MAX) {
         core->zbatch = UDZ_BATCH_MAX;
     }

@@ -2,7 +2,7 @@
  * ud_zcopy core, zero-copy send (the owner's side of a get). A ZREQ names a region, its rkey,
  * the chunk size and window and the requester's data channel; the owner checks the rkey and
  * streams the region as ZDATA datagrams straight from its memory (iovecs, no staging copy) in
- * batches the wire may send as one (UDP: a GSO send), up to the window above the acked chunks.
+ * batches the wire may send as one, up to the window above the acked chunks.
  * ZACKs move the window and name holes, which are resent at most once per repair gate; a
  * STUCK ZACK, or no ZACK for an RTO (a probe), brings back what the requester lacks. A refused
  * ZREQ is answered with ZERR (again on every ZACK); ZDONE or ZFIN ends a transfer.
@@ -51,7 +51,7 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
         msg[i].iov[1].iov_len  = core->ztxhdr[i].len;
         msg[i].iovcnt          = 2;
     }
-    rc = core->wops->send(core->wire, &t->dst, msg, (int)n);
+    rc = core->wops->chan_send(core->wire, &t->dst, msg, (int)n);
     if (rc < (int)n) {
         core->cnt->tx_eagain++;
     }
@@ -106,9 +106,9 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
         }
     }
     if (stuck && (top == t->cum)) {
-        /* nothing arrives and no hole is known: the tail was lost (a whole send batch may be
-         * one dropped packet: UDP GSO). Resend a batch's worth from the first missing chunk
-         * on; the requester's next ZACKs name the rest. */
+        /* nothing arrives and no hole is known: the tail was lost (a wire may send a whole
+         * batch as one packet, and lose it as one). Resend a batch's worth from the first
+         * missing chunk on; the requester's next ZACKs name the rest. */
         top = t->cum + UDZ_BATCH_MAX - 1;
     }
     for (c = t->cum; (c <= top) && (c < t->sent); ++c) {
@@ -158,7 +158,7 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     t->last_progress_ns   = core->now;
     t->last_progress_live = core->live;
     src = NULL;
-    if ((req->chunk == 0) || (req->chunk > 65507 - UDZ_HDR_LEN) ||
+    if ((req->chunk == 0) || (req->chunk > core->wops->max_dgram - UDZ_HDR_LEN) ||
         (req->len == 0) || (req->window == 0) ||
         ((req->len + req->chunk - 1) / req->chunk > 0xffffffffull)) {
         t->status = -EINVAL;

@@ -1,0 +1,143 @@
+/*
+ * ud_zcopy wire: what the protocol core and the UCT glue need from an unreliable datagram
+ * network, as one table of operations (udz_wire_ops_t). A wire is one file that fills the table
+ * (UDP: udz_udp.c with udz_udp_chan.c; the unit tests' in-memory wire: tests/unit/udz_memwire.h)
+ * and one entry in udz_wires[] (udz_wires.c). Plain C: no UCX.
+ *
+ * A wire instance (opened on one device) has
+ *  - a control endpoint: the reliable stream, acks and zero-copy control go through it, one
+ *    datagram at a time, to and from peers' control endpoints;
+ *  - a pool of data channels (Koop, Sur, Panda's pool of UD QPs): a zero-copy transfer streams
+ *    into one of the requester's channels, datagram by datagram, each received as a
+ *    [header, chunk] pair of slots so that the payload lands in the destination buffer.
+ * The core never learns what an address means: a udz_addr_t names a control endpoint and is
+ * compared bytewise; a data channel is named in a ZREQ by a 32-bit id that the owner turns into
+ * an address with chan_addr.
+ */
+#ifndef UDZ_WIRE_H
+#define UDZ_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UDZ_ADDR_LEN      16
+#define UDZ_MAX_CHANNELS  64
+#define UDZ_MAX_IOV       4
+
+/* A control endpoint's address (UDP: IPv4 address and port), opaque to the core. */
+typedef struct udz_addr {
+    uint8_t b[UDZ_ADDR_LEN];
+} udz_addr_t;
+
+/* One datagram to receive: the core supplies the areas, the wire scatters into them. */
+typedef struct udz_rxmsg {
+    struct iovec iov[2];    /* in: [0] header area, [1] payload area (may be empty) */
+    size_t       len;       /* out: bytes the datagram had */
+    int          trunc;     /* out: it did not fit into iov[0] + iov[1] */
+    int          unreach;   /* out: not a datagram but the wire's report that src cannot be
+                             * reached (UDP: ICMP port unreachable: no iface is there any more) */
+    udz_addr_t   src;       /* out: the sender's control address (also for data that came to
+                             * a data channel: the owner sends it from its control endpoint) */
+} udz_rxmsg_t;
+
+/* One datagram to send: header + up to UDZ_MAX_IOV payload pieces. */
+typedef struct udz_txmsg {
+    struct iovec iov[1 + UDZ_MAX_IOV];
+    int          iovcnt;
+} udz_txmsg_t;
+
+/* What the glue asks of a wire when it opens one. */
+typedef struct udz_wire_params {
+    unsigned channels;      /* data channels to open, 1..UDZ_MAX_CHANNELS */
+    size_t   rx_buffer;     /* bytes each endpoint and channel may hold unread (UDP: SO_RCVBUF,
+                             * as root beyond rmem_max) */
+    size_t   tx_buffer;     /* bytes the control endpoint may hold unsent (UDP: SO_SNDBUF) */
+    int      coalesce;      /* data channels may receive coalesced runs (UDP: GRO) */
+} udz_wire_params_t;
+
+/* What an open wire got. */
+typedef struct udz_wire_attr {
+    size_t rx_buffer;       /* bytes a data channel holds unread: a transfer's window fits */
+    char   desc[128];       /* for the debug log: address, buffers, offloads */
+} udz_wire_attr_t;
+
+typedef struct udz_wire_ops {
+    const char *name;
+
+    /* ---- limits ----
+     * max_dgram: the largest datagram, header included (UDP: 65507 = 65535 - IP - UDP header).
+     * run_bytes, run_dgrams: the largest coalesced run one chan_recv may return (UDP GRO:
+     * 64 KiB, 64 datagrams); the core offers enough slots to take one whole. A wire that never
+     * coalesces sets max_dgram and 1.
+     * dev_mtu: the largest datagram that crosses the device whole (UDP: the interface MTU
+     * less the IP and UDP headers, as a lost IP fragment loses the whole datagram); 0 when
+     * unknown. */
+    size_t   max_dgram;
+    size_t   run_bytes;
+    unsigned run_dgrams;
+    size_t (*dev_mtu)(const char *dev);
+
+    /* ---- devices and life cycle (the UCT glue) ----
+     * query_devices calls found(arg, name) for every device the wire can open (UDP: every
+     * network interface that is up with an IPv4 address); a non-zero return from found stops
+     * the walk and is returned. open returns 0, -ENODEV (the device cannot carry this wire, as
+     * UCS_ERR_NO_DEVICE) or another negative errno, with a message in err. */
+    int  (*query_devices)(int (*found)(void *arg, const char *dev), void *arg);
+    int  (*open)(const char *dev, const udz_wire_params_t *params, void **wire_p, char *err,
+                 size_t errlen);
+    void (*close)(void *wire);
+    void (*query)(void *wire, udz_wire_attr_t *attr);
+
+    /* ---- addresses (what UCP exchanges) ----
+     * The device address (dev_addr_len bytes; UDP: the IPv4 address) and the iface address
+     * (iface_addr_len bytes; UDP: the control port), packed by the open wire; addr_unpack
+     * turns a peer's pair into its control endpoint's address. is_reachable: whether a peer
+     * with this device address can be reached from here; same_host: the peer runs on this
+     * host, in this network namespace (the glue compares host identities). */
+    size_t dev_addr_len;
+    size_t iface_addr_len;
+    void (*dev_addr_pack)(void *wire, void *dev_addr);
+    void (*iface_addr_pack)(void *wire, void *iface_addr);
+    void (*addr_unpack)(const void *dev_addr, const void *iface_addr, udz_addr_t *out);
+    int  (*is_reachable)(void *wire, const void *dev_addr, int same_host);
+
+    /* ---- the control endpoint ----
+     * send: n datagrams to the control endpoint dst. Returns how many went (0..n), or a
+     * negative errno; a datagram that did not go is treated as lost (a timer resends it).
+     * recv: up to n datagrams from peers, each scattered into msgs[i].iov as in chan_recv
+     * (the core gives the control endpoint one area per datagram). Returns how many arrived
+     * (0: none now), or a negative errno. */
+    int (*send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
+    int (*recv)(void *wire, udz_rxmsg_t *msgs, int n);
+
+    /* ---- data channels (0 .. params.channels - 1) ----
+     * chan_id: how a peer names local channel chan in a ZREQ (UDP: its port).
+     * chan_addr: the address of channel chan_id of the peer whose control address is ctrl.
+     * chan_recv: up to n datagrams of channel chan, each scattered into its [header, chunk]
+     * pair msgs[i].iov[0..1]; with coalescing, a run of equal datagrams in one call, datagram
+     * i in pair i. Returns as recv.
+     * chan_send: n datagrams (the chunks of one transfer, each [header, chunk]) to a peer's
+     * data channel, as few sends as the wire can make of them (UDP: sendmmsg, runs of equal
+     * datagrams as one GSO send). Returns as send. */
+    uint32_t (*chan_id)(void *wire, unsigned chan);
+    void (*chan_addr)(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
+    int (*chan_recv)(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
+    int (*chan_send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
+} udz_wire_ops_t;
+
+/* The wires built in, NULL-terminated (udz_wires.c): the glue lists their devices and opens a
+ * device on the first wire that lists it. */
+extern const udz_wire_ops_t *const udz_wires[];
+
+/* The first wire that lists the device (NULL: none). */
+const udz_wire_ops_t *udz_wire_find(const char *dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
