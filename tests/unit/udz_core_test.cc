@@ -1,6 +1,7 @@
 /*
- * Unit tier for the ud_zcopy protocol core (uct/ud_zcopy/udz_core.c) on the in-memory lossy wire
- * (udz_memwire.h): exactly-once in-order active messages under loss, duplication, reordering,
+ * Unit tier for the ud_zcopy protocol core (uct/ud_zcopy/udz_core.h; its parts are listed in
+ * udz_core_int.h) on the in-memory lossy wire (udz_memwire.h, opened directly or through the
+ * wire table): exactly-once in-order active messages under loss, duplication, reordering,
  * truncation and header corruption; zero-copy gets of every size class, intact under impairment;
  * refusal, peer failure (timeout and unreachable), new incarnations, back-pressure, flush, bad
  * input, per-peer state. Time is simulated: every round advances the clock by `step` and runs

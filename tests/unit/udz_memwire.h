@@ -1,5 +1,5 @@
 /*
- * An in-memory lossy datagram wire for the ud_zcopy protocol core (udz_core.c): the stand-in for
+ * An in-memory lossy datagram wire for the ud_zcopy protocol core (udz_core.h): the stand-in for
  * the UDP wire in the unit tests and the fuzzer.
  *
  * One MemNet holds N endpoints (one per core) in one process; every endpoint has a control

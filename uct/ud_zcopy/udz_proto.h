@@ -1,5 +1,5 @@
 /*
- * ud_zcopy wire format: what one datagram carries. Shared by the protocol core (udz_core.c), the
+ * ud_zcopy wire format: what one datagram carries. Shared by the protocol core (udz_core.h), the
  * decoder fuzzer and the unit tests; no sockets, no UCX.
  *
  * Every datagram starts with the same 32-byte header. Two kinds of datagrams exist:
