@@ -1,8 +1,8 @@
 /*
  * ud_zcopy wire: what the protocol core and the UCT glue need from an unreliable datagram
  * network, as one table of operations (udz_wire_ops_t). A wire is one file that fills the table
- * (UDP: udz_udp.c with udz_udp_chan.c; the unit tests' in-memory wire: tests/unit/udz_memwire.h)
- * and one entry in udz_wires[] (udz_wires.c). Plain C: no UCX.
+ * (UDP: udz_udp.c with udz_udp_chan.c; the unit tests' in-memory wire: tests/unit/udz_memwire.h),
+ * listed in udz_wires[] (udz_wires.c) and in meson.build's udz_wire_src. Plain C: no UCX.
  *
  * A wire instance (opened on one device) has
  *  - a control endpoint: the reliable stream, acks and zero-copy control go through it, one
@@ -116,11 +116,16 @@ typedef struct udz_wire_ops {
     int (*recv)(void *wire, udz_rxmsg_t *msgs, int n);
 
     /* ---- data channels (0 .. params.channels - 1) ----
+     * Payload iovecs point into user memory and come without memory keys: a wire that needs
+     * them (verbs: lkeys) registers that memory itself.
      * chan_id: how a peer names local channel chan in a ZREQ (UDP: its port).
      * chan_addr: the address of channel chan_id of the peer whose control address is ctrl.
      * chan_recv: up to n datagrams of channel chan, each scattered into its [header, chunk]
      * pair msgs[i].iov[0..1]; with coalescing, a run of equal datagrams in one call, datagram
-     * i in pair i. Returns as recv.
+     * i in pair i. Returns as recv. The slots are the core's prediction of the chunks to
+     * come, offered with this call and valid during it only (recvmmsg, GRO): a wire whose
+     * receives must be posted ahead (verbs UD) cannot leave them in the destination, where
+     * a later call may already have placed the chunk they predicted.
      * chan_send: n datagrams (the chunks of one transfer, each [header, chunk]) to a peer's
      * data channel, as few sends as the wire can make of them (UDP: sendmmsg, runs of equal
      * datagrams as one GSO send). Returns as send. */

@@ -1,7 +1,7 @@
 /*
  * The wires ud_zcopy is built with (udz_wire.h). A new wire is a file that defines its table,
- * declared and listed here; the glue lists every wire's devices and opens a device on the first
- * wire that lists it.
+ * declared and listed here (and built: meson.build's udz_wire_src); the glue lists every wire's
+ * devices and opens a device on the first wire that lists it.
  */
 #include "udz_wire.h"
 
