@@ -111,9 +111,13 @@ static ucs_arbiter_cb_result_t ucx_ext_pending_cb(ucs_arbiter_t *arbiter,
 /* A dead receiver never makes room: check the processes that eps wait on. */
 static void ucx_ext_iface_check_peers(ucx_ext_iface_t *x)
 {
-    ucs_time_t now = ucs_get_time();
+    ucs_time_t now;
     ucx_ext_ep_t *ep;
 
+    if (x->peer_check_interval == 0) {
+        return;     /* network peers: the transport judges them itself */
+    }
+    now = ucs_get_time();
     if (now < x->next_peer_check) {
         return;
     }

@@ -84,6 +84,8 @@ typedef struct ucx_ext_iface {
     ucs_time_t             next_peer_check;
 } ucx_ext_iface_t;
 
+/* peer_check_interval: seconds between liveness checks of the processes that eps wait on;
+ * 0 for a transport whose peers are not local processes (it judges them itself). */
 void ucx_ext_iface_init(ucx_ext_iface_t *x, uct_base_iface_t *uct, const char *tl,
                         ucx_ext_tx_counters_t *cnt, int (*tx_ready)(ucx_ext_ep_t*),
                         double peer_check_interval);

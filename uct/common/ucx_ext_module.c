@@ -39,7 +39,7 @@ const char *ucx_ext_abi_mismatch(const ucx_ext_class_size_t *classes, unsigned c
     return NULL;
 }
 
-void ucx_ext_abi_warn(const char *tl, const char *what)
+static void ucx_ext_abi_warn(const char *tl, const char *what)
 {
     unsigned major, minor, release;
 

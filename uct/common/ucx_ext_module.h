@@ -46,9 +46,6 @@ typedef struct ucx_ext_module {
 /* NULL when version and every class size match; otherwise what differs ("version", ...). */
 const char *ucx_ext_abi_mismatch(const ucx_ext_class_size_t *classes, unsigned count);
 
-/* The warning printed instead of registering transport tl. */
-void ucx_ext_abi_warn(const char *tl, const char *what);
-
 /* Registers the module unless the ABI differs (then warns and registers nothing). */
 void ucx_ext_module_load(ucx_ext_module_t *m, const ucx_ext_class_size_t *classes,
                          unsigned count);

@@ -4,7 +4,6 @@
  * stream; get_zcopy onto a zero-copy transfer over a data channel.
  */
 #include "udz_uct.h"
-#include "ucx_ext_pending.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <uct/base/uct_iov.inl>
@@ -29,7 +28,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
     uint64_t cookie;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super, &iface->x, 0);
 
     uct_udz_ep_unpack_addr(iface, params->dev_addr, params->iface_addr, &addr, &cookie);
     self->peer = udz_peer_get(iface->core, &addr, cookie);
@@ -37,63 +36,33 @@ UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
         ucs_error("ud_zcopy: more than UCX_" UCT_UDZ_PREFIX "MAX_PEERS peers");
         return UCS_ERR_EXCEEDS_LIMIT;
     }
-    self->failed    = 0;
-    self->err_cb_id = UCS_CALLBACKQ_ID_NULL;
-    ucs_arbiter_group_init(&self->arb_group);
-    ucs_list_add_tail(&iface->eps, &self->list);
     return UCS_OK;
 }
 
 UCS_CLASS_CLEANUP_FUNC(uct_udz_ep_t)
 {
-    uct_udz_iface_t *iface = ucs_derived_of(self->super.super.iface, uct_udz_iface_t);
+    uct_udz_iface_t *iface = ucs_derived_of(self->super.super.super.iface, uct_udz_iface_t);
     uct_udz_flush_t *f, *tmp;
 
-    uct_udz_ep_pending_purge(&self->super.super, NULL, NULL);
-    ucs_arbiter_group_cleanup(&self->arb_group);
     ucs_list_for_each_safe(f, tmp, &iface->flushes, list) {
         if (f->ep == self) {
             ucs_list_del(&f->list);
             ucs_free(f);
         }
     }
-    if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
-        ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q, self->err_cb_id);
-    }
-    ucs_list_del(&self->list);
 }
 
-UCS_CLASS_DEFINE(uct_udz_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE(uct_udz_ep_t, ucx_ext_ep_t);
 UCS_CLASS_DEFINE_NEW_FUNC(uct_udz_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(uct_udz_ep_t, uct_ep_t);
 
 /* ---- peer failure ---- */
 
-static unsigned uct_udz_ep_err_progress(void *arg)
-{
-    uct_udz_ep_t *ep = arg;
-
-    ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
-    uct_iface_handle_ep_err(ep->super.super.iface, &ep->super.super, UCS_ERR_ENDPOINT_TIMEOUT);
-    return 1;
-}
-
-/* The error handler runs from the worker's progress queue, not from inside our progress (it
- * may destroy the ep). */
+/* The core found the peer failed (timeout, unreachable, new incarnation): the error handler
+ * runs from the worker's progress queue (uct/common). */
 void uct_udz_ep_set_failed(uct_udz_ep_t *ep)
 {
-    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_udz_iface_t);
-
-    if (ep->failed) {
-        return;
-    }
-    ep->failed = 1;
-    if (iface->super.err_handler == NULL) {
-        return;
-    }
-    ep->err_cb_id = ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
-                                           uct_udz_ep_err_progress, ep,
-                                           UCS_CALLBACKQ_FLAG_ONESHOT);
+    ucx_ext_ep_set_failed(&ep->super, UCS_ERR_ENDPOINT_TIMEOUT);
 }
 
 /* A keepalive: a reliable empty message; if the peer never acks it, the core fails the peer. */
@@ -104,7 +73,7 @@ ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     int err;
 
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    if (ep->failed || udz_peer_is_failed(ep->peer)) {
+    if (ep->super.failed || udz_peer_is_failed(ep->peer)) {
         uct_udz_ep_set_failed(ep);
         return UCS_OK;
     }
@@ -119,11 +88,9 @@ ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
  * dispatch of this ep's own queue may send. */
 static UCS_F_ALWAYS_INLINE int uct_udz_ep_must_queue(uct_udz_ep_t *ep)
 {
-    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_udz_iface_t);
+    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_udz_iface_t);
 
-    return uct_udz_iface_fence_holds(iface) ||
-           (ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group)) &&
-            (iface->dispatching != ep));
+    return uct_udz_iface_fence_holds(iface) || ucx_ext_ep_must_queue(&ep->super);
 }
 
 ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags)
@@ -398,61 +365,6 @@ ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
     return UCS_INPROGRESS;
 }
 
-/* ---- pending ---- */
-
-ucs_status_t uct_udz_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
-{
-    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
-    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
-
-    /* Queue unconditionally: which resource the request needs (window, buffer, data channel)
-     * is not known here, and answering BUSY when the one it needs is exhausted would make the
-     * caller spin without progress. The next progress dispatches it. */
-    uct_pending_req_arb_group_push(&ep->arb_group, req);
-    ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
-    UCT_UDZ_COUNT(pending_add, 1);
-    return UCS_OK;
-}
-
-static ucs_arbiter_cb_result_t uct_udz_ep_pending_cb(ucs_arbiter_t *arbiter,
-                                                     ucs_arbiter_group_t *group,
-                                                     ucs_arbiter_elem_t *elem, void *arg)
-{
-    uct_udz_ep_t *ep       = ucs_container_of(group, uct_udz_ep_t, arb_group);
-    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_udz_iface_t);
-    unsigned *count        = arg;
-    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
-    ucs_status_t status;
-
-    iface->dispatching = ep;
-    status = req->func(req);
-    iface->dispatching = NULL;
-    if (status == UCS_OK) {
-        ++(*count);
-        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-    } else if (status == UCS_INPROGRESS) {
-        ++(*count);
-        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
-    }
-    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
-}
-
-unsigned uct_udz_ep_dispatch_pending(uct_udz_iface_t *iface)
-{
-    unsigned count = 0;
-
-    ucs_arbiter_dispatch(&iface->arbiter, 1, uct_udz_ep_pending_cb, &count);
-    return count;
-}
-
-void uct_udz_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
-{
-    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
-    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
-
-    ucx_ext_pending_purge(&iface->arbiter, &ep->arb_group, cb, arg);
-}
-
 /* ---- flush ---- */
 
 ucs_status_t uct_udz_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
@@ -463,14 +375,14 @@ ucs_status_t uct_udz_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     uint64_t token;
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        uct_udz_ep_pending_purge(tl_ep, NULL, NULL);
+        ucx_ext_ep_pending_purge(tl_ep, NULL, NULL);
         udz_peer_cancel(iface->core, ep->peer, -ECANCELED);
         return UCS_OK;
     }
     if (uct_udz_ep_must_queue(ep)) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if (ep->failed || udz_peer_is_failed(ep->peer)) {
+    if (ep->super.failed || udz_peer_is_failed(ep->peer)) {
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
     if (udz_flush_done(iface->core, ep->peer, &token, 1)) {

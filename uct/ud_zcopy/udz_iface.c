@@ -228,7 +228,7 @@ static void uct_udz_iface_get_done(void *user, void *ctx, int status)
     uct_udz_getb_t *g      = ctx;
 
     if (status != 0) {
-        UCT_UDZ_COUNT(get_failed, 1);
+        UCT_UDZ_COUNT_OWN(get_failed, 1);
     }
     if ((g >= iface->getb) && (g < iface->getb + UDZ_MAX_CHANNELS)) {
         /* a get_bcopy: hand the bounce buffer to the caller's unpack */
@@ -276,12 +276,12 @@ static const udz_user_ops_t uct_udz_user_ops = {
 
 void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer)
 {
-    uct_udz_ep_t *ep;
+    ucx_ext_ep_t *ep;
 
-    UCT_UDZ_COUNT(peer_failed, 1);
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->peer == peer) {
-            uct_udz_ep_set_failed(ep);
+    /* every ep to the peer fails (the base counts each in peer_failed) */
+    ucs_list_for_each(ep, &iface->x.eps, list) {
+        if (ucs_derived_of(ep, uct_udz_ep_t)->peer == peer) {
+            uct_udz_ep_set_failed(ucs_derived_of(ep, uct_udz_ep_t));
         }
     }
 }
@@ -292,8 +292,8 @@ static unsigned uct_udz_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     count = udz_core_progress(iface->core, uct_udz_now_ns());
-    if (ucs_unlikely(!ucs_arbiter_is_empty(&iface->arbiter))) {
-        count += uct_udz_ep_dispatch_pending(iface);
+    if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x))) {
+        count += ucx_ext_iface_progress_pending(&iface->x);
     }
     if (ucs_unlikely(!ucs_list_is_empty(&iface->flushes))) {
         count += uct_udz_ep_check_flushes(iface);
@@ -310,47 +310,56 @@ static ucs_status_t uct_udz_iface_flush(uct_iface_h tl_iface, unsigned flags,
         return UCS_ERR_UNSUPPORTED;
     }
     /* UCP's worker flush polls this and takes anything but OK/INPROGRESS as a failure */
-    if (!ucs_arbiter_is_empty(&iface->arbiter) || !udz_core_idle(iface->core)) {
+    if (!udz_core_idle(iface->core)) {
         return UCS_INPROGRESS;
     }
-    return UCS_OK;
+    return ucx_ext_iface_flush_queued(&iface->x);
 }
 
-static ucs_status_t uct_udz_config_error(const char *var, const char *what)
-{
-    ucs_error("ud_zcopy: invalid configuration: UCX_" UCT_UDZ_PREFIX "%s %s", var, what);
-    return UCS_ERR_INVALID_PARAM;
-}
+#define uct_udz_config_error(_var, _what) \
+    ucx_ext_config_error(UCT_UDZ_NAME, UCT_UDZ_PREFIX, "%s %s", _var, _what)
+
+/* Knob ranges; the limits from the wire and the rules between knobs follow in
+ * uct_udz_config_check. Sizes stay below 1e18: "auto" is not a size here. */
+static const ucx_ext_knob_t uct_udz_knobs[] = {
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "TX_WINDOW", tx_window, UINT, 1, 32768),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "RTO", rto, DOUBLE, 1e-6, 60),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "CHANNELS", channels, UINT, 1, UDZ_MAX_CHANNELS),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, 1e18),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "RX_BATCH", rx_batch, UINT, 1, 64),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "MAX_PEERS", max_peers, UINT, 1, 1u << 24),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "RCVBUF", rcvbuf, SIZE, 4096, INT_MAX),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "SNDBUF", sndbuf, SIZE, 4096, INT_MAX),
+};
 
 /* Every knob checked on its own, so the message names the variable. max_dgram: the wire's
  * largest datagram. */
 static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t seg,
                                          size_t chunk, size_t max_dgram)
 {
-    char what[64];
+    ucs_status_t status;
 
+    status = ucx_ext_config_check(UCT_UDZ_NAME, UCT_UDZ_PREFIX, c, uct_udz_knobs,
+                                  ucs_static_array_size(uct_udz_knobs));
+    if (status != UCS_OK) {
+        return status;
+    }
     if ((c->seg_size < UDZ_HDR_LEN + 256) || (c->seg_size > max_dgram)) {
-        ucs_snprintf_zero(what, sizeof(what), "must be between %u and %zu bytes",
-                          UDZ_HDR_LEN + 256, max_dgram);
-        return uct_udz_config_error("SEG_SIZE", what);
+        return ucx_ext_config_error(UCT_UDZ_NAME, UCT_UDZ_PREFIX,
+                                    "SEG_SIZE must be between %u and %zu bytes",
+                                    UDZ_HDR_LEN + 256, max_dgram);
     }
     if ((c->chunk_size != UCS_MEMUNITS_AUTO) &&
         ((c->chunk_size < 256) || (c->chunk_size > max_dgram - UDZ_HDR_LEN))) {
-        ucs_snprintf_zero(what, sizeof(what), "must be auto or between 256 and %zu",
-                          max_dgram - UDZ_HDR_LEN);
-        return uct_udz_config_error("CHUNK_SIZE", what);
-    }
-    if ((c->tx_window == 0) || (c->tx_window > 32768)) {
-        return uct_udz_config_error("TX_WINDOW", "must be between 1 and 32768");
+        return ucx_ext_config_error(UCT_UDZ_NAME, UCT_UDZ_PREFIX,
+                                    "CHUNK_SIZE must be auto or between 256 and %zu",
+                                    max_dgram - UDZ_HDR_LEN);
     }
     if (c->tx_pool < c->tx_window) {
         return uct_udz_config_error("TX_POOL", "must be at least TX_WINDOW");
     }
     if ((c->ack_every == 0) || (c->ack_every > c->tx_window)) {
         return uct_udz_config_error("ACK_EVERY", "must be between 1 and TX_WINDOW");
-    }
-    if ((c->rto < 1e-6) || (c->rto > 60)) {
-        return uct_udz_config_error("RTO", "must be between 1us and 60s");
     }
     if ((c->ack_delay < 0) || (c->ack_delay >= c->rto)) {
         return uct_udz_config_error("ACK_DELAY", "must be shorter than RTO");
@@ -361,9 +370,6 @@ static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t
     if (c->peer_timeout <= c->rto) {
         return uct_udz_config_error("PEER_TIMEOUT", "must be longer than RTO");
     }
-    if ((c->channels == 0) || (c->channels > UDZ_MAX_CHANNELS)) {
-        return uct_udz_config_error("CHANNELS", "must be between 1 and 64");
-    }
     if ((c->zc_window == UCS_MEMUNITS_AUTO) || (c->zc_window < chunk)) {
         return uct_udz_config_error("ZC_WINDOW", "must be at least one CHUNK_SIZE");
     }
@@ -371,21 +377,6 @@ static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t
         (c->zc_max / chunk > (64u << 20))) {
         return uct_udz_config_error("ZC_MAX", "must be at least one CHUNK_SIZE "
                                     "and at most 64M chunks");
-    }
-    if ((c->zcopy_thresh == 0) || (c->zcopy_thresh == UCS_MEMUNITS_AUTO)) {
-        return uct_udz_config_error("ZCOPY_THRESH", "must be a size of at least 1 byte");
-    }
-    if ((c->rx_batch == 0) || (c->rx_batch > 64)) {
-        return uct_udz_config_error("RX_BATCH", "must be between 1 and 64");
-    }
-    if ((c->max_peers == 0) || (c->max_peers > (1u << 24))) {
-        return uct_udz_config_error("MAX_PEERS", "must be between 1 and 16777216");
-    }
-    if ((c->rcvbuf == UCS_MEMUNITS_AUTO) || (c->rcvbuf > INT_MAX) || (c->rcvbuf < 4096)) {
-        return uct_udz_config_error("RCVBUF", "must be between 4k and 2g");
-    }
-    if ((c->sndbuf == UCS_MEMUNITS_AUTO) || (c->sndbuf > INT_MAX) || (c->sndbuf < 4096)) {
-        return uct_udz_config_error("SNDBUF", "must be between 4k and 2g");
     }
     return UCS_OK;
 }
@@ -481,9 +472,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     memset(self->getb, 0, sizeof(self->getb));
     self->fenced      = 0;
     self->nchannels   = config->channels;
-    ucs_arbiter_init(&self->arbiter);
-    self->dispatching = NULL;
-    ucs_list_head_init(&self->eps);
+    ucx_ext_iface_init(&self->x, &self->super, UCT_UDZ_NAME, &uct_udz_counters.tx, NULL, 0);
     ucs_list_head_init(&self->flushes);
     ucs_debug("ud_zcopy iface %p on %s, %s wire %s: seg %zu chunk %zu, %u channels", self,
               self->ifname, self->wops->name, wattr.desc, cc.seg_size, cc.chunk_size,
@@ -501,7 +490,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
         ucs_list_del(&f->list);
         ucs_free(f);
     }
-    ucs_arbiter_cleanup(&self->arbiter);
+    ucx_ext_iface_cleanup(&self->x);
     udz_core_destroy(self->core);
     self->wops->close(self->wire);
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
@@ -564,48 +553,23 @@ static uct_iface_ops_t uct_udz_iface_ops = {
     .ep_am_short_iov          = uct_base_ep_am_short_iov,
     .ep_am_bcopy              = uct_udz_ep_am_bcopy,
     .ep_am_zcopy              = uct_udz_ep_am_zcopy,
-    .ep_put_short             = uct_udz_ep_put_short,
-    .ep_put_bcopy             = uct_udz_ep_put_bcopy,
-    .ep_put_zcopy             = uct_udz_ep_put_zcopy,
-    .ep_get_short             = (uct_ep_get_short_func_t)ucs_empty_function_return_unsupported,
-    .ep_get_bcopy             = uct_udz_ep_get_bcopy,
-    .ep_get_zcopy             = uct_udz_ep_get_zcopy,
-    .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic64_post         = (uct_ep_atomic64_post_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic64_fetch        = (uct_ep_atomic64_fetch_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_short       = (uct_ep_tag_eager_short_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_bcopy       = (uct_ep_tag_eager_bcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_zcopy       = (uct_ep_tag_eager_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_zcopy        = (uct_ep_tag_rndv_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_cancel       = (uct_ep_tag_rndv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
-    .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_pending_add           = uct_udz_ep_pending_add,
-    .ep_pending_purge         = uct_udz_ep_pending_purge,
-    .ep_flush                 = uct_udz_ep_flush,
+    UCX_EXT_OPS_RMA(uct_udz_ep),
+    UCX_EXT_OPS_NO_ATOMICS,
+    UCX_EXT_OPS_NO_TAG,
+    UCX_EXT_OPS_NO_EP_ADDR,
+    UCX_EXT_OPS_NO_EVENTS,
+    UCX_EXT_OPS_PENDING,
+    UCX_EXT_OPS_LIFE(uct_udz_ep_t, uct_udz_iface_t),
     .ep_fence                 = uct_udz_ep_fence,
     .ep_check                 = uct_udz_ep_check,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_udz_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_udz_ep_t),
-    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
-    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
     .iface_flush              = uct_udz_iface_flush,
     .iface_fence              = uct_udz_iface_fence,
-    .iface_progress_enable    = uct_base_iface_progress_enable,
-    .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_udz_iface_progress,
-    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
-    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
-    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_udz_iface_t),
     .iface_query              = uct_udz_iface_query,
     .iface_get_device_address = uct_udz_iface_get_device_address,
     .iface_get_address        = uct_udz_iface_get_address,
     .iface_is_reachable       = uct_udz_iface_is_reachable
 };
 
-UCT_TL_DEFINE_ENTRY(&uct_udz_component, ud_zcopy, uct_udz_query_devices, uct_udz_iface_t,
+UCT_TL_DEFINE_ENTRY(&uct_udz_component.super, ud_zcopy, uct_udz_query_devices, uct_udz_iface_t,
                     UCT_UDZ_PREFIX, uct_udz_iface_config_table, uct_udz_iface_config_t);

@@ -10,6 +10,9 @@
 #endif
 
 #include "udz_core.h"
+#include "ucx_ext_base.h"
+#include "ucx_ext_md.h"
+#include "ucx_ext_ops.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -22,26 +25,26 @@
 /* ep_check's keepalive: an empty reliable message the receiver drops */
 #define UCT_UDZ_AM_ID_KEEPALIVE 0xff
 
-/* ---- counters (uct/common/ucx_ext_counters.h has the file contract) ---- */
+/* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
-#define UCT_UDZ_TX_COUNTERS(_) \
-    _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
-    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) _(pending_add) _(peer_failed) \
-    _(get_failed)
+#define UCT_UDZ_OWN_COUNTERS(_) _(get_failed)
+
+#define UCT_UDZ_COUNTERS(_) UDZ_CORE_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UDZ_OWN_COUNTERS(_)
 
 typedef struct uct_udz_counters {
-    udz_counters_t core;
-#define UCT_UDZ_COUNTER_FIELD(_n) uint64_t _n;
-    UCT_UDZ_TX_COUNTERS(UCT_UDZ_COUNTER_FIELD)
+    udz_counters_t        core;
+    ucx_ext_tx_counters_t tx;
+    UCT_UDZ_OWN_COUNTERS(UCX_EXT_COUNTER_FIELD)
 } uct_udz_counters_t;
 
 extern uct_udz_counters_t uct_udz_counters;
 
-#define UCT_UDZ_COUNT(_name, _n) (uct_udz_counters._name += (_n))
+#define UCT_UDZ_COUNT(_name, _n)     (uct_udz_counters.tx._name += (_n))
+#define UCT_UDZ_COUNT_OWN(_name, _n) (uct_udz_counters._name += (_n))
 
 /* ---- md ---- */
 
-extern uct_component_t uct_udz_component;
+extern ucx_ext_component_t uct_udz_component;
 
 /* Packed remote key: names a registration of the owner; the owner checks every access. */
 typedef struct uct_udz_rkey {
@@ -100,6 +103,7 @@ typedef struct uct_udz_getb {
 
 typedef struct uct_udz_iface {
     uct_base_iface_t   super;
+    ucx_ext_iface_t    x;               /* pending queue, flush rule (uct/common) */
     const udz_wire_ops_t *wops;         /* the wire that has the device */
     void               *wire;
     udz_core_t         *core;
@@ -109,9 +113,6 @@ typedef struct uct_udz_iface {
     size_t             max_payload;
     size_t             zcopy_thresh;
     size_t             zc_max;
-    ucs_arbiter_t      arbiter;         /* eps with pending requests */
-    struct uct_udz_ep  *dispatching;    /* ep whose queue head is being dispatched */
-    ucs_list_link_t    eps;
     ucs_list_link_t    flushes;         /* ep flushes waiting for acks */
     uct_udz_getb_t     getb[UDZ_MAX_CHANNELS];
     unsigned           nchannels;
@@ -128,13 +129,10 @@ void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer);
 
 /* ---- ep ---- */
 
+/* A network peer: no process to watch (pid 0 in the base); the core judges its liveness. */
 typedef struct uct_udz_ep {
-    uct_base_ep_t        super;
+    ucx_ext_ep_t         super;         /* pending group, failure reporting (uct/common) */
     udz_peer_t           *peer;
-    ucs_arbiter_group_t  arb_group;
-    ucs_list_link_t      list;
-    int                  failed;
-    int                  err_cb_id;     /* scheduled error callback, UCS_CALLBACKQ_ID_NULL */
 } uct_udz_ep_t;
 
 typedef struct uct_udz_flush {
@@ -152,30 +150,12 @@ ucs_status_t uct_udz_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                  const void *payload, unsigned length);
 ssize_t uct_udz_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
                             void *arg, unsigned flags);
-ucs_status_t uct_udz_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
-                                 unsigned header_length, const uct_iov_t *iov,
-                                 size_t iovcnt, unsigned flags, uct_completion_t *comp);
-ucs_status_t uct_udz_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
-                                  uint64_t remote_addr, uct_rkey_t rkey);
-ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
-                             uint64_t remote_addr, uct_rkey_t rkey);
-ucs_status_t uct_udz_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                  uint64_t remote_addr, uct_rkey_t rkey,
-                                  uct_completion_t *comp);
-ucs_status_t uct_udz_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void *arg,
-                                  size_t length, uint64_t remote_addr, uct_rkey_t rkey,
-                                  uct_completion_t *comp);
-ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                  uint64_t remote_addr, uct_rkey_t rkey,
-                                  uct_completion_t *comp);
-ucs_status_t uct_udz_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags);
-void uct_udz_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
-ucs_status_t uct_udz_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+UCX_EXT_EP_AM_ZCOPY_DECLARE(uct_udz_ep);
+UCX_EXT_EP_RMA_DECLARE(uct_udz_ep);
 ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 ucs_status_t uct_udz_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags);
 
-unsigned uct_udz_ep_dispatch_pending(uct_udz_iface_t *iface);
 unsigned uct_udz_ep_check_flushes(uct_udz_iface_t *iface);
 void uct_udz_ep_set_failed(uct_udz_ep_t *ep);
 
