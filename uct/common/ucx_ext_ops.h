@@ -20,6 +20,11 @@
 
 /* ---- declarations of a transport's ep operations, from its prefix ---- */
 
+#define UCX_EXT_EP_CLASS_DECLARE(_ep_type) \
+    UCS_CLASS_DECLARE(_ep_type, const uct_ep_params_t*); \
+    UCS_CLASS_DECLARE_NEW_FUNC(_ep_type, uct_ep_t, const uct_ep_params_t*); \
+    UCS_CLASS_DECLARE_DELETE_FUNC(_ep_type, uct_ep_t)
+
 #define UCX_EXT_EP_AM_DECLARE(_p) \
     ucs_status_t _p##_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, \
                                const void *payload, unsigned length); \
@@ -102,5 +107,13 @@
     .iface_close            = UCS_CLASS_DELETE_FUNC_NAME(_iface_type), \
     .iface_progress_enable  = uct_base_iface_progress_enable, \
     .iface_progress_disable = uct_base_iface_progress_disable
+
+/* the iface entries named after the transport's iface prefix */
+#define UCX_EXT_OPS_IFACE(_p) \
+    .iface_flush        = _p##_flush, \
+    .iface_progress     = _p##_progress, \
+    .iface_query        = _p##_query, \
+    .iface_get_address  = _p##_get_address, \
+    .iface_is_reachable = _p##_is_reachable
 
 #endif

@@ -562,13 +562,9 @@ static uct_iface_ops_t uct_udz_iface_ops = {
     UCX_EXT_OPS_LIFE(uct_udz_ep_t, uct_udz_iface_t),
     .ep_fence                 = uct_udz_ep_fence,
     .ep_check                 = uct_udz_ep_check,
-    .iface_flush              = uct_udz_iface_flush,
     .iface_fence              = uct_udz_iface_fence,
-    .iface_progress           = uct_udz_iface_progress,
-    .iface_query              = uct_udz_iface_query,
     .iface_get_device_address = uct_udz_iface_get_device_address,
-    .iface_get_address        = uct_udz_iface_get_address,
-    .iface_is_reachable       = uct_udz_iface_is_reachable
+    UCX_EXT_OPS_IFACE(uct_udz_iface)
 };
 
 UCT_TL_DEFINE_ENTRY(&uct_udz_component.super, ud_zcopy, uct_udz_query_devices, uct_udz_iface_t,

@@ -142,9 +142,7 @@ typedef struct uct_udz_flush {
     uct_completion_t     *comp;
 } uct_udz_flush_t;
 
-UCS_CLASS_DECLARE(uct_udz_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_NEW_FUNC(uct_udz_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_DELETE_FUNC(uct_udz_ep_t, uct_ep_t);
+UCX_EXT_EP_CLASS_DECLARE(uct_udz_ep_t);
 
 ucs_status_t uct_udz_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                  const void *payload, unsigned length);

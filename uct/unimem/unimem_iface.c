@@ -14,7 +14,7 @@ static uct_iface_ops_t uct_unimem_iface_ops;
 
 ucs_config_field_t uct_unimem_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_unimem_iface_config_t, super),
-     UCS_CONFIG_TYPE_TABLE(uct_sm_iface_config_table)},
+     UCS_CONFIG_TYPE_TABLE(ucx_ext_sm_iface_config_table)},
 
     {"MBOX_SLOTS", "8192",
      "32-byte message slots of this process's mailbox (a power of two, 64..1048576). Senders\n"
@@ -56,10 +56,6 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "emulation completes every transfer when it is posted).",
      ucs_offsetof(uct_unimem_iface_config_t, zdma_queue), UCS_CONFIG_TYPE_UINT},
 
-    {"PEER_CHECK_INTERVAL", "100ms",
-     "How often an endpoint that waits for mailbox room checks that its peer process is alive.",
-     ucs_offsetof(uct_unimem_iface_config_t, peer_check_interval), UCS_CONFIG_TYPE_TIME},
-
     {NULL}
 };
 
@@ -67,19 +63,7 @@ static ucs_status_t uct_unimem_iface_query(uct_iface_h tl_iface, uct_iface_attr_
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
 
-    uct_base_iface_query(&iface->super.super, attr);
-
-    attr->iface_addr_len  = sizeof(uct_unimem_iface_addr_t);
-    attr->device_addr_len = uct_sm_iface_get_device_addr_len();
-    attr->ep_addr_len     = 0;
-    attr->max_conn_priv   = 0;
-    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
-                            UCT_IFACE_FLAG_AM_BCOPY |
-                            UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
-                            UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
-                            UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
-                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
-                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    ucx_ext_sm_iface_query(&iface->super, sizeof(uct_unimem_iface_addr_t), attr);
 
     /* am_short: one mailbox message, 2 bytes of protocol header */
     attr->cap.am.max_short       = UNIMEM_PROTO_SHORT_MAX;
@@ -199,7 +183,7 @@ static const ucx_ext_knob_t uct_unimem_knobs[] = {
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, 4096),
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "ZDMA_QUEUE", zdma_queue, UINT, 2, 65536),
-    UCX_EXT_KNOB(uct_unimem_iface_config_t, "PEER_CHECK_INTERVAL", peer_check_interval,
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "PEER_CHECK_INTERVAL", super.peer_check_interval,
                  DOUBLE, 1e-9, 1e9),
 };
 
@@ -285,7 +269,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->rx.senders          = NULL;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_UNIMEM_NAME,
                        &uct_unimem_counters.tx, uct_unimem_ep_tx_ready,
-                       config->peer_check_interval);
+                       config->super.peer_check_interval);
     ucs_list_head_init(&self->stashed);
 
     self->rx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->rx_budget, "unimem_rx_msgs");
@@ -379,15 +363,8 @@ static uct_iface_ops_t uct_unimem_iface_ops = {
     UCX_EXT_OPS_NO_EVENTS,
     UCX_EXT_OPS_PENDING,
     UCX_EXT_OPS_LIFE(uct_unimem_ep_t, uct_unimem_iface_t),
-    .ep_fence                 = uct_sm_ep_fence,
-    .ep_check                 = ucx_ext_ep_check,
-    .iface_flush              = uct_unimem_iface_flush,
-    .iface_fence              = uct_sm_iface_fence,
-    .iface_progress           = uct_unimem_iface_progress,
-    .iface_query              = uct_unimem_iface_query,
-    .iface_get_device_address = uct_sm_iface_get_device_address,
-    .iface_get_address        = uct_unimem_iface_get_address,
-    .iface_is_reachable       = uct_unimem_iface_is_reachable
+    UCX_EXT_OPS_SM,
+    UCX_EXT_OPS_IFACE(uct_unimem_iface)
 };
 
 UCT_TL_DEFINE_ENTRY(&uct_unimem_component.super, unimem, uct_unimem_query_devices,

@@ -14,6 +14,7 @@
 #include "ucx_ext_base.h"
 #include "ucx_ext_md.h"
 #include "ucx_ext_ops.h"
+#include "ucx_ext_sm.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -78,7 +79,7 @@ typedef struct uct_unimem_iface_addr {
 } UCS_S_PACKED uct_unimem_iface_addr_t;
 
 typedef struct uct_unimem_iface_config {
-    uct_sm_iface_config_t super;
+    ucx_ext_sm_iface_config_t super;
     unsigned              mbox_slots;
     size_t                seg_size;
     unsigned              max_senders;
@@ -87,7 +88,6 @@ typedef struct uct_unimem_iface_config {
     size_t                put_max_short;
     unsigned long         zdma_channel;
     unsigned              zdma_queue;
-    double                peer_check_interval;
 } uct_unimem_iface_config_t;
 
 /* A posted zDMA transfer whose completion is not known yet (not with the emulation, whose
@@ -139,9 +139,7 @@ typedef struct uct_unimem_ep {
     ucs_list_link_t      stash_list;
 } uct_unimem_ep_t;
 
-UCS_CLASS_DECLARE(uct_unimem_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_NEW_FUNC(uct_unimem_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_DELETE_FUNC(uct_unimem_ep_t, uct_ep_t);
+UCX_EXT_EP_CLASS_DECLARE(uct_unimem_ep_t);
 
 UCX_EXT_EP_AM_DECLARE(uct_unimem_ep);
 UCX_EXT_EP_RMA_DECLARE(uct_unimem_ep);
