@@ -99,7 +99,7 @@ class Conn {
     rdmach_ring_ctl_t *ctl = nullptr;
     volatile uint8_t doorbell = 0;
     volatile uint64_t tail_copy = 0;
-    rdmach_wire_ops_t ops{};
+    rdmach_ring_ops_t ops{};
     rdmach_tx_t tx{};
     rdmach_rx_t rx{};
     rdmach_rx_stats_t stats{};

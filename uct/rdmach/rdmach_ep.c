@@ -11,7 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-static const rdmach_wire_ops_t uct_rdmach_ep_shm_ops = {NULL, NULL};
+static const rdmach_ring_ops_t uct_rdmach_ep_shm_ops = {NULL, NULL};
 
 UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
 {

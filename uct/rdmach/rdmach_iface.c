@@ -198,7 +198,7 @@ ucs_status_t uct_rdmach_iface_peer(uct_rdmach_iface_t *iface, pid_t pid, int32_t
     return UCS_OK;
 }
 
-static const rdmach_wire_ops_t uct_rdmach_shm_ops = {NULL, NULL};
+static const rdmach_ring_ops_t uct_rdmach_shm_ops = {NULL, NULL};
 
 /* A sender claimed ring 'id' of our segment: find where its tail copy lives. */
 static int uct_rdmach_iface_activate(void *arg, uint32_t id)

@@ -49,7 +49,7 @@ const char *rdmach_geom_init(rdmach_geom_t *geom, uint32_t slot_size, uint32_t n
 
 void rdmach_tx_init(rdmach_tx_t *tx, const rdmach_geom_t *geom, uint8_t *slots,
                     rdmach_ring_ctl_t *ctl, volatile uint8_t *doorbell,
-                    volatile uint64_t *tail_copy, const rdmach_wire_ops_t *ops, void *wire_ctx)
+                    volatile uint64_t *tail_copy, const rdmach_ring_ops_t *ops, void *wire_ctx)
 {
     tx->slots       = slots;
     tx->ctl         = ctl;
@@ -78,7 +78,7 @@ void rdmach_tx_write_pad(rdmach_tx_t *tx, uint32_t index, uint32_t nslots)
 }
 
 void rdmach_rx_init(rdmach_rx_t *rx, uint8_t *slots, rdmach_ring_ctl_t *ctl,
-                    volatile uint64_t *tail_out, const rdmach_wire_ops_t *ops, void *wire_ctx)
+                    volatile uint64_t *tail_out, const rdmach_ring_ops_t *ops, void *wire_ctx)
 {
     memset(rx, 0, sizeof(*rx));
     rx->slots    = slots;

@@ -1,5 +1,6 @@
 /*
- * rdmach protocol core: the MPICH2 "RDMA channel" FIFO (seed 000), without UCX and without a wire.
+ * rdmach protocol core: the MPICH2 "RDMA channel" FIFO (Liu, Panda et al.), without UCX and
+ * without a wire.
  *
  * One ring per connection lives in the RECEIVER's memory and is written only by its one sender.
  *  - The ring is nslots fixed-size slots. A record (header + payload) spans 1..max_span
@@ -17,7 +18,9 @@
  *
  * A wire decides where the bytes go: on shared memory the sender stores straight into the mapped
  * remote ring (post_record == NULL); an RDMA wire builds the record in a local shadow and posts an
- * RDMA write of the span (post_record != NULL), the tail update likewise (post_tail).
+ * RDMA write of the span (post_record != NULL), the tail update likewise (post_tail). These two
+ * hooks are the only wire calls on the message path; the rest of a wire (set-up, addresses,
+ * RMA, progress) is its table in rdmach_wire.h.
  *
  * Many connections: rdmach_poller keeps the receiver's polling cost bounded. Rings with recent
  * traffic are "hot" and polled every progress call; a sender writing into a cold ring also sets
@@ -74,12 +77,14 @@ typedef struct rdmach_geom {
     uint32_t lazy_slots;  /* receiver returns credit after this many consumed slots */
 } rdmach_geom_t;
 
-typedef struct rdmach_wire_ops {
+/* A wire's per-connection hooks (ctx: the connection's wire_ctx). Tested against NULL on every
+ * record, so a mapped wire pays no indirect call per message. */
+typedef struct rdmach_ring_ops {
     /* NULL when the ring is mapped (stores are the write); else post the record to the peer */
     void (*post_record)(void *ctx, uint32_t index, const void *rec, size_t bytes);
     /* NULL when the tail copy is mapped; else post the new tail to the sender */
     void (*post_tail)(void *ctx, uint64_t tail);
-} rdmach_wire_ops_t;
+} rdmach_ring_ops_t;
 
 /* Sender side of one connection. */
 typedef struct rdmach_tx {
@@ -90,7 +95,7 @@ typedef struct rdmach_tx {
     uint64_t                head;         /* local head: next absolute slot position */
     uint64_t                cached_tail;  /* last tail read from tail_copy */
     rdmach_geom_t           geom;
-    const rdmach_wire_ops_t *ops;
+    const rdmach_ring_ops_t *ops;
     void                    *wire_ctx;
 } rdmach_tx_t;
 
@@ -104,7 +109,7 @@ typedef struct rdmach_rx {
     uint32_t                idle_polls;   /* consecutive empty polls while hot */
     uint16_t                active;       /* claimed and set up */
     uint16_t                hot;          /* in the poller's hot list (private copy of rx_hot) */
-    const rdmach_wire_ops_t *ops;
+    const rdmach_ring_ops_t *ops;
     void                    *wire_ctx;
 } rdmach_rx_t;
 
@@ -138,7 +143,7 @@ static inline size_t rdmach_geom_ring_bytes(const rdmach_geom_t *geom)
 
 void rdmach_tx_init(rdmach_tx_t *tx, const rdmach_geom_t *geom, uint8_t *slots,
                     rdmach_ring_ctl_t *ctl, volatile uint8_t *doorbell,
-                    volatile uint64_t *tail_copy, const rdmach_wire_ops_t *ops, void *wire_ctx);
+                    volatile uint64_t *tail_copy, const rdmach_ring_ops_t *ops, void *wire_ctx);
 
 static inline uint64_t rdmach_tx_free(const rdmach_tx_t *tx)
 {
@@ -227,7 +232,7 @@ static inline void rdmach_tx_commit(rdmach_tx_t *tx, rdmach_rec_hdr_t *hdr, uint
 /* ---- receiver ---- */
 
 void rdmach_rx_init(rdmach_rx_t *rx, uint8_t *slots, rdmach_ring_ctl_t *ctl,
-                    volatile uint64_t *tail_out, const rdmach_wire_ops_t *ops, void *wire_ctx);
+                    volatile uint64_t *tail_out, const rdmach_ring_ops_t *ops, void *wire_ctx);
 
 /* Makes the consumed position visible to the sender. */
 void rdmach_rx_return_credit(rdmach_rx_t *rx, rdmach_rx_stats_t *stats);
