@@ -1,5 +1,6 @@
-// Unit tier for the rdmach shared-memory wire (uct/rdmach/rdmach_shm.[ch]): a peer's segment is
-// validated before use, and a segment's owner never takes its layout from the shared header,
+// Unit tier for the rdmach shared-memory segment (uct/rdmach/rdmach_shm.[ch]) and the wire over
+// it (rdmach_wire_shm.c, driven through the wire table as the glue drives it). A peer's segment
+// is validated before use, and a segment's owner never takes its layout from the shared header,
 // which every peer can write.
 #include "rdmach_shm.h"
 
@@ -58,4 +59,231 @@ TEST(RdmachShm, CorruptSharedHeaderIsRefusedAndNeverSteersTheOwner)
     EXPECT_EQ(before, rdmach_shm_ring_ctl(&s.own, 5));
     EXPECT_EQ(8u, rdmach_shm_claimed(&s.own));
     before->owner = 0;   // still inside the mapping: ASan/segfault would say otherwise
+}
+
+// ---- the shared-memory wire behind the wire table (rdmach_wire_shm.c) ----
+//
+// Two ifaces of one process, each with its own wire: everything the UCT glue does with a wire
+// (address, attach, claim, activate, the ring through it, credit return, RMA) on real segments.
+
+#include "rdmach_wire.h"
+
+#include <cstdarg>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<std::string> wire_log;
+
+void capture_log(int error, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    wire_log.push_back(std::string(error ? "E " : "D ") + msg);
+}
+
+struct Wire {
+    explicit Wire(uint32_t max_rings = 4, uint32_t max_peers = 8, uint64_t uuid = 0x5eed)
+    {
+        EXPECT_EQ(nullptr, rdmach_geom_init(&params.geom, 256, 64, 4096, 0.25));
+        params.dev_name  = "memory";
+        params.max_rings = max_rings;
+        params.max_peers = max_peers;
+        params.uuid      = uuid;
+        params.stats     = &stats;
+        params.log       = capture_log;
+        EXPECT_EQ(0, ops->open(&params, &w));
+        addr.resize(ops->iface_addr_len);
+        ops->pack_addr(w, addr.data());
+    }
+    ~Wire() { ops->close(w); }
+
+    const rdmach_wire_ops_t *ops = &rdmach_wire_shm_ops;
+    rdmach_wire_params_t params{};
+    rdmach_rx_stats_t stats{};
+    rdmach_wire_t *w = nullptr;
+    std::vector<uint8_t> addr;
+};
+
+struct Got {
+    std::vector<std::string> msgs;
+    static void cb(void *arg, uint8_t, void *data, uint32_t len)
+    {
+        static_cast<Got*>(arg)->msgs.emplace_back(static_cast<char*>(data), len);
+    }
+};
+
+bool send(rdmach_tx_t *tx, const std::string &s)
+{
+    rdmach_rec_hdr_t *rec = rdmach_tx_reserve(tx, s.size());
+    if (rec == nullptr) {
+        return false;
+    }
+    memcpy(rec + 1, s.data(), s.size());
+    rdmach_tx_commit(tx, rec, 3, static_cast<uint32_t>(s.size()));
+    return true;
+}
+
+}  // namespace
+
+TEST(RdmachWireShm, TableShape)
+{
+    const rdmach_wire_ops_t *ops = &rdmach_wire_shm_ops;
+    rdmach_wire_dev_t devs[4];
+
+    ASSERT_EQ(1u, ops->query_devices(devs, 4));
+    EXPECT_STREQ("memory", devs[0].name);
+    EXPECT_EQ(RDMACH_WIRE_DEV_SHM, devs[0].type);
+    EXPECT_EQ(0u, ops->query_devices(devs, 0));
+    // the message path stays stores into mapped memory: no hook, no completions, no flush
+    EXPECT_EQ(nullptr, ops->ring.post_record);
+    EXPECT_EQ(nullptr, ops->ring.post_tail);
+    EXPECT_EQ(nullptr, ops->progress);
+    EXPECT_EQ(nullptr, ops->flush);
+    EXPECT_EQ(0u, ops->dev_addr_len);
+    EXPECT_EQ(16u, ops->iface_addr_len);   // pid, memfd, segment id
+}
+
+TEST(RdmachWireShm, ConnectSendActivateReceiveAndReturnCredit)
+{
+    Wire rx_side, tx_side;
+    rdmach_wire_addr_t info;
+    rdmach_wire_peer_t *peer = nullptr;
+    rdmach_tx_t tx{};
+    rdmach_rx_t rx{};
+    uint32_t id = 99;
+    Got got;
+
+    ASSERT_EQ(0, tx_side.ops->unpack_addr(tx_side.w, nullptr, rx_side.addr.data(), &info));
+    EXPECT_EQ(getpid(), info.pid);
+    EXPECT_EQ("pid " + std::to_string(getpid()), info.name);
+
+    ASSERT_EQ(0, tx_side.ops->attach(tx_side.w, rx_side.addr.data(), &peer));
+    EXPECT_EQ(rx_side.params.geom.slot_size, peer->geom.slot_size);
+    EXPECT_EQ(rx_side.params.geom.max_span, peer->geom.max_span);
+    EXPECT_EQ(4u, peer->max_rings);
+    rdmach_wire_peer_t *again = nullptr;
+    ASSERT_EQ(0, tx_side.ops->attach(tx_side.w, rx_side.addr.data(), &again));
+    EXPECT_EQ(peer, again) << "a peer is mapped once";
+
+    // nothing claimed yet: the receiver sees no ring
+    EXPECT_EQ(0u, *rx_side.w->next_ring);
+    ASSERT_EQ(0, tx_side.ops->claim(tx_side.w, peer, &tx, &id));
+    EXPECT_EQ(0u, id);
+    EXPECT_EQ(1u, tx_side.w->next_credit);
+    EXPECT_EQ(1u, *rx_side.w->next_ring);
+    EXPECT_EQ(&rdmach_wire_shm_ops.ring, tx.ops);
+
+    ASSERT_TRUE(send(&tx, "hello"));
+    ASSERT_TRUE(send(&tx, "world"));
+    EXPECT_EQ(1, rx_side.w->doorbells[0]) << "a new ring is cold: the sender rings";
+
+    ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
+    EXPECT_EQ(2u, rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &got,
+                                 &rx_side.stats));
+    EXPECT_EQ((std::vector<std::string>{"hello", "world"}), got.msgs);
+
+    // the receiver's credit lands in the sender's credit line, which its tx reads
+    rdmach_rx_return_credit(&rx, &rx_side.stats);
+    rdmach_tx_refresh_tail(&tx);
+    EXPECT_EQ(2u, tx.cached_tail);
+    EXPECT_EQ(0u, rx_side.stats.corrupt);
+}
+
+TEST(RdmachWireShm, ActivateWaitsForTheDescriptionAndCountsABadCreditLine)
+{
+    Wire rx_side, tx_side;
+    rdmach_wire_peer_t *peer = nullptr;
+    rdmach_tx_t tx{};
+    rdmach_rx_t rx{};
+    uint32_t id;
+    Got got;
+
+    ASSERT_EQ(0, tx_side.ops->attach(tx_side.w, rx_side.addr.data(), &peer));
+    ASSERT_EQ(0, tx_side.ops->claim(tx_side.w, peer, &tx, &id));
+
+    // a sender that bumped the counter but has not published its description yet
+    __atomic_fetch_add(rx_side.w->next_ring, 1, __ATOMIC_RELAXED);
+    EXPECT_EQ(0, rx_side.ops->activate(rx_side.w, 1, &rx));
+
+    // a description naming a credit line beyond the sender's segment: records are still
+    // delivered, the credit goes nowhere, and the bad description is counted
+    ASSERT_TRUE(send(&tx, "x"));
+    tx.ctl->peer_info[1] |= 0xffffull << 32;
+    ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
+    EXPECT_EQ(1u, rx_side.stats.corrupt);
+    EXPECT_EQ(1u, rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &got, &rx_side.stats));
+    rdmach_rx_return_credit(&rx, &rx_side.stats);
+    rdmach_tx_refresh_tail(&tx);
+    EXPECT_EQ(0u, tx.cached_tail);
+}
+
+TEST(RdmachWireShm, LimitsAndBadAddresses)
+{
+    Wire rx_side(2), tx_side(4, 1);
+    rdmach_wire_peer_t *peer = nullptr;
+    rdmach_wire_addr_t info;
+    rdmach_tx_t tx{};
+    uint32_t id;
+
+    // the receiver has two rings
+    ASSERT_EQ(0, tx_side.ops->attach(tx_side.w, rx_side.addr.data(), &peer));
+    EXPECT_EQ(0, tx_side.ops->claim(tx_side.w, peer, &tx, &id));
+    EXPECT_EQ(0, tx_side.ops->claim(tx_side.w, peer, &tx, &id));
+    EXPECT_EQ(-ENOSPC, tx_side.ops->claim(tx_side.w, peer, &tx, &id));
+    EXPECT_EQ(2u, tx_side.w->next_credit) << "a refused claim takes no credit line";
+
+    // the sender's credit lines run out
+    tx_side.w->next_credit = tx_side.w->max_rings;
+    EXPECT_EQ(-ENOBUFS, tx_side.ops->claim(tx_side.w, peer, &tx, &id));
+
+    // the sender maps one peer at most
+    Wire other(2, 8, 0x7777);
+    wire_log.clear();
+    EXPECT_EQ(-ENOSPC, tx_side.ops->attach(tx_side.w, other.addr.data(), &peer));
+    ASSERT_EQ(1u, wire_log.size());
+    EXPECT_NE(std::string::npos, wire_log[0].find("E rdmach: more than 1 peer segments mapped"));
+
+    // addresses: implausible ones are unreachable; a wrong segment id or fd is refused at map
+    std::vector<uint8_t> bad = rx_side.addr;
+    int32_t neg = -1;
+    memcpy(bad.data(), &neg, sizeof(neg));
+    EXPECT_EQ(-EINVAL, rx_side.ops->unpack_addr(rx_side.w, nullptr, bad.data(), &info));
+    bad = rx_side.addr;
+    bad[8] ^= 1;   // segment id
+    wire_log.clear();
+    EXPECT_EQ(-EPROTO, other.ops->attach(other.w, bad.data(), &peer));
+    ASSERT_EQ(1u, wire_log.size());
+    EXPECT_NE(std::string::npos, wire_log[0].find("not a compatible rdmach segment"));
+    bad = rx_side.addr;
+    int32_t no_fd = 987654;
+    memcpy(bad.data() + 4, &no_fd, sizeof(no_fd));
+    EXPECT_EQ(-ENOENT, other.ops->attach(other.w, bad.data(), &peer));
+}
+
+TEST(RdmachWireShm, RmaReadsAndWritesThePeer)
+{
+    Wire a, b;
+    rdmach_wire_peer_t *peer = nullptr;
+    char remote[32] = "remote memory", local[32] = {};
+    struct iovec iov = {local, sizeof(local)};
+
+    ASSERT_EQ(0, b.ops->attach(b.w, a.addr.data(), &peer));
+    ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(remote), 0,
+                            sizeof(remote), 0, nullptr));
+    EXPECT_STREQ("remote memory", local);
+
+    strcpy(local, "written");
+    iov = {local, 8};
+    ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(remote), 0, 8, 1,
+                            nullptr));
+    EXPECT_STREQ("written", remote);
+
+    iov = {local, 8};
+    EXPECT_EQ(-EFAULT, b.ops->rma(b.w, peer, &iov, 1, 8, 0, 8, 0, nullptr)) << "bad address";
 }

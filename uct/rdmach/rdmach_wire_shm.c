@@ -1,0 +1,279 @@
+/*
+ * rdmach shared-memory wire: the wire table (rdmach_wire.h) over rdmach_shm.[ch], its only user.
+ *
+ * Our rings live in one memfd segment; a peer's segment is mapped once, when we first send to
+ * it or it first sends to us. From then on a record and a credit return are plain stores into
+ * mapped memory (the ring hooks are NULL), and the RDMA channel's RDMA read/write (put, get,
+ * zero copy) is process_vm_readv/writev on the peer's pid.
+ */
+#include "rdmach_wire.h"
+#include "rdmach_shm.h"
+#include "ucx_ext_sys.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+/* The iface address: where a peer finds our segment, and the id that proves it is ours. */
+typedef struct rdmach_shm_addr {
+    int32_t  pid;
+    int32_t  fd;
+    uint64_t seg_id;
+} __attribute__((packed)) rdmach_shm_addr_t;
+
+/* A peer segment we mapped (for rings we send into, or credit lines we write). */
+typedef struct rdmach_shm_peer {
+    rdmach_wire_peer_t super;
+    rdmach_shm_seg_t   seg;
+    int32_t            fd;
+    uint64_t           seg_id;
+} rdmach_shm_peer_t;
+
+typedef struct rdmach_shm_wire {
+    rdmach_wire_t     super;
+    rdmach_shm_seg_t  seg;          /* own segment: the rings we receive on */
+    rdmach_shm_peer_t *peers;       /* [max_peers]: handed out by address, never moved */
+    unsigned          npeers, max_peers;
+} rdmach_shm_wire_t;
+
+#define RDMACH_SHM_LOG(_w, _error, ...) \
+    do { \
+        if ((_w)->super.params.log != NULL) { \
+            (_w)->super.params.log(_error, __VA_ARGS__); \
+        } \
+    } while (0)
+
+static unsigned rdmach_shm_query_devices(rdmach_wire_dev_t *devs, unsigned max)
+{
+    if (max == 0) {
+        return 0;
+    }
+    snprintf(devs[0].name, sizeof(devs[0].name), "%s", "memory");   /* UCT_SM_DEVICE_NAME */
+    devs[0].type = RDMACH_WIRE_DEV_SHM;
+    return 1;
+}
+
+static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **wire_p)
+{
+    rdmach_shm_wire_t *w = calloc(1, sizeof(*w));
+    int ret;
+
+    if (w == NULL) {
+        return -ENOMEM;
+    }
+    w->super.params = *params;
+    w->max_peers    = params->max_peers;
+    w->peers        = calloc(w->max_peers, sizeof(*w->peers));
+    if (w->peers == NULL) {
+        free(w);
+        return -ENOMEM;
+    }
+
+    /* peers read and write our memory with process_vm_readv/writev (the RDMA read/write of
+     * this wire); under Yama ptrace_scope=1 that needs our consent. No Yama: EINVAL, fine. */
+    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+
+    ret = rdmach_shm_create(&w->seg, &params->geom, params->max_rings, params->uuid);
+    if (ret != 0) {
+        RDMACH_SHM_LOG(w, 1, "rdmach: cannot create shared memory segment: %s", strerror(-ret));
+        free(w->peers);
+        free(w);
+        return -ENOMEM;
+    }
+
+    w->super.ops         = &rdmach_wire_shm_ops;
+    w->super.geom        = params->geom;
+    w->super.max_rings   = params->max_rings;
+    w->super.next_credit = 0;
+    w->super.doorbells   = rdmach_shm_doorbells(&w->seg);
+    w->super.next_ring   = &w->seg.hdr->next_ring;
+    w->super.size        = w->seg.size;
+    *wire_p              = &w->super;
+    return 0;
+}
+
+static void rdmach_shm_close(rdmach_wire_t *wire)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    unsigned i;
+
+    for (i = 0; i < w->npeers; ++i) {
+        rdmach_shm_detach(&w->peers[i].seg);
+    }
+    rdmach_shm_detach(&w->seg);
+    free(w->peers);
+    free(w);
+}
+
+static void rdmach_shm_pack_addr(const rdmach_wire_t *wire, void *buf)
+{
+    const rdmach_shm_wire_t *w = (const rdmach_shm_wire_t*)wire;
+    rdmach_shm_addr_t addr     = {w->seg.pid, w->seg.fd, w->seg.seg_id};
+
+    memcpy(buf, &addr, sizeof(addr));
+}
+
+static int rdmach_shm_unpack_addr(const rdmach_wire_t *wire, const void *dev_addr,
+                                  const void *iface_addr, rdmach_wire_addr_t *info)
+{
+    rdmach_shm_addr_t addr;
+
+    (void)wire;
+    (void)dev_addr;   /* this host: the glue checked the IPC namespace */
+    memcpy(&addr, iface_addr, sizeof(addr));
+    if ((addr.pid <= 0) || (addr.fd < 0)) {
+        return -EINVAL;
+    }
+    info->pid = addr.pid;
+    snprintf(info->name, sizeof(info->name), "pid %d", (int)addr.pid);
+    return 0;
+}
+
+/* Maps (or finds) a peer's segment: the same table serves the rings we send into and the credit
+ * lines we write, so each peer segment is mapped once. */
+static int rdmach_shm_peer(rdmach_shm_wire_t *w, pid_t pid, int32_t fd, uint64_t seg_id,
+                           rdmach_shm_peer_t **peer_p)
+{
+    rdmach_shm_peer_t *peer;
+    unsigned i;
+    int ret;
+
+    for (i = 0; i < w->npeers; ++i) {
+        peer = &w->peers[i];
+        if ((peer->seg.pid == pid) && (peer->fd == fd) && (peer->seg_id == seg_id)) {
+            *peer_p = peer;
+            return 0;
+        }
+    }
+
+    if (w->npeers == w->max_peers) {
+        RDMACH_SHM_LOG(w, 1, "rdmach: more than %u peer segments mapped (UCX_RDMACH_MAX_PEERS)",
+                       w->max_peers);
+        return -ENOSPC;
+    }
+
+    peer = &w->peers[w->npeers];
+    ret  = rdmach_shm_attach(&peer->seg, pid, fd, seg_id);
+    if (ret != 0) {
+        RDMACH_SHM_LOG(w, 0, "rdmach: cannot map segment of pid %d fd %d: %s", (int)pid, fd,
+                       (ret == -EPROTO) ? "not a compatible rdmach segment" : strerror(-ret));
+        return ret;
+    }
+    peer->fd              = fd;
+    peer->seg_id          = seg_id;
+    peer->super.geom      = peer->seg.geom;
+    peer->super.max_rings = peer->seg.max_rings;
+    ++w->npeers;
+    *peer_p = peer;
+    return 0;
+}
+
+static int rdmach_shm_attach_peer(rdmach_wire_t *wire, const void *iface_addr,
+                                  rdmach_wire_peer_t **peer_p)
+{
+    rdmach_shm_peer_t *peer;
+    rdmach_shm_addr_t addr;
+    int ret;
+
+    memcpy(&addr, iface_addr, sizeof(addr));
+    ret = rdmach_shm_peer((rdmach_shm_wire_t*)wire, addr.pid, addr.fd, addr.seg_id, &peer);
+    if (ret == 0) {
+        *peer_p = &peer->super;
+    }
+    return ret;
+}
+
+/* peer_info of a ring on this wire: the sender's pid; its credit line (high 32 bits) and memfd
+ * (low 32 bits); its segment id. */
+static int rdmach_shm_claim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, rdmach_tx_t *tx,
+                            uint32_t *ring_id_p)
+{
+    rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
+    rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
+    uint32_t credit         = wire->next_credit;
+    rdmach_ring_ctl_t *ctl;
+    uint32_t id;
+
+    if (credit >= wire->max_rings) {
+        return -ENOBUFS;
+    }
+    id = __atomic_fetch_add(&peer->seg.hdr->next_ring, 1, __ATOMIC_RELAXED);
+    if (id >= peer->seg.max_rings) {
+        return -ENOSPC;
+    }
+    wire->next_credit = credit + 1;
+
+    /* describe ourselves, then publish the claim: the receiver looks only after owner != 0 */
+    ctl               = rdmach_shm_ring_ctl(&peer->seg, id);
+    ctl->peer_info[0] = (uint64_t)getpid();
+    ctl->peer_info[1] = ((uint64_t)credit << 32) | (uint32_t)w->seg.fd;
+    ctl->peer_info[2] = w->seg.seg_id;
+    __atomic_store_n(&ctl->owner, 1, __ATOMIC_RELEASE);
+
+    rdmach_tx_init(tx, &peer->seg.geom, rdmach_shm_ring_slots(&peer->seg, id), ctl,
+                   rdmach_shm_doorbells(&peer->seg) + id,
+                   &rdmach_shm_credit(&w->seg, credit)->tail, &rdmach_wire_shm_ops.ring, NULL);
+    *ring_id_p = id;
+    return 0;
+}
+
+static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx)
+{
+    rdmach_shm_wire_t *w   = (rdmach_shm_wire_t*)wire;
+    rdmach_ring_ctl_t *ctl = rdmach_shm_ring_ctl(&w->seg, id);
+    static uint64_t dummy_tail;
+    volatile uint64_t *tail_out = &dummy_tail;
+    rdmach_shm_peer_t *peer;
+    uint64_t credit;
+
+    if (__atomic_load_n(&ctl->owner, __ATOMIC_ACQUIRE) == 0) {
+        return 0;   /* claimed but not yet described */
+    }
+
+    credit = ctl->peer_info[1] >> 32;
+    if (rdmach_shm_peer(w, (pid_t)ctl->peer_info[0], (int32_t)(ctl->peer_info[1] & 0xffffffffu),
+                        ctl->peer_info[2], &peer) == 0) {
+        if (credit < peer->seg.max_rings) {
+            tail_out = &rdmach_shm_credit(&peer->seg, (uint32_t)credit)->tail;
+        } else if (wire->params.stats != NULL) {
+            wire->params.stats->corrupt++;
+        }
+    }
+    /* a sender we cannot reach still gets its messages delivered; only its credit is lost */
+    rdmach_rx_init(rx, rdmach_shm_ring_slots(&w->seg, id), ctl, tail_out,
+                   &rdmach_wire_shm_ops.ring, wire);
+    return 1;
+}
+
+static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
+                          struct iovec *local, size_t cnt, uint64_t remote_addr, uint64_t rkey,
+                          size_t len, int write, void *comp)
+{
+    (void)wire;
+    (void)rkey;   /* checked by the glue against pid and region */
+    (void)comp;   /* synchronous: complete at return */
+    return ucx_ext_process_vm(((rdmach_shm_peer_t*)wire_peer)->seg.pid, local, cnt,
+                              remote_addr, len, write);
+}
+
+const rdmach_wire_ops_t rdmach_wire_shm_ops = {
+    .name           = "shm",
+    .query_devices  = rdmach_shm_query_devices,
+    .open           = rdmach_shm_open,
+    .close          = rdmach_shm_close,
+    .dev_addr_len   = 0,
+    .pack_dev_addr  = NULL,
+    .iface_addr_len = sizeof(rdmach_shm_addr_t),
+    .pack_addr      = rdmach_shm_pack_addr,
+    .unpack_addr    = rdmach_shm_unpack_addr,
+    .attach         = rdmach_shm_attach_peer,
+    .claim          = rdmach_shm_claim,
+    .activate       = rdmach_shm_activate,
+    .ring           = {NULL, NULL},   /* stores are the writes */
+    .rma            = rdmach_shm_rma,
+    .progress       = NULL,
+    .flush          = NULL
+};
