@@ -1,73 +1,62 @@
 /*
- * rdmach ep: one sender of one ring in the peer's segment.
- * Active messages go through the ring (no syscall, no atomic, no allocation); put/get are the
- * wire's RDMA write/read, process_vm_writev/readv, complete when they return.
+ * rdmach ep: one sender of one ring in the peer's receive side, claimed through the wire table.
+ * Active messages go through the ring (no syscall, no atomic, no allocation on shared memory);
+ * put/get are the wire's RDMA write/read (shm: process_vm_writev/readv, complete at return).
  */
 #include "rdmach_uct.h"
-#include "ucx_ext_sys.h"
 
 #include <uct/base/uct_iov.inl>
 #include <errno.h>
 #include <sys/uio.h>
-#include <unistd.h>
-
-static const rdmach_ring_ops_t uct_rdmach_ep_shm_ops = {NULL, NULL};
 
 UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(params->iface, uct_rdmach_iface_t);
-    const uct_rdmach_iface_addr_t *addr;
-    rdmach_shm_seg_t *peer;
-    rdmach_ring_ctl_t *ctl;
-    rdmach_geom_t geom;
-    ucs_status_t status;
-    uint32_t credit, id;
+    rdmach_wire_t *wire       = iface->wire;
+    rdmach_wire_peer_t *peer;
+    rdmach_wire_addr_t info;
+    uint32_t id;
+    int ret;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    addr = (const uct_rdmach_iface_addr_t*)params->iface_addr;
-    UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, addr->pid);
+    if (wire->ops->unpack_addr(wire, params->dev_addr, params->iface_addr, &info) != 0) {
+        ucs_error("rdmach: the %s wire cannot reach the peer's address", wire->ops->name);
+        return UCS_ERR_UNREACHABLE;
+    }
+    UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, info.pid);
 
-    credit = iface->next_credit;
-    if (credit >= iface->seg.max_rings) {
+    if (wire->next_credit >= wire->max_rings) {
         ucs_error("rdmach: iface %p has made %u connections, UCX_RDMACH_MAX_PEERS allows no more",
-                  iface, credit);
+                  iface, wire->next_credit);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
-    status = uct_rdmach_iface_peer(iface, addr->pid, addr->fd, addr->seg_id, &peer);
-    if (status != UCS_OK) {
-        return status;
+    ret = wire->ops->attach(wire, params->iface_addr, &peer);
+    if (ret != 0) {
+        return uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
     }
 
     /* the receiver's geometry rules; our largest record must fit its largest span */
-    geom = peer->geom;
-    if (rdmach_geom_span(&geom, ucs_max(iface->chunk_size, iface->max_short)) > geom.max_span) {
-        ucs_error("rdmach: peer pid %d accepts records of at most %u x %u bytes, smaller than "
+    if (rdmach_geom_span(&peer->geom, ucs_max(iface->chunk_size, iface->max_short)) >
+        peer->geom.max_span) {
+        ucs_error("rdmach: peer %s accepts records of at most %u x %u bytes, smaller than "
                   "this process's UCX_RDMACH_CHUNK_SIZE=%zu: use the same configuration",
-                  addr->pid, geom.max_span, geom.slot_size, iface->chunk_size);
+                  info.name, peer->geom.max_span, peer->geom.slot_size, iface->chunk_size);
         return UCS_ERR_UNREACHABLE;
     }
 
-    id = __atomic_fetch_add(&peer->hdr->next_ring, 1, __ATOMIC_RELAXED);
-    if (id >= peer->max_rings) {
-        ucs_error("rdmach: peer pid %d accepts no more connections (its UCX_RDMACH_MAX_PEERS=%u)",
-                  addr->pid, peer->max_rings);
+    ret = wire->ops->claim(wire, peer, &self->tx, &id);
+    if (ret == -ENOSPC) {
+        ucs_error("rdmach: peer %s accepts no more connections (its UCX_RDMACH_MAX_PEERS=%u)",
+                  info.name, peer->max_rings);
         return UCS_ERR_EXCEEDS_LIMIT;
+    } else if (ret != 0) {
+        return uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
     }
-    iface->next_credit = credit + 1;
-
-    /* describe ourselves, then publish the claim: the receiver looks only after owner != 0 */
-    ctl               = rdmach_shm_ring_ctl(peer, id);
-    ctl->peer_info[0] = (uint64_t)getpid();
-    ctl->peer_info[1] = ((uint64_t)credit << 32) | (uint32_t)iface->seg.fd;
-    ctl->peer_info[2] = iface->seg.seg_id;
-    __atomic_store_n(&ctl->owner, 1, __ATOMIC_RELEASE);
-
-    rdmach_tx_init(&self->tx, &geom, rdmach_shm_ring_slots(peer, id), ctl,
-                   rdmach_shm_doorbells(peer) + id, &rdmach_shm_credit(&iface->seg, credit)->tail,
-                   &uct_rdmach_ep_shm_ops, NULL);
     self->ring_id = id;
-    ucs_debug("rdmach ep %p: ring %u of pid %d, credit line %u", self, id, addr->pid, credit);
+    self->peer    = peer;
+    ucs_debug("rdmach ep %p: ring %u of %s, credit line %u", self, id, info.name,
+              wire->next_credit - 1);
     return UCS_OK;
 }
 
@@ -215,13 +204,14 @@ ucs_status_t uct_rdmach_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *head
     return UCS_OK;
 }
 
-/* ---- RMA: process_vm_writev/readv, checked against the remote key ---- */
+/* ---- RMA: the wire's RDMA write/read, checked against the remote key ---- */
 
 static UCS_F_NOINLINE ucs_status_t
 uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
                         uint64_t remote_addr, int err)
 {
-    if ((err == ESRCH) || ((err == EPERM) && !ucx_ext_ep_peer_alive(&ep->super))) {
+    if ((err == ESRCH) || (err == ECONNRESET) ||
+        ((err == EPERM) && !ucx_ext_ep_peer_alive(&ep->super))) {
         ep->super.failed = 1;
         return uct_iface_handle_ep_err(ep->super.super.super.iface, &ep->super.super.super,
                                        UCS_ERR_ENDPOINT_TIMEOUT);
@@ -233,12 +223,15 @@ uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
     return (err == EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
 }
 
+/* comp == NULL: complete at return (see the wire table's rma). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, struct iovec *local, size_t cnt, size_t length,
-                  uint64_t remote_addr, uct_rkey_t rkey, int write)
+                  uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
     const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
     const char *op               = write ? "put" : "get";
+    rdmach_wire_t *wire          = ucs_derived_of(ep->super.super.super.iface,
+                                                  uct_rdmach_iface_t)->wire;
     int ret;
 
     if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->pid != ep->super.pid) ||
@@ -248,11 +241,13 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, struct iovec *local, size_t cnt, size_t l
                   op, length, remote_addr);
         return UCS_ERR_INVALID_PARAM;
     }
-    ret = ucx_ext_process_vm(ep->super.pid, local, cnt, remote_addr, length, write);
-    if (ucs_unlikely(ret != 0)) {
-        return uct_rdmach_ep_rma_error(ep, op, length, remote_addr, -ret);
+    ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, rkey, length, write, comp);
+    if (ucs_likely(ret == 0)) {
+        return UCS_OK;
+    } else if (ret == RDMACH_WIRE_INPROGRESS) {
+        return UCS_INPROGRESS;
     }
-    return UCS_OK;
+    return uct_rdmach_ep_rma_error(ep, op, length, remote_addr, -ret);
 }
 
 ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
@@ -266,7 +261,7 @@ ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigne
     }
     UCT_RDMACH_COUNT(tx_put_short, 1);
     UCT_RDMACH_COUNT(tx_bytes, length);
-    return uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 1);
+    return uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 1, NULL);
 }
 
 ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
@@ -283,13 +278,13 @@ ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, voi
     if (length == 0) {
         return 0;
     }
-    status = uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 1);
+    status = uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 1, NULL);
     return (status == UCS_OK) ? (ssize_t)length : status;
 }
 
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rdmach_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                    uct_rkey_t rkey, int write)
+                    uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
     uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
     struct iovec local[UCT_SM_MAX_IOV];
@@ -303,7 +298,7 @@ uct_rdmach_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_
         return UCS_OK;
     }
     UCT_RDMACH_COUNT(tx_bytes, length);
-    return uct_rdmach_ep_rma(ep, local, cnt, length, remote_addr, rkey, write);
+    return uct_rdmach_ep_rma(ep, local, cnt, length, remote_addr, rkey, write, comp);
 }
 
 ucs_status_t uct_rdmach_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
@@ -311,7 +306,7 @@ ucs_status_t uct_rdmach_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_
                                      uct_completion_t *comp)
 {
     UCT_RDMACH_COUNT(tx_put_zcopy, 1);
-    return uct_rdmach_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 1);
+    return uct_rdmach_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 1, comp);
 }
 
 ucs_status_t uct_rdmach_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
@@ -319,7 +314,7 @@ ucs_status_t uct_rdmach_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_
                                      uct_completion_t *comp)
 {
     UCT_RDMACH_COUNT(tx_get_zcopy, 1);
-    return uct_rdmach_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 0);
+    return uct_rdmach_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 0, comp);
 }
 
 ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
@@ -335,7 +330,7 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
     UCT_RDMACH_COUNT(tx_get_bcopy, 1);
     UCT_RDMACH_COUNT(tx_bytes, length);
     if (length > 0) {
-        status = uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 0);
+        status = uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 0, NULL);
         if (status != UCS_OK) {
             return status;
         }
@@ -351,9 +346,21 @@ int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep)
     return rdmach_tx_has_room(&ucs_derived_of(ep, uct_rdmach_ep_t)->tx);
 }
 
-/* Every issued op is complete in the peer's memory when it returns (ring stores, synchronous
- * process_vm); requests still in the pending queue are not issued yet. */
+/* Requests still in the pending queue are not issued yet; what was issued is complete in the
+ * peer's memory when it returns on a wire without flush (shm: ring stores, synchronous
+ * process_vm), else the wire tells. */
 ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
-    return ucx_ext_ep_flush_queued(ucs_derived_of(tl_ep, ucx_ext_ep_t));
+    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
+    rdmach_wire_t *wire = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->wire;
+    ucs_status_t status;
+    int ret;
+
+    status = ucx_ext_ep_flush_queued(&ep->super);
+    if ((status != UCS_OK) || (wire->ops->flush == NULL)) {
+        return status;
+    }
+    ret = wire->ops->flush(wire, ep->peer, comp);
+    return (ret == RDMACH_WIRE_INPROGRESS) ? UCS_INPROGRESS :
+           uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
 }

@@ -1,6 +1,6 @@
 /*
- * rdmach iface: owns the segment whose rings this process receives on, polls them, and keeps
- * the peer segments it has mapped.
+ * rdmach iface: opens the wire of its device (rdmach_wire.h: the rings this process receives on
+ * and the peers it reaches) and polls the rings.
  */
 #include "rdmach_uct.h"
 
@@ -8,8 +8,8 @@
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <errno.h>
-#include <sys/prctl.h>
-#include <unistd.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 static uct_iface_ops_t uct_rdmach_iface_ops;
 
@@ -89,14 +89,23 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {NULL}
 };
 
+/* The wires, each serving its own devices: an iface runs the wire of the device it is opened
+ * on. A new wire is one file implementing rdmach_wire.h, listed here. */
+static const rdmach_wire_ops_t *const uct_rdmach_wires[] = {
+    &rdmach_wire_shm_ops
+};
+
+#define UCT_RDMACH_MAX_WIRE_DEVS 64
+
 static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
 
     uct_base_iface_query(&iface->super.super, attr);
 
-    attr->iface_addr_len  = sizeof(uct_rdmach_iface_addr_t);
-    attr->device_addr_len = uct_sm_iface_get_device_addr_len();
+    attr->iface_addr_len  = iface->wire->ops->iface_addr_len;
+    attr->device_addr_len = (iface->wire->ops->dev_addr_len != 0) ?
+                            iface->wire->ops->dev_addr_len : uct_sm_iface_get_device_addr_len();
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
@@ -154,80 +163,47 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
 
 static ucs_status_t uct_rdmach_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
-    uct_rdmach_iface_t *iface      = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
-    uct_rdmach_iface_addr_t *raddr = (uct_rdmach_iface_addr_t*)addr;
+    rdmach_wire_t *wire = ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire;
 
-    raddr->pid    = iface->seg.pid;
-    raddr->fd     = iface->seg.fd;
-    raddr->seg_id = iface->seg.seg_id;
+    wire->ops->pack_addr(wire, addr);
     return UCS_OK;
 }
 
-ucs_status_t uct_rdmach_iface_peer(uct_rdmach_iface_t *iface, pid_t pid, int32_t fd,
-                                   uint64_t seg_id, rdmach_shm_seg_t **seg_p)
+/* A wire without a device address is on this host: UCX's shared-memory device address. */
+static ucs_status_t uct_rdmach_iface_get_device_address(uct_iface_h tl_iface,
+                                                        uct_device_addr_t *addr)
 {
-    uct_rdmach_peer_t *peer;
-    unsigned i;
-    int ret;
+    rdmach_wire_t *wire = ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire;
 
-    for (i = 0; i < iface->npeers; ++i) {
-        peer = &iface->peers[i];
-        if ((peer->seg.pid == pid) && (peer->fd == fd) && (peer->seg_id == seg_id)) {
-            *seg_p = &peer->seg;
-            return UCS_OK;
-        }
+    if (wire->ops->dev_addr_len == 0) {
+        return uct_sm_iface_get_device_address(tl_iface, addr);
     }
-
-    if (iface->npeers == iface->max_peers_mapped) {
-        ucs_error("rdmach: more than %u peer segments mapped (UCX_RDMACH_MAX_PEERS)",
-                  iface->max_peers_mapped);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-
-    peer = &iface->peers[iface->npeers];
-    ret  = rdmach_shm_attach(&peer->seg, pid, fd, seg_id);
-    if (ret != 0) {
-        ucs_diag("rdmach: cannot map segment of pid %d fd %d: %s", pid, fd,
-                 (ret == -EPROTO) ? "not a compatible rdmach segment" : strerror(-ret));
-        return (ret == -ESRCH || ret == -ENOENT) ? UCS_ERR_UNREACHABLE : UCS_ERR_IO_ERROR;
-    }
-    peer->fd     = fd;
-    peer->seg_id = seg_id;
-    ++iface->npeers;
-    *seg_p = &peer->seg;
+    wire->ops->pack_dev_addr(wire, addr);
     return UCS_OK;
 }
 
-static const rdmach_ring_ops_t uct_rdmach_shm_ops = {NULL, NULL};
+static int uct_rdmach_iface_is_reachable(const uct_iface_h tl_iface,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_iface_addr_t *iface_addr)
+{
+    rdmach_wire_t *wire = ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire;
+    rdmach_wire_addr_t info;
 
-/* A sender claimed ring 'id' of our segment: find where its tail copy lives. */
+    if ((wire->ops->dev_addr_len == 0) &&
+        !uct_sm_iface_is_reachable(tl_iface, dev_addr, iface_addr)) {
+        return 0;
+    }
+    /* without an iface address only the device can be judged */
+    return (iface_addr == NULL) ||
+           (wire->ops->unpack_addr(wire, dev_addr, iface_addr, &info) == 0);
+}
+
+/* A sender claimed ring 'id' of ours: the wire finds where its credit goes. */
 static int uct_rdmach_iface_activate(void *arg, uint32_t id)
 {
     uct_rdmach_iface_t *iface = arg;
-    rdmach_ring_ctl_t *ctl    = rdmach_shm_ring_ctl(&iface->seg, id);
-    static uint64_t dummy_tail;
-    volatile uint64_t *tail_out = &dummy_tail;
-    rdmach_shm_seg_t *peer;
-    uint64_t credit;
 
-    if (__atomic_load_n(&ctl->owner, __ATOMIC_ACQUIRE) == 0) {
-        return 0;   /* claimed but not yet described */
-    }
-
-    credit = ctl->peer_info[1] >> 32;
-    if (uct_rdmach_iface_peer(iface, (pid_t)ctl->peer_info[0],
-                              (int32_t)(ctl->peer_info[1] & 0xffffffffu),
-                              ctl->peer_info[2], &peer) == UCS_OK) {
-        if (credit < peer->max_rings) {
-            tail_out = &rdmach_shm_credit(peer, (uint32_t)credit)->tail;
-        } else {
-            uct_rdmach_counters.rx.corrupt++;
-        }
-    }
-    /* a sender we cannot reach still gets its messages delivered; only its credit is lost */
-    rdmach_rx_init(&iface->poller.rx[id], rdmach_shm_ring_slots(&iface->seg, id), ctl,
-                   tail_out, &uct_rdmach_shm_ops, iface);
-    return 1;
+    return iface->wire->ops->activate(iface->wire, id, &iface->poller.rx[id]);
 }
 
 static void uct_rdmach_iface_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
@@ -243,29 +219,93 @@ static void uct_rdmach_iface_deliver(void *arg, uint8_t am_id, void *data, uint3
     uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
 }
 
-static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
+static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *iface)
 {
-    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
     unsigned count;
 
+    /* the poller clamps the claim counter, which senders write, to max_rings */
     count = rdmach_poller_progress(&iface->poller, &iface->geom,
-                                   rdmach_shm_claimed(&iface->seg), uct_rdmach_iface_activate,
-                                   uct_rdmach_iface_deliver, iface);
+                                   __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE),
+                                   uct_rdmach_iface_activate, uct_rdmach_iface_deliver, iface);
     if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x))) {
         count += ucx_ext_iface_progress_pending(&iface->x);
     }
     return count;
 }
 
-/* Every op is complete at return (ring stores, synchronous process_vm): only requests still
- * waiting in the pending queue keep the iface from being flushed. */
+/* A wire without completions to poll (shm): the rings and the pending queue only. */
+static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
+{
+    return uct_rdmach_iface_poll(ucs_derived_of(tl_iface, uct_rdmach_iface_t));
+}
+
+/* A wire with completions (RC's CQ): chosen at iface open, so the other pays no test for it. */
+static unsigned uct_rdmach_iface_progress_wire(uct_iface_h tl_iface)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    unsigned count            = iface->wire->ops->progress(iface->wire);
+
+    return count + uct_rdmach_iface_poll(iface);
+}
+
+/* Ops the wire completes at return (shm: ring stores, synchronous process_vm) leave only the
+ * requests still waiting in the pending queue to keep the iface from being flushed. */
 static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                            uct_completion_t *comp)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    ucs_status_t status;
+    int ret;
 
     ucs_memory_cpu_store_fence();
-    return ucx_ext_iface_flush_queued(&iface->x);
+    status = ucx_ext_iface_flush_queued(&iface->x);
+    if ((status != UCS_OK) || (iface->wire->ops->flush == NULL)) {
+        return status;
+    }
+    ret = iface->wire->ops->flush(iface->wire, NULL, comp);
+    return (ret == RDMACH_WIRE_INPROGRESS) ? UCS_INPROGRESS :
+           uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
+}
+
+static void uct_rdmach_wire_log(int error, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+
+    if (!error && !ucs_log_is_enabled(UCS_LOG_LEVEL_DIAG)) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (error) {
+        ucs_error("%s", msg);
+    } else {
+        ucs_diag("%s", msg);
+    }
+}
+
+/* A wire's asynchronous operation is done: comp is the UCT completion it was given. */
+static void uct_rdmach_wire_complete(void *comp, int err)
+{
+    uct_invoke_completion(comp, uct_rdmach_wire_status(err, UCS_ERR_IO_ERROR));
+}
+
+/* The wire serving device dev_name, NULL if none does. */
+static const rdmach_wire_ops_t *uct_rdmach_wire_find(const char *dev_name)
+{
+    rdmach_wire_dev_t devs[UCT_RDMACH_MAX_WIRE_DEVS];
+    unsigned w, d, n;
+
+    for (w = 0; w < ucs_static_array_size(uct_rdmach_wires); ++w) {
+        n = uct_rdmach_wires[w]->query_devices(devs, UCT_RDMACH_MAX_WIRE_DEVS);
+        for (d = 0; d < n; ++d) {
+            if (!strcmp(devs[d].name, dev_name)) {
+                return uct_rdmach_wires[w];
+            }
+        }
+    }
+    return NULL;
 }
 
 /* Knob ranges beyond what the ring geometry checks (rdmach_geom_init). */
@@ -285,12 +325,20 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
 {
     const uct_rdmach_iface_config_t *config = ucs_derived_of(tl_config,
                                                              uct_rdmach_iface_config_t);
+    rdmach_wire_params_t wire_params;
+    const rdmach_wire_ops_t *wire_ops;
     ucs_status_t status;
     const char *err;
     int ret;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_rdmach_iface_ops,
                               &uct_base_iface_internal_ops, md, worker, params, tl_config);
+
+    wire_ops = uct_rdmach_wire_find(params->mode.device.dev_name);
+    if (wire_ops == NULL) {
+        ucs_error("rdmach: no wire serves device '%s'", params->mode.device.dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
 
     err = rdmach_geom_init(&self->geom, (uint32_t)ucs_min(config->slot_size, UINT32_MAX),
                            config->ring_size, config->chunk_size, config->lazy_tail);
@@ -308,39 +356,44 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->eager_limit         = config->eager_limit;
     self->am_zcopy            = config->am_zcopy;
     self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
-    self->max_peers_mapped    = config->max_peers * 2;
-    self->npeers              = 0;
-    self->next_credit         = 0;
+    self->wire                = NULL;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
                        &uct_rdmach_counters.tx, uct_rdmach_ep_tx_ready,
                        config->peer_check_interval);
 
-    self->peers      = ucs_calloc(self->max_peers_mapped, sizeof(*self->peers), "rdmach_peers");
     self->bounce     = ucs_malloc(self->chunk_size, "rdmach_bounce");
     self->poller.rx  = ucs_calloc(config->max_peers, sizeof(rdmach_rx_t), "rdmach_rx");
     self->poller.hot = ucs_calloc(config->max_peers, sizeof(uint32_t), "rdmach_hot");
-    if ((self->peers == NULL) || (self->bounce == NULL) || (self->poller.rx == NULL) ||
-        (self->poller.hot == NULL)) {
+    if ((self->bounce == NULL) || (self->poller.rx == NULL) || (self->poller.hot == NULL)) {
         status = UCS_ERR_NO_MEMORY;
         goto err_free;
     }
 
-    /* peers read and write our memory with process_vm_readv/writev (the RDMA read/write of
-     * this wire); under Yama ptrace_scope=1 that needs our consent. No Yama: EINVAL, fine. */
-    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-
-    ret = rdmach_shm_create(&self->seg, &self->geom, config->max_peers,
-                            ucs_generate_uuid((uintptr_t)self));
+    /* our rings: config->max_peers senders can connect, and this iface can make as many
+     * connections (one credit line each); peers are reached both ways */
+    memset(&wire_params, 0, sizeof(wire_params));
+    wire_params.dev_name  = params->mode.device.dev_name;
+    wire_params.geom      = self->geom;
+    wire_params.max_rings = config->max_peers;
+    wire_params.max_peers = config->max_peers * 2;
+    wire_params.uuid      = ucs_generate_uuid((uintptr_t)self);
+    wire_params.stats     = &uct_rdmach_counters.rx;
+    wire_params.log       = uct_rdmach_wire_log;
+    wire_params.complete  = uct_rdmach_wire_complete;
+    ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {
-        ucs_error("rdmach: cannot create shared memory segment: %s", strerror(-ret));
-        status = UCS_ERR_NO_MEMORY;
+        status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);
         goto err_free;
+    }
+    self->next_ring = self->wire->next_ring;
+    if (wire_ops->progress != NULL) {
+        self->super.super.super.ops.iface_progress = uct_rdmach_iface_progress_wire;
     }
 
     self->poller.nhot           = 0;
     self->poller.hot_max        = ucs_min(config->hot_max, config->max_peers);
     self->poller.max_rings      = config->max_peers;
-    self->poller.doorbells      = rdmach_shm_doorbells(&self->seg);
+    self->poller.doorbells      = self->wire->doorbells;
     self->poller.sweep_interval = config->sweep_interval;
     self->poller.sweep_count    = 0;
     self->poller.idle_limit     = config->idle_limit;
@@ -348,13 +401,12 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->poller.poll_all       = config->poll_all;
     self->poller.stats          = &uct_rdmach_counters.rx;
 
-    ucs_debug("rdmach iface %p: %u rings of %u x %u bytes, chunk %zu, segment %zu bytes",
-              self, config->max_peers, self->geom.nslots, self->geom.slot_size,
-              self->chunk_size, self->seg.size);
+    ucs_debug("rdmach iface %p: %s wire, %u rings of %u x %u bytes, chunk %zu, segment %zu bytes",
+              self, wire_ops->name, config->max_peers, self->geom.nslots, self->geom.slot_size,
+              self->chunk_size, self->wire->size);
     return UCS_OK;
 
 err_free:
-    ucs_free(self->peers);
     ucs_free(self->bounce);
     ucs_free(self->poller.rx);
     ucs_free(self->poller.hot);
@@ -363,16 +415,10 @@ err_free:
 
 UCS_CLASS_CLEANUP_FUNC(uct_rdmach_iface_t)
 {
-    unsigned i;
-
     uct_base_iface_progress_disable(&self->super.super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucx_ext_iface_cleanup(&self->x);
-    for (i = 0; i < self->npeers; ++i) {
-        rdmach_shm_detach(&self->peers[i].seg);
-    }
-    rdmach_shm_detach(&self->seg);
-    ucs_free(self->peers);
+    self->wire->ops->close(self->wire);
     ucs_free(self->bounce);
     ucs_free(self->poller.rx);
     ucs_free(self->poller.hot);
@@ -383,10 +429,31 @@ static UCS_CLASS_DEFINE_NEW_FUNC(uct_rdmach_iface_t, uct_iface_t, uct_md_h, uct_
                                  const uct_iface_params_t*, const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_iface_t, uct_iface_t);
 
+/* The devices of every wire. */
 ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                       unsigned *num_devices_p)
 {
-    return uct_sm_base_query_tl_devices(md, devices_p, num_devices_p);
+    rdmach_wire_dev_t devs[UCT_RDMACH_MAX_WIRE_DEVS];
+    uct_tl_device_resource_t *devices;
+    unsigned w, d, n = 0;
+
+    for (w = 0; w < ucs_static_array_size(uct_rdmach_wires); ++w) {
+        n += uct_rdmach_wires[w]->query_devices(devs + n, UCT_RDMACH_MAX_WIRE_DEVS - n);
+    }
+    devices = ucs_calloc(ucs_max(n, 1), sizeof(*devices), "device resource");
+    if (devices == NULL) {
+        ucs_error("failed to allocate device resource");
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (d = 0; d < n; ++d) {
+        ucs_snprintf_zero(devices[d].name, sizeof(devices[d].name), "%s", devs[d].name);
+        devices[d].type       = (devs[d].type == RDMACH_WIRE_DEV_SHM) ? UCT_DEVICE_TYPE_SHM :
+                                                                       UCT_DEVICE_TYPE_NET;
+        devices[d].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+    *devices_p     = devices;
+    *num_devices_p = n;
+    return UCS_OK;
 }
 
 static uct_iface_ops_t uct_rdmach_iface_ops = {
@@ -432,9 +499,9 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rdmach_iface_t),
     .iface_query              = uct_rdmach_iface_query,
-    .iface_get_device_address = uct_sm_iface_get_device_address,
+    .iface_get_device_address = uct_rdmach_iface_get_device_address,
     .iface_get_address        = uct_rdmach_iface_get_address,
-    .iface_is_reachable       = uct_sm_iface_is_reachable
+    .iface_is_reachable       = uct_rdmach_iface_is_reachable
 };
 
 UCT_TL_DEFINE_ENTRY(&uct_rdmach_component.super, rdmach, uct_rdmach_query_devices,

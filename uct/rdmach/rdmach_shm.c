@@ -1,5 +1,5 @@
 /*
- * rdmach shared-memory wire: segment creation and peer attach (connection time only).
+ * rdmach shared-memory segment: creation and peer attach (connection time only).
  */
 #include "rdmach_shm.h"
 #include "ucx_ext_sys.h"

@@ -1,5 +1,6 @@
 /*
- * rdmach shared-memory wire: where the rings live and how peers reach them.
+ * rdmach shared-memory segment: where the rings live and how peers reach them. Used only by the
+ * shared-memory wire (rdmach_wire_shm.c), which puts it behind the wire table (rdmach_wire.h).
  *
  * Each iface owns one segment, a memfd (anonymous shared memory that disappears with its last
  * mapping, so a killed process leaks nothing). Peers map it through /proc/<pid>/fd/<fd>, the way

@@ -1,6 +1,6 @@
 /*
  * rdmach UCT glue: the types shared by md, iface and ep. Thin on purpose: the protocol is in
- * rdmach_ring.[ch], the wire in rdmach_shm.[ch].
+ * rdmach_ring.[ch]; the wire is reached only through its table (rdmach_wire.h), never directly.
  */
 #ifndef RDMACH_UCT_H
 #define RDMACH_UCT_H
@@ -10,7 +10,7 @@
 #endif
 
 #include "rdmach_ring.h"
-#include "rdmach_shm.h"
+#include "rdmach_wire.h"
 #include "ucx_ext_base.h"
 #include "ucx_ext_md.h"
 
@@ -20,6 +20,7 @@
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/time/time.h>
+#include <errno.h>
 
 #define UCT_RDMACH_NAME    "rdmach"
 #define UCT_RDMACH_PREFIX  "RDMACH_"
@@ -54,12 +55,6 @@ typedef struct uct_rdmach_rkey {
 
 /* ---- iface ---- */
 
-typedef struct uct_rdmach_iface_addr {
-    int32_t  pid;
-    int32_t  fd;
-    uint64_t seg_id;
-} UCS_S_PACKED uct_rdmach_iface_addr_t;
-
 typedef struct uct_rdmach_iface_config {
     uct_sm_iface_config_t super;
     unsigned              ring_size;
@@ -78,17 +73,11 @@ typedef struct uct_rdmach_iface_config {
     double                peer_check_interval;
 } uct_rdmach_iface_config_t;
 
-/* A peer segment mapped by this iface (for rings we send into, or tail copies we write). */
-typedef struct uct_rdmach_peer {
-    rdmach_shm_seg_t seg;
-    int32_t          fd;
-    uint64_t         seg_id;
-} uct_rdmach_peer_t;
-
 typedef struct uct_rdmach_iface {
     uct_sm_iface_t        super;
     ucx_ext_iface_t       x;             /* pending, flush, peer liveness (uct/common) */
-    rdmach_shm_seg_t      seg;           /* own segment: rings we receive on */
+    rdmach_wire_t         *wire;         /* our rings and the peers reached (rdmach_wire.h) */
+    volatile uint32_t     *next_ring;    /* wire->next_ring: read on every progress call */
     rdmach_geom_t         geom;
     size_t                chunk_size;
     size_t                zcopy_thresh;  /* rendezvous by get_zcopy from this size */
@@ -96,9 +85,6 @@ typedef struct uct_rdmach_iface {
     int                   am_zcopy;      /* advertise am_zcopy (UCX_RDMACH_AM_ZCOPY) */
     size_t                max_short;     /* am_short payload incl. the 8-byte header */
     rdmach_poller_t       poller;
-    uct_rdmach_peer_t     *peers;
-    unsigned              npeers, max_peers_mapped;
-    uint32_t              next_credit;   /* credit lines handed to outgoing eps */
     void                  *bounce;       /* chunk_size staging for bcopy near the ring end */
 } uct_rdmach_iface_t;
 
@@ -110,9 +96,26 @@ extern ucs_config_field_t uct_rdmach_iface_config_table[];
 ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                       unsigned *num_devices_p);
 
-/* Maps (or finds) a peer's segment. */
-ucs_status_t uct_rdmach_iface_peer(uct_rdmach_iface_t *iface, pid_t pid, int32_t fd,
-                                   uint64_t seg_id, rdmach_shm_seg_t **seg_p);
+/* A wire's -errno as a status: the codes the wire table names, else fallback (what the
+ * failing step reported before it was behind the table). */
+static inline ucs_status_t uct_rdmach_wire_status(int err, ucs_status_t fallback)
+{
+    switch (-err) {
+    case 0:
+        return UCS_OK;
+    case ESRCH:
+    case ENOENT:
+    case EHOSTUNREACH:
+        return UCS_ERR_UNREACHABLE;
+    case ENOSPC:
+    case ENOBUFS:
+        return UCS_ERR_EXCEEDS_LIMIT;
+    case ENODEV:
+        return UCS_ERR_NO_DEVICE;
+    default:
+        return fallback;
+    }
+}
 
 /* ---- ep ---- */
 
@@ -120,6 +123,7 @@ typedef struct uct_rdmach_ep {
     ucx_ext_ep_t         super;       /* pending group, peer process watch (uct/common) */
     rdmach_tx_t          tx;
     uint32_t             ring_id;
+    rdmach_wire_peer_t   *peer;       /* the receiving iface, for RMA and flush */
 } uct_rdmach_ep_t;
 
 UCS_CLASS_DECLARE(uct_rdmach_ep_t, const uct_ep_params_t*);
