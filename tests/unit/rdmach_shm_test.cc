@@ -147,6 +147,11 @@ TEST(RdmachWireShm, TableShape)
     EXPECT_EQ(nullptr, ops->flush);
     EXPECT_EQ(0u, ops->dev_addr_len);
     EXPECT_EQ(16u, ops->iface_addr_len);   // pid, memfd, segment id
+
+    // an iface opened on "memory" runs this wire; no wire serves an unknown device
+    EXPECT_EQ(ops, rdmach_wire_find("memory"));
+    EXPECT_EQ(nullptr, rdmach_wire_find("mlx5_0:1"));
+    EXPECT_EQ(ops, rdmach_wires[0]);
 }
 
 TEST(RdmachWireShm, ConnectSendActivateReceiveAndReturnCredit)

@@ -89,14 +89,6 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {NULL}
 };
 
-/* The wires, each serving its own devices: an iface runs the wire of the device it is opened
- * on. A new wire is one file implementing rdmach_wire.h, listed here. */
-static const rdmach_wire_ops_t *const uct_rdmach_wires[] = {
-    &rdmach_wire_shm_ops
-};
-
-#define UCT_RDMACH_MAX_WIRE_DEVS 64
-
 static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
@@ -291,23 +283,6 @@ static void uct_rdmach_wire_complete(void *comp, int err)
     uct_invoke_completion(comp, uct_rdmach_wire_status(err, UCS_ERR_IO_ERROR));
 }
 
-/* The wire serving device dev_name, NULL if none does. */
-static const rdmach_wire_ops_t *uct_rdmach_wire_find(const char *dev_name)
-{
-    rdmach_wire_dev_t devs[UCT_RDMACH_MAX_WIRE_DEVS];
-    unsigned w, d, n;
-
-    for (w = 0; w < ucs_static_array_size(uct_rdmach_wires); ++w) {
-        n = uct_rdmach_wires[w]->query_devices(devs, UCT_RDMACH_MAX_WIRE_DEVS);
-        for (d = 0; d < n; ++d) {
-            if (!strcmp(devs[d].name, dev_name)) {
-                return uct_rdmach_wires[w];
-            }
-        }
-    }
-    return NULL;
-}
-
 /* Knob ranges beyond what the ring geometry checks (rdmach_geom_init). */
 static const ucx_ext_knob_t uct_rdmach_knobs[] = {
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "MAX_PEERS", max_peers, UINT, 1, 65536),
@@ -334,7 +309,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_rdmach_iface_ops,
                               &uct_base_iface_internal_ops, md, worker, params, tl_config);
 
-    wire_ops = uct_rdmach_wire_find(params->mode.device.dev_name);
+    wire_ops = rdmach_wire_find(params->mode.device.dev_name);
     if (wire_ops == NULL) {
         ucs_error("rdmach: no wire serves device '%s'", params->mode.device.dev_name);
         return UCS_ERR_NO_DEVICE;
@@ -429,16 +404,17 @@ static UCS_CLASS_DEFINE_NEW_FUNC(uct_rdmach_iface_t, uct_iface_t, uct_md_h, uct_
                                  const uct_iface_params_t*, const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_iface_t, uct_iface_t);
 
-/* The devices of every wire. */
+/* The devices of every wire (rdmach_wires.c). */
 ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                       unsigned *num_devices_p)
 {
-    rdmach_wire_dev_t devs[UCT_RDMACH_MAX_WIRE_DEVS];
+    rdmach_wire_dev_t devs[RDMACH_WIRE_MAX_DEVS];
+    const rdmach_wire_ops_t *const *w;
     uct_tl_device_resource_t *devices;
-    unsigned w, d, n = 0;
+    unsigned d, n = 0;
 
-    for (w = 0; w < ucs_static_array_size(uct_rdmach_wires); ++w) {
-        n += uct_rdmach_wires[w]->query_devices(devs + n, UCT_RDMACH_MAX_WIRE_DEVS - n);
+    for (w = rdmach_wires; *w != NULL; ++w) {
+        n += (*w)->query_devices(devs + n, RDMACH_WIRE_MAX_DEVS - n);
     }
     devices = ucs_calloc(ucs_max(n, 1), sizeof(*devices), "device resource");
     if (devices == NULL) {

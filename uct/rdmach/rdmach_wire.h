@@ -1,6 +1,7 @@
 /*
  * rdmach wire table: everything the UCT glue asks of the medium under the rings, so that a wire
- * is one file implementing this table. Plain C, no UCX headers: wires are unit-tested alone.
+ * is one file implementing this table, listed in rdmach_wires[] (rdmach_wires.c) and built in
+ * meson.build's rdmach_core. Plain C, no UCX headers: wires are unit-tested alone.
  *
  * Two levels:
  *  - rdmach_wire_t, one per iface: the receive side (our rings, their doorbells, the ring claim
@@ -33,8 +34,9 @@ extern "C" {
 /* rma and flush: issued, completion follows through rdmach_wire_params_t.complete */
 #define RDMACH_WIRE_INPROGRESS 1
 
-#define RDMACH_WIRE_DEV_NAME_MAX 32
+#define RDMACH_WIRE_DEV_NAME_MAX  32
 #define RDMACH_WIRE_PEER_NAME_MAX 48
+#define RDMACH_WIRE_MAX_DEVS      64   /* devices of all wires together */
 
 typedef struct rdmach_wire_ops rdmach_wire_ops_t;
 
@@ -172,6 +174,11 @@ struct rdmach_wire_ops {
 
 /* The shared-memory wire (rdmach_wire_shm.c). */
 extern const rdmach_wire_ops_t rdmach_wire_shm_ops;
+
+/* The wires built in, NULL-terminated (rdmach_wires.c): the glue lists their devices and opens
+ * a device on the first wire that lists it (NULL: none does). */
+extern const rdmach_wire_ops_t *const rdmach_wires[];
+const rdmach_wire_ops_t *rdmach_wire_find(const char *dev_name);
 
 #ifdef __cplusplus
 }
