@@ -71,16 +71,6 @@ UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_ep_t, uct_ep_t);
 
 /* ---- active messages: the ring ---- */
 
-static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_must_queue(uct_rdmach_ep_t *ep)
-{
-    return ucx_ext_ep_must_queue(&ep->super);
-}
-
-static UCS_F_ALWAYS_INLINE ucs_status_t uct_rdmach_ep_no_resource(uct_rdmach_ep_t *ep,
-                                                                  unsigned flags)
-{
-    return ucx_ext_ep_no_resource(&ep->super, flags);
-}
 
 ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                     const void *payload, unsigned length)
@@ -93,10 +83,10 @@ ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_LENGTH(length + sizeof(header), 0,
                      ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short, "am_short");
 
-    rec = uct_rdmach_ep_must_queue(ep) ? NULL :
+    rec = ucx_ext_ep_must_queue(&ep->super) ? NULL :
           rdmach_tx_reserve(&ep->tx, length + sizeof(header));
     if (ucs_unlikely(rec == NULL)) {
-        return uct_rdmach_ep_no_resource(ep, 0);
+        return ucx_ext_ep_no_resource(&ep->super, 0);
     }
     data = (uint8_t*)(rec + 1);
     *(uint64_t*)data = header;
@@ -120,9 +110,9 @@ ucs_status_t uct_rdmach_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_io
     UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short,
                      "am_short_iov");
 
-    rec = uct_rdmach_ep_must_queue(ep) ? NULL : rdmach_tx_reserve(&ep->tx, length);
+    rec = ucx_ext_ep_must_queue(&ep->super) ? NULL : rdmach_tx_reserve(&ep->tx, length);
     if (ucs_unlikely(rec == NULL)) {
-        return uct_rdmach_ep_no_resource(ep, 0);
+        return ucx_ext_ep_no_resource(&ep->super, 0);
     }
     ucs_iov_iter_init(&iov_iter);
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
@@ -144,21 +134,21 @@ ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
     size_t length;
 
     UCT_CHECK_AM_ID(id);
-    if (uct_rdmach_ep_must_queue(ep)) {
-        return uct_rdmach_ep_no_resource(ep, flags);
+    if (ucx_ext_ep_must_queue(&ep->super)) {
+        return ucx_ext_ep_no_resource(&ep->super, flags);
     }
 
     /* the packer may advance the caller's state, so room is ensured before it runs */
     if (ucs_likely(to_end >= max_span)) {
         if (ucs_unlikely(!rdmach_tx_ensure(&ep->tx, max_span))) {
-            return uct_rdmach_ep_no_resource(ep, flags);
+            return ucx_ext_ep_no_resource(&ep->super, flags);
         }
         rec    = (rdmach_rec_hdr_t*)rdmach_tx_slot(&ep->tx, ep->tx.geom.nslots - to_end);
         length = pack_cb(rec + 1, arg);
     } else {
         /* near the ring end the length decides whether a pad is needed: pack aside first */
         if (ucs_unlikely(!rdmach_tx_ensure(&ep->tx, to_end + max_span))) {
-            return uct_rdmach_ep_no_resource(ep, flags);
+            return ucx_ext_ep_no_resource(&ep->super, flags);
         }
         length = pack_cb(iface->bounce, arg);
         rec    = rdmach_tx_reserve(&ep->tx, length);
@@ -172,36 +162,6 @@ ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
     UCT_RDMACH_COUNT(tx_am_bcopy, 1);
     UCT_RDMACH_COUNT(tx_bytes, length);
     return length;
-}
-
-ucs_status_t uct_rdmach_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
-                                    unsigned header_length, const uct_iov_t *iov,
-                                    size_t iovcnt, unsigned flags, uct_completion_t *comp)
-{
-    uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
-    uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    size_t length             = header_length + uct_iov_total_length(iov, iovcnt);
-    ucs_iov_iter_t iov_iter;
-    rdmach_rec_hdr_t *rec;
-    uint8_t *data;
-
-    UCT_CHECK_AM_ID(id);
-    UCT_CHECK_LENGTH(length, 0, iface->chunk_size, "am_zcopy");
-
-    /* on this wire the sender's single copy is into the receiver's ring */
-    rec = uct_rdmach_ep_must_queue(ep) ? NULL : rdmach_tx_reserve(&ep->tx, length);
-    if (ucs_unlikely(rec == NULL)) {
-        return uct_rdmach_ep_no_resource(ep, flags);
-    }
-    data = (uint8_t*)(rec + 1);
-    memcpy(data, header, header_length);
-    ucs_iov_iter_init(&iov_iter);
-    uct_iov_to_buffer(iov, iovcnt, &iov_iter, data + header_length, SIZE_MAX);
-    rdmach_tx_commit(&ep->tx, rec, id, (uint32_t)length);
-
-    UCT_RDMACH_COUNT(tx_am_zcopy, 1);
-    UCT_RDMACH_COUNT(tx_bytes, length);
-    return UCS_OK;
 }
 
 /* ---- RMA: the wire's RDMA write/read, checked against the remote key ---- */

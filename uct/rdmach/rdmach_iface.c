@@ -15,7 +15,7 @@ static uct_iface_ops_t uct_rdmach_iface_ops;
 
 ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_rdmach_iface_config_t, super),
-     UCS_CONFIG_TYPE_TABLE(uct_sm_iface_config_table)},
+     UCS_CONFIG_TYPE_TABLE(ucx_ext_sm_iface_config_table)},
 
     {"RING_SIZE", "512",
      "Slots in each per-connection ring (a power of two). The ring lives in the receiver's\n"
@@ -49,12 +49,6 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "(perf/README.md has the measurement). RMA put/get below it go in CHUNK_SIZE bcopy pieces.",
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"AM_ZCOPY", "n",
-     "Advertise am_zcopy. On shared memory it is the same single copy into the ring as\n"
-     "am_bcopy plus a memory registration, so UCP is better off without it; enabling it also\n"
-     "lowers UCP's rendezvous threshold to CHUNK_SIZE.",
-     ucs_offsetof(uct_rdmach_iface_config_t, am_zcopy), UCS_CONFIG_TYPE_BOOL},
-
     {"MAX_PEERS", "256",
      "Rings in this process's segment, i.e. how many senders can connect to it. Costs\n"
      "address space only until a ring is used.",
@@ -63,10 +57,6 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {"SWEEP_INTERVAL", "64",
      "Progress calls between two sweeps over idle (cold) rings.",
      ucs_offsetof(uct_rdmach_iface_config_t, sweep_interval), UCS_CONFIG_TYPE_UINT},
-
-    {"IDLE_LIMIT", "256",
-     "Empty polls after which a ring is no longer polled on every progress call.",
-     ucs_offsetof(uct_rdmach_iface_config_t, idle_limit), UCS_CONFIG_TYPE_UINT},
 
     {"HOT_MAX", "8",
      "Most rings polled on every progress call; further active rings are found through\n"
@@ -78,13 +68,10 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      ucs_offsetof(uct_rdmach_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
 
     {"POLL_ALL", "n",
-     "Poll every connected ring on every progress call, as the seed design does (for\n"
-     "comparison; the default polls only active rings plus doorbells).",
+     "Poll every connected ring on every progress call, as the paper's design does. For\n"
+     "comparison: perf/bench scaling measures both; the default polls only active rings plus\n"
+     "doorbells, which costs less per call the more peers are connected.",
      ucs_offsetof(uct_rdmach_iface_config_t, poll_all), UCS_CONFIG_TYPE_BOOL},
-
-    {"PEER_CHECK_INTERVAL", "100ms",
-     "How often an endpoint waiting for ring room checks that its peer process is alive.",
-     ucs_offsetof(uct_rdmach_iface_config_t, peer_check_interval), UCS_CONFIG_TYPE_TIME},
 
     {NULL}
 };
@@ -93,38 +80,22 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
 
-    uct_base_iface_query(&iface->super.super, attr);
-
-    attr->iface_addr_len  = iface->wire->ops->iface_addr_len;
-    attr->device_addr_len = (iface->wire->ops->dev_addr_len != 0) ?
-                            iface->wire->ops->dev_addr_len : uct_sm_iface_get_device_addr_len();
-    attr->ep_addr_len     = 0;
-    attr->max_conn_priv   = 0;
-    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
-                            UCT_IFACE_FLAG_AM_BCOPY |
-                            UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
-                            UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
-                            UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
-                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
-                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    ucx_ext_sm_iface_query(&iface->super, iface->wire->ops->iface_addr_len, attr);
+    if (iface->wire->ops->dev_addr_len != 0) {
+        attr->device_addr_len = iface->wire->ops->dev_addr_len;   /* not this host's */
+    }
 
     attr->cap.am.max_short       = iface->max_short;
     attr->cap.am.max_bcopy       = iface->chunk_size;
     attr->cap.am.max_iov         = UCT_SM_MAX_IOV;
     attr->cap.am.opt_zcopy_align = UCS_SYS_CACHE_LINE_SIZE;
     attr->cap.am.align_mtu       = attr->cap.am.opt_zcopy_align;
-    if (iface->am_zcopy) {
-        attr->cap.flags         |= UCT_IFACE_FLAG_AM_ZCOPY;
-        attr->cap.am.min_zcopy   = 0;
-        attr->cap.am.max_zcopy   = iface->chunk_size;
-        attr->cap.am.max_hdr     = ucs_min(iface->chunk_size, 256);
-    } else {
-        /* UCP floors its AM rendezvous threshold with am.min_zcopy (even without AM_ZCOPY):
-         * below EAGER_LIMIT messages go eagerly, pipelined through the ring */
-        attr->cap.am.min_zcopy   = iface->eager_limit;
-        attr->cap.am.max_zcopy   = 0;
-        attr->cap.am.max_hdr     = 0;
-    }
+    /* No am_zcopy: on shared memory it is the same single copy into the ring as am_bcopy.
+     * UCP floors its AM rendezvous threshold with am.min_zcopy (even without am_zcopy):
+     * below EAGER_LIMIT messages go eagerly, pipelined through the ring. */
+    attr->cap.am.min_zcopy       = iface->eager_limit;
+    attr->cap.am.max_zcopy       = 0;
+    attr->cap.am.max_hdr         = 0;
 
     /* put/get are process_vm_writev/readv: synchronous, no ring involved */
     attr->cap.put.max_short       = iface->max_short;
@@ -287,7 +258,6 @@ static void uct_rdmach_wire_complete(void *comp, int err)
 static const ucx_ext_knob_t uct_rdmach_knobs[] = {
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "MAX_PEERS", max_peers, UINT, 1, 65536),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "SWEEP_INTERVAL", sweep_interval, UINT, 1, UINT_MAX),
-    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "IDLE_LIMIT", idle_limit, UINT, 1, UINT_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "HOT_MAX", hot_max, UINT, 1, UINT_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, UINT_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
@@ -329,12 +299,11 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->chunk_size          = config->chunk_size;
     self->zcopy_thresh        = config->zcopy_thresh;
     self->eager_limit         = config->eager_limit;
-    self->am_zcopy            = config->am_zcopy;
     self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
     self->wire                = NULL;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
                        &uct_rdmach_counters.tx, uct_rdmach_ep_tx_ready,
-                       config->peer_check_interval);
+                       config->super.peer_check_interval);
 
     self->bounce     = ucs_malloc(self->chunk_size, "rdmach_bounce");
     self->poller.rx  = ucs_calloc(config->max_peers, sizeof(rdmach_rx_t), "rdmach_rx");
@@ -371,7 +340,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->poller.doorbells      = self->wire->doorbells;
     self->poller.sweep_interval = config->sweep_interval;
     self->poller.sweep_count    = 0;
-    self->poller.idle_limit     = config->idle_limit;
+    self->poller.idle_limit     = RDMACH_IDLE_LIMIT;
     self->poller.budget         = config->rx_budget;
     self->poller.poll_all       = config->poll_all;
     self->poller.stats          = &uct_rdmach_counters.rx;
@@ -433,51 +402,20 @@ ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **de
 }
 
 static uct_iface_ops_t uct_rdmach_iface_ops = {
-    .ep_am_short              = uct_rdmach_ep_am_short,
-    .ep_am_short_iov          = uct_rdmach_ep_am_short_iov,
-    .ep_am_bcopy              = uct_rdmach_ep_am_bcopy,
-    .ep_am_zcopy              = uct_rdmach_ep_am_zcopy,
-    .ep_put_short             = uct_rdmach_ep_put_short,
-    .ep_put_bcopy             = uct_rdmach_ep_put_bcopy,
-    .ep_put_zcopy             = uct_rdmach_ep_put_zcopy,
-    .ep_get_short             = (uct_ep_get_short_func_t)ucs_empty_function_return_unsupported,
-    .ep_get_bcopy             = uct_rdmach_ep_get_bcopy,
-    .ep_get_zcopy             = uct_rdmach_ep_get_zcopy,
-    .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic64_post         = (uct_ep_atomic64_post_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic64_fetch        = (uct_ep_atomic64_fetch_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_short       = (uct_ep_tag_eager_short_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_bcopy       = (uct_ep_tag_eager_bcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_eager_zcopy       = (uct_ep_tag_eager_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_zcopy        = (uct_ep_tag_rndv_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_cancel       = (uct_ep_tag_rndv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)ucs_empty_function_return_unsupported,
-    .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)ucs_empty_function_return_unsupported,
-    .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)ucs_empty_function_return_unsupported,
-    .ep_pending_add           = ucx_ext_ep_pending_add,
-    .ep_pending_purge         = ucx_ext_ep_pending_purge,
-    .ep_flush                 = uct_rdmach_ep_flush,
+    UCX_EXT_OPS_AM(uct_rdmach_ep),
+    .ep_am_zcopy              = UCX_EXT_UNSUPPORTED(uct_ep_am_zcopy_func_t),
+    UCX_EXT_OPS_RMA(uct_rdmach_ep),
+    UCX_EXT_OPS_NO_ATOMICS,
+    UCX_EXT_OPS_NO_TAG,
+    UCX_EXT_OPS_NO_EP_ADDR,
+    UCX_EXT_OPS_NO_EVENTS,
+    UCX_EXT_OPS_PENDING,
+    UCX_EXT_OPS_LIFE(uct_rdmach_ep_t, uct_rdmach_iface_t),
     .ep_fence                 = uct_sm_ep_fence,
-    .ep_check                 = ucx_ext_ep_check,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_rdmach_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_rdmach_ep_t),
-    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
-    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
-    .iface_flush              = uct_rdmach_iface_flush,
     .iface_fence              = uct_sm_iface_fence,
-    .iface_progress_enable    = uct_base_iface_progress_enable,
-    .iface_progress_disable   = uct_base_iface_progress_disable,
-    .iface_progress           = uct_rdmach_iface_progress,
-    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
-    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
-    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rdmach_iface_t),
-    .iface_query              = uct_rdmach_iface_query,
+    .ep_check                 = ucx_ext_ep_check,
     .iface_get_device_address = uct_rdmach_iface_get_device_address,
-    .iface_get_address        = uct_rdmach_iface_get_address,
-    .iface_is_reachable       = uct_rdmach_iface_is_reachable
+    UCX_EXT_OPS_IFACE(uct_rdmach_iface)
 };
 
 UCT_TL_DEFINE_ENTRY(&uct_rdmach_component.super, rdmach, uct_rdmach_query_devices,

@@ -118,6 +118,10 @@ typedef struct rdmach_rx_stats {
 } rdmach_rx_stats_t;
 
 /* Their names in the transport's counters file, in field order. */
+/* Empty polls after which a ring leaves the hot list (polled on every progress call); its
+ * sender's doorbell brings it back. Long enough that a ping-pong peer's ring stays hot. */
+#define RDMACH_IDLE_LIMIT 256
+
 #define RDMACH_RX_COUNTERS(_) _(rx_am) _(rx_bytes) _(rx_corrupt) _(tail_updates) _(doorbells)
 
 /* Called for each valid AM record; data is valid only during the call. */

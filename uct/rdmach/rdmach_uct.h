@@ -13,6 +13,8 @@
 #include "rdmach_wire.h"
 #include "ucx_ext_base.h"
 #include "ucx_ext_md.h"
+#include "ucx_ext_ops.h"
+#include "ucx_ext_sm.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -56,21 +58,18 @@ typedef struct uct_rdmach_rkey {
 /* ---- iface ---- */
 
 typedef struct uct_rdmach_iface_config {
-    uct_sm_iface_config_t super;
+    ucx_ext_sm_iface_config_t super;
     unsigned              ring_size;
     size_t                slot_size;
     size_t                chunk_size;
     double                lazy_tail;
     size_t                zcopy_thresh;
     size_t                eager_limit;
-    int                   am_zcopy;
     unsigned              max_peers;
     unsigned              sweep_interval;
-    unsigned              idle_limit;
     unsigned              hot_max;
     unsigned              rx_budget;
     int                   poll_all;
-    double                peer_check_interval;
 } uct_rdmach_iface_config_t;
 
 typedef struct uct_rdmach_iface {
@@ -82,7 +81,6 @@ typedef struct uct_rdmach_iface {
     size_t                chunk_size;
     size_t                zcopy_thresh;  /* rendezvous by get_zcopy from this size */
     size_t                eager_limit;   /* eager below this size (UCP's rndv floor) */
-    int                   am_zcopy;      /* advertise am_zcopy (UCX_RDMACH_AM_ZCOPY) */
     size_t                max_short;     /* am_short payload incl. the 8-byte header */
     rdmach_poller_t       poller;
     void                  *bounce;       /* chunk_size staging for bcopy near the ring end */
@@ -126,33 +124,10 @@ typedef struct uct_rdmach_ep {
     rdmach_wire_peer_t   *peer;       /* the receiving iface, for RMA and flush */
 } uct_rdmach_ep_t;
 
-UCS_CLASS_DECLARE(uct_rdmach_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_NEW_FUNC(uct_rdmach_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_DELETE_FUNC(uct_rdmach_ep_t, uct_ep_t);
+UCX_EXT_EP_CLASS_DECLARE(uct_rdmach_ep_t);
 
-ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
-                                    const void *payload, unsigned length);
-ucs_status_t uct_rdmach_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov,
-                                        size_t iovcnt);
-ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
-                               void *arg, unsigned flags);
-ucs_status_t uct_rdmach_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
-                                    unsigned header_length, const uct_iov_t *iov,
-                                    size_t iovcnt, unsigned flags, uct_completion_t *comp);
-ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
-                                     uint64_t remote_addr, uct_rkey_t rkey);
-ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
-                                uint64_t remote_addr, uct_rkey_t rkey);
-ucs_status_t uct_rdmach_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp);
-ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
-                                     void *arg, size_t length, uint64_t remote_addr,
-                                     uct_rkey_t rkey, uct_completion_t *comp);
-ucs_status_t uct_rdmach_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp);
-ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+UCX_EXT_EP_AM_DECLARE(uct_rdmach_ep);
+UCX_EXT_EP_RMA_DECLARE(uct_rdmach_ep);
 
 /* Room in the ring for the largest record (the pending queue's test, see ucx_ext_base.h). */
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep);
