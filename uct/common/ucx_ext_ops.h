@@ -52,6 +52,22 @@
                                 uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp); \
     ucs_status_t _p##_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 
+/* put_zcopy and get_zcopy of prefix _p as one transfer function
+ * _p##_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, write, comp), counted by _count(name) */
+#define UCX_EXT_EP_ZCOPY_DEFINE(_p, _count) \
+    ucs_status_t _p##_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, \
+                                uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp) \
+    { \
+        _count(tx_put_zcopy, 1); \
+        return _p##_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 1, comp); \
+    } \
+    ucs_status_t _p##_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, \
+                                uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp) \
+    { \
+        _count(tx_get_zcopy, 1); \
+        return _p##_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 0, comp); \
+    }
+
 /* ---- ops table families ---- */
 
 #define UCX_EXT_OPS_AM(_p) \

@@ -17,8 +17,23 @@ ucs_config_field_t ucx_ext_sm_iface_config_table[] = {
     {NULL}
 };
 
+/* put or get: synchronous or completion-tracked, from any address, any iov */
+static void ucx_ext_sm_rma_caps(size_t max_short, size_t max_bcopy, size_t min_zcopy,
+                                size_t *cap_max_short, size_t *cap_max_bcopy,
+                                size_t *cap_min_zcopy, size_t *cap_max_zcopy,
+                                size_t *cap_max_iov, size_t *cap_align, size_t *cap_align_mtu)
+{
+    *cap_max_short = max_short;
+    *cap_max_bcopy = max_bcopy;
+    *cap_min_zcopy = min_zcopy;
+    *cap_max_zcopy = SIZE_MAX;
+    *cap_max_iov   = UCT_SM_MAX_IOV;
+    *cap_align     = 1;
+    *cap_align_mtu = 1;
+}
+
 void ucx_ext_sm_iface_query(uct_sm_iface_t *iface, size_t iface_addr_len,
-                            uct_iface_attr_t *attr)
+                            const ucx_ext_sm_caps_t *caps, uct_iface_attr_t *attr)
 {
     uct_base_iface_query(&iface->super, attr);
 
@@ -33,4 +48,30 @@ void ucx_ext_sm_iface_query(uct_sm_iface_t *iface, size_t iface_addr_len,
                             UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
                             UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+
+    attr->cap.am.max_short       = caps->am_max_short;
+    attr->cap.am.max_bcopy       = caps->max_bcopy;
+    attr->cap.am.min_zcopy       = caps->rndv_floor;
+    attr->cap.am.max_zcopy       = 0;
+    attr->cap.am.max_hdr         = 0;
+    attr->cap.am.max_iov         = UCT_SM_MAX_IOV;
+    attr->cap.am.opt_zcopy_align = caps->am_align;
+    attr->cap.am.align_mtu       = caps->am_align;
+
+    ucx_ext_sm_rma_caps(caps->put_max_short, caps->max_bcopy, caps->zcopy_thresh,
+                        &attr->cap.put.max_short, &attr->cap.put.max_bcopy,
+                        &attr->cap.put.min_zcopy, &attr->cap.put.max_zcopy,
+                        &attr->cap.put.max_iov, &attr->cap.put.opt_zcopy_align,
+                        &attr->cap.put.align_mtu);
+    ucx_ext_sm_rma_caps(0, caps->max_bcopy, caps->zcopy_thresh,
+                        &attr->cap.get.max_short, &attr->cap.get.max_bcopy,
+                        &attr->cap.get.min_zcopy, &attr->cap.get.max_zcopy,
+                        &attr->cap.get.max_iov, &attr->cap.get.opt_zcopy_align,
+                        &attr->cap.get.align_mtu);
+
+    attr->latency             = ucs_linear_func_make(caps->latency, 0);
+    attr->bandwidth.dedicated = iface->config.bandwidth;
+    attr->bandwidth.shared    = 0;
+    attr->overhead            = 10e-9;
+    attr->priority            = 0;
 }

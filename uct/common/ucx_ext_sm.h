@@ -10,6 +10,7 @@
 
 #include "ucx_ext_base.h"
 
+#include <uct/base/uct_iov.inl>
 #include <uct/sm/base/sm_iface.h>
 
 typedef struct ucx_ext_sm_iface_config {
@@ -21,11 +22,36 @@ typedef struct ucx_ext_sm_iface_config {
  * ucx_ext_sm_iface_config_t, UCS_CONFIG_TYPE_TABLE(ucx_ext_sm_iface_config_table)}. */
 extern ucs_config_field_t ucx_ext_sm_iface_config_table[];
 
+/* What differs between the shared-memory transports' capabilities. No am_zcopy: on shared
+ * memory it is the same single copy as am_bcopy. */
+typedef struct ucx_ext_sm_caps {
+    size_t am_max_short;    /* header included */
+    size_t am_align;        /* optimal alignment of AM payloads */
+    size_t rndv_floor;      /* am.min_zcopy: UCP floors its AM rendezvous threshold with it */
+    size_t put_max_short;
+    size_t max_bcopy;       /* am, put and get bcopy */
+    size_t zcopy_thresh;    /* put/get min_zcopy: UCP's rendezvous uses get_zcopy from here */
+    double latency;         /* seconds */
+} ucx_ext_sm_caps_t;
+
 /* Fills what every shared-memory transport answers alike: base attributes, addresses
- * (iface_addr_len bytes, UCX's sm device address, connect to iface), and the capabilities:
- * am short/bcopy, put short/bcopy/zcopy, get bcopy/zcopy, pending, ep check, peer failure. */
+ * (iface_addr_len bytes, UCX's sm device address, connect to iface), the capabilities (am
+ * short/bcopy, put short/bcopy/zcopy, get bcopy/zcopy, pending, ep check, peer failure) with
+ * the limits from caps, and the performance estimates. */
 void ucx_ext_sm_iface_query(uct_sm_iface_t *iface, size_t iface_addr_len,
-                            uct_iface_attr_t *attr);
+                            const ucx_ext_sm_caps_t *caps, uct_iface_attr_t *attr);
+
+/* A zcopy's iov list as struct iovec for the local side of a transfer (at most
+ * UCT_SM_MAX_IOV entries; *cnt_p: how many). Returns the total length. */
+static UCS_F_ALWAYS_INLINE size_t ucx_ext_sm_iovec(const uct_iov_t *iov, size_t iovcnt,
+                                                   struct iovec *local, size_t *cnt_p)
+{
+    ucs_iov_iter_t iov_iter;
+
+    *cnt_p = UCT_SM_MAX_IOV;
+    ucs_iov_iter_init(&iov_iter);
+    return uct_iov_to_iovec(local, cnt_p, iov, iovcnt, SIZE_MAX, &iov_iter);
+}
 
 /* Fence, device address and peer check of UCX's sm base and uct/common. */
 #define UCX_EXT_OPS_SM \

@@ -79,48 +79,24 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
 static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    const ucx_ext_sm_caps_t caps = {
+        .am_max_short  = iface->max_short,
+        .am_align      = UCS_SYS_CACHE_LINE_SIZE,
+        /* below EAGER_LIMIT messages go eagerly, pipelined through the ring */
+        .rndv_floor    = iface->eager_limit,
+        /* put/get are the wire's RDMA write/read (process_vm_writev/readv on shm) */
+        .put_max_short = iface->max_short,
+        .max_bcopy     = iface->chunk_size,
+        /* below it the receiver asks for the data (RTR) and the sender pipelines it through
+         * the ring; put's floor too, else rendezvous falls back to put_zcopy */
+        .zcopy_thresh  = iface->zcopy_thresh,
+        .latency       = 80e-9
+    };
 
-    ucx_ext_sm_iface_query(&iface->super, iface->wire->ops->iface_addr_len, attr);
+    ucx_ext_sm_iface_query(&iface->super, iface->wire->ops->iface_addr_len, &caps, attr);
     if (iface->wire->ops->dev_addr_len != 0) {
         attr->device_addr_len = iface->wire->ops->dev_addr_len;   /* not this host's */
     }
-
-    attr->cap.am.max_short       = iface->max_short;
-    attr->cap.am.max_bcopy       = iface->chunk_size;
-    attr->cap.am.max_iov         = UCT_SM_MAX_IOV;
-    attr->cap.am.opt_zcopy_align = UCS_SYS_CACHE_LINE_SIZE;
-    attr->cap.am.align_mtu       = attr->cap.am.opt_zcopy_align;
-    /* No am_zcopy: on shared memory it is the same single copy into the ring as am_bcopy.
-     * UCP floors its AM rendezvous threshold with am.min_zcopy (even without am_zcopy):
-     * below EAGER_LIMIT messages go eagerly, pipelined through the ring. */
-    attr->cap.am.min_zcopy       = iface->eager_limit;
-    attr->cap.am.max_zcopy       = 0;
-    attr->cap.am.max_hdr         = 0;
-
-    /* put/get are process_vm_writev/readv: synchronous, no ring involved */
-    attr->cap.put.max_short       = iface->max_short;
-    attr->cap.put.max_bcopy       = iface->chunk_size;
-    attr->cap.put.min_zcopy       = iface->zcopy_thresh;   /* else rndv falls back to put_zcopy */
-    attr->cap.put.max_zcopy       = SIZE_MAX;
-    attr->cap.put.max_iov         = UCT_SM_MAX_IOV;
-    attr->cap.put.opt_zcopy_align = 1;
-    attr->cap.put.align_mtu       = 1;
-
-    attr->cap.get.max_short       = 0;
-    attr->cap.get.max_bcopy       = iface->chunk_size;
-    /* UCP's rendezvous uses get_zcopy only from get.min_zcopy on; below it the receiver asks
-     * for the data (RTR) and the sender pipelines it through the ring */
-    attr->cap.get.min_zcopy       = iface->zcopy_thresh;
-    attr->cap.get.max_zcopy       = SIZE_MAX;
-    attr->cap.get.max_iov         = UCT_SM_MAX_IOV;
-    attr->cap.get.opt_zcopy_align = 1;
-    attr->cap.get.align_mtu       = 1;
-
-    attr->latency             = ucs_linear_func_make(80e-9, 0);
-    attr->bandwidth.dedicated = iface->super.config.bandwidth;
-    attr->bandwidth.shared    = 0;
-    attr->overhead            = 10e-9;
-    attr->priority            = 0;
     return UCS_OK;
 }
 

@@ -336,33 +336,16 @@ uct_unimem_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_
 {
     uct_unimem_ep_t *ep = ucs_derived_of(tl_ep, uct_unimem_ep_t);
     struct iovec local[UCT_SM_MAX_IOV];
-    size_t cnt = UCT_SM_MAX_IOV;
-    ucs_iov_iter_t iov_iter;
-    size_t length;
+    size_t cnt, length;
 
-    ucs_iov_iter_init(&iov_iter);
-    length = uct_iov_to_iovec(local, &cnt, iov, iovcnt, SIZE_MAX, &iov_iter);
+    length = ucx_ext_sm_iovec(iov, iovcnt, local, &cnt);
     if (length == 0) {
         return UCS_OK;
     }
     return uct_unimem_ep_zdma(ep, local, (int)cnt, length, remote_addr, rkey, write, comp);
 }
 
-ucs_status_t uct_unimem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp)
-{
-    UCT_UNIMEM_COUNT(tx_put_zcopy, 1);
-    return uct_unimem_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 1, comp);
-}
-
-ucs_status_t uct_unimem_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp)
-{
-    UCT_UNIMEM_COUNT(tx_get_zcopy, 1);
-    return uct_unimem_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, 0, comp);
-}
+UCX_EXT_EP_ZCOPY_DEFINE(uct_unimem_ep, UCT_UNIMEM_COUNT)
 
 ucs_status_t uct_unimem_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
                                      void *arg, size_t length, uint64_t remote_addr,

@@ -62,43 +62,17 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
 static ucs_status_t uct_unimem_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+    const ucx_ext_sm_caps_t caps = {
+        .am_max_short  = UNIMEM_PROTO_SHORT_MAX,  /* one mailbox message, 2 bytes of header */
+        .am_align      = 1,
+        .rndv_floor    = iface->zcopy_thresh,
+        .put_max_short = iface->put_max_short,    /* put/get: zDMA write/read */
+        .max_bcopy     = iface->seg_size,
+        .zcopy_thresh  = iface->zcopy_thresh,
+        .latency       = 100e-9
+    };
 
-    ucx_ext_sm_iface_query(&iface->super, sizeof(uct_unimem_iface_addr_t), attr);
-
-    /* am_short: one mailbox message, 2 bytes of protocol header */
-    attr->cap.am.max_short       = UNIMEM_PROTO_SHORT_MAX;
-    attr->cap.am.max_bcopy       = iface->seg_size;
-    /* UCP floors its AM rendezvous threshold with am.min_zcopy (no am_zcopy here: the
-     * mailbox copies anyway) */
-    attr->cap.am.min_zcopy       = iface->zcopy_thresh;
-    attr->cap.am.max_zcopy       = 0;
-    attr->cap.am.max_hdr         = 0;
-    attr->cap.am.max_iov         = UCT_SM_MAX_IOV;
-    attr->cap.am.opt_zcopy_align = 1;
-    attr->cap.am.align_mtu       = 1;
-
-    /* put/get: zDMA write/read */
-    attr->cap.put.max_short       = iface->put_max_short;
-    attr->cap.put.max_bcopy       = iface->seg_size;
-    attr->cap.put.min_zcopy       = iface->zcopy_thresh;
-    attr->cap.put.max_zcopy       = SIZE_MAX;
-    attr->cap.put.max_iov         = UCT_SM_MAX_IOV;
-    attr->cap.put.opt_zcopy_align = 1;
-    attr->cap.put.align_mtu       = 1;
-
-    attr->cap.get.max_short       = 0;
-    attr->cap.get.max_bcopy       = iface->seg_size;
-    attr->cap.get.min_zcopy       = iface->zcopy_thresh;   /* floors UCP's rndv threshold */
-    attr->cap.get.max_zcopy       = SIZE_MAX;
-    attr->cap.get.max_iov         = UCT_SM_MAX_IOV;
-    attr->cap.get.opt_zcopy_align = 1;
-    attr->cap.get.align_mtu       = 1;
-
-    attr->latency             = ucs_linear_func_make(100e-9, 0);
-    attr->bandwidth.dedicated = iface->super.config.bandwidth;
-    attr->bandwidth.shared    = 0;
-    attr->overhead            = 10e-9;
-    attr->priority            = 0;
+    ucx_ext_sm_iface_query(&iface->super, sizeof(uct_unimem_iface_addr_t), &caps, attr);
     return UCS_OK;
 }
 
