@@ -12,7 +12,7 @@
  *    zeroed memory can never match.
  *  - Local and remote copies of head/tail: the sender keeps head and a cached tail; the receiver
  *    keeps its position (local tail) and writes it into the sender's tail copy lazily, only after
- *    lazy_slots slots were consumed since the last update (the seed's lazy tail).
+ *    lazy_slots slots were consumed since the last update (the paper's lazy tail).
  *  - Bad input: a record whose header is inconsistent (length beyond its slots, span beyond the
  *    ring end or max_span, unknown type) is dropped and counted, its payload never read.
  *
@@ -300,7 +300,7 @@ typedef struct rdmach_poller {
     uint32_t         sweep_count;
     uint32_t         idle_limit;     /* empty polls before a hot ring is demoted */
     uint32_t         budget;         /* records per ring per call */
-    int              poll_all;       /* the seed's way: every ring on every call */
+    int              poll_all;       /* the paper's way: every ring on every call */
     rdmach_rx_stats_t *stats;
 } rdmach_poller_t;
 

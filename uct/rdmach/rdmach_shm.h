@@ -10,7 +10,7 @@
  * Segment layout (page aligned parts):
  *   header       geometry, owner, and the ring allocation counter senders bump to claim a ring
  *   doorbells    one byte per ring, set by a sender writing into a cold ring
- *   credits      one cache line per outgoing connection of THIS process: the seed's remote copy
+ *   credits      one cache line per outgoing connection of THIS process: the paper's remote copy
  *                of the tail, written by the receiver at the other end
  *   rings        max_rings x (rdmach_ring_ctl_t + nslots * slot_size), each written by its sender
  * Pages are touched only when used, so max_rings costs address space, not memory.

@@ -61,7 +61,7 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
 
     {"CHANNELS", "8",
      "Zero-copy data channels (sockets) per iface: how many gets can be in flight at once\n"
-     "(the seed's pool of UD queue pairs).",
+     "(the paper's pool of UD queue pairs).",
      ucs_offsetof(uct_udz_iface_config_t, channels), UCS_CONFIG_TYPE_UINT},
 
     {"ZC_WINDOW", "2m",
