@@ -216,6 +216,19 @@ int udz_send_iov(udz_core_t *core, udz_peer_t *peer, uint8_t am_id, const void *
     return udz_send_commit(core, UDZ_T_AM, am_id, hdr_len);
 }
 
+/* A put's header in a new send buffer: where it goes and the key the owner checks. */
+static udz_put_t *put_begin(udz_core_t *core, udz_peer_t *peer, uint64_t raddr,
+                            const uint8_t *rkey, int *err)
+{
+    udz_put_t *put = udz_send_begin(core, peer, err);
+
+    if (put != NULL) {
+        put->addr = raddr;
+        memcpy(put->rkey, rkey, UDZ_RKEY_LEN);
+    }
+    return put;
+}
+
 int udz_put_iov(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *rkey,
                 const struct iovec *iov, int iovcnt, void *ctx)
 {
@@ -225,12 +238,10 @@ int udz_put_iov(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_
     if (iovcnt > UDZ_MAX_IOV) {
         return -EMSGSIZE;
     }
-    put = udz_send_begin(core, peer, &err);
+    put = put_begin(core, peer, raddr, rkey, &err);
     if (put == NULL) {
         return err;
     }
-    put->addr = raddr;
-    memcpy(put->rkey, rkey, UDZ_RKEY_LEN);
     for (i = 0; i < iovcnt; ++i) {
         core->cur->iov[i] = iov[i];
     }
@@ -249,12 +260,10 @@ int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *r
     if (len > udz_core_max_payload(core) - sizeof(*put)) {
         return -EMSGSIZE;
     }
-    put = udz_send_begin(core, peer, &err);
+    put = put_begin(core, peer, raddr, rkey, &err);
     if (put == NULL) {
         return err;
     }
-    put->addr = raddr;
-    memcpy(put->rkey, rkey, UDZ_RKEY_LEN);
     memcpy(put + 1, buf, len);
     return udz_send_commit(core, UDZ_T_PUT, 0, sizeof(*put) + len);
 }
