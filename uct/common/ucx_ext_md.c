@@ -91,27 +91,17 @@ void ucx_ext_md_ops_init(uct_md_ops_t *ops, void (*md_close)(uct_md_h md))
 ucs_status_t ucx_ext_md_open_static(uct_component_t *component, const char *md_name,
                                     const uct_md_config_t *config, uct_md_h *md_p)
 {
-    /* one md per component of the process: the transports keep no per-md state */
+    /* the transports keep no per-md state, and each module links its own copy of this base:
+     * one static md per module */
     static uct_md_ops_t ops;
-    static uct_md_t mds[4];
-    static unsigned count;
-    unsigned i;
+    static uct_md_t md;
 
-    for (i = 0; i < count; ++i) {
-        if (mds[i].component == component) {
-            *md_p = &mds[i];
-            return UCS_OK;
-        }
-    }
-    if (count == ucs_static_array_size(mds)) {
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
     if (ops.query == NULL) {
         ucx_ext_md_ops_init(&ops, NULL);
     }
-    mds[count].ops       = &ops;
-    mds[count].component = component;
-    *md_p = &mds[count++];
+    md.ops       = &ops;
+    md.component = component;
+    *md_p        = &md;
     return UCS_OK;
 }
 
