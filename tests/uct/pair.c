@@ -420,8 +420,11 @@ int pair_run_cases(const pair_case_t *cases, int count, const pair_opts_t *opts)
         if (opts->counters) {
             setenv("UCX_EXT_COUNTERS_DIR", base, 1);
             if ((res.result == PAIR_PASS) && (cases[i].counters != NULL) &&
-                (ucp_ext_counters_expect(dir, opts->tl, cases[i].counters, why,
-                                         sizeof(why)) != 0)) {
+                ((ucp_ext_counters_expect(dir, opts->tl, cases[i].counters, why,
+                                          sizeof(why)) != 0) ||
+                 ((opts->counters_all != NULL) &&
+                  (ucp_ext_counters_expect(dir, opts->tl, opts->counters_all, why,
+                                           sizeof(why)) != 0)))) {
                 res.result = PAIR_FAIL;
                 snprintf(res.detail, sizeof(res.detail), "counters: %s", why);
             }

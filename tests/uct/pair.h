@@ -48,6 +48,7 @@ typedef struct pair_opts {
     const char *tl;            /* transport whose counters are checked */
     const char *only;          /* comma-separated case names to run, NULL for all */
     int        counters;       /* check counters (needs UCX_EXT_COUNTERS_DIR) */
+    const char *counters_all;  /* more expectations for every case with some, or NULL */
     double     timeout;        /* default per-case timeout, seconds */
 } pair_opts_t;
 

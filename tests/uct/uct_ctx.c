@@ -187,7 +187,7 @@ void ut_buf_free(ut_t *t, ut_buf_t *buf)
 /* ---- open / connect ---- */
 
 typedef struct {
-    uint32_t dev_len, iface_len, rkey_len, pad;
+    uint32_t dev_len, iface_len, rkey_len, ep_len;
     uint64_t region_addr, region_len;
 } addr_hdr_t;
 
@@ -254,32 +254,52 @@ static int open_iface(ut_t *t)
     return 0;
 }
 
-/* Sends our addresses, rkey and region; receives the peer's; creates the ep. */
+int ut_ep_to_ep(const ut_t *t)
+{
+    return !(t->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) &&
+           (t->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
+}
+
+/* Sends our addresses, rkey and region; receives the peer's; creates the ep (connect to iface)
+ * or connects the ep made before to the peer's (ep to ep: RC). */
 static int connect_peer(ut_t *t)
 {
     size_t rkey_len = (t->md_attr.cap.flags & UCT_MD_FLAG_NEED_RKEY) ?
                       t->md_attr.rkey_packed_size : 0;
+    int ep_to_ep    = ut_ep_to_ep(t);
     addr_hdr_t hdr = {.dev_len = t->attr.device_addr_len, .iface_len = t->attr.iface_addr_len,
-                      .rkey_len = rkey_len, .region_addr = (uintptr_t)t->region.addr,
-                      .region_len = t->region.len};
-    size_t len = sizeof(hdr) + hdr.dev_len + hdr.iface_len + hdr.rkey_len;
+                      .rkey_len = rkey_len, .ep_len = ep_to_ep ? t->attr.ep_addr_len : 0,
+                      .region_addr = (uintptr_t)t->region.addr, .region_len = t->region.len};
+    size_t len = sizeof(hdr) + hdr.dev_len + hdr.iface_len + hdr.rkey_len + hdr.ep_len;
     uint8_t *msg = calloc(1, 65536), *p;
+    uct_ep_params_t ep_params;
     ucs_status_t status;
     addr_hdr_t *peer;
     ssize_t n;
     int ret = -1;
 
-    if (!(t->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE)) {
-        pair_log(t->pair, "%s cannot connect to an iface (only connect-to-iface is tested)",
-                 t->tl);
+    if (!(t->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) && !ep_to_ep) {
+        pair_log(t->pair, "%s connects neither to an iface nor ep to ep", t->tl);
         goto out;
+    }
+    if (ep_to_ep) {
+        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+        ep_params.iface      = t->iface;
+        status = uct_ep_create(&ep_params, &t->ep);
+        if (status != UCS_OK) {
+            pair_log(t->pair, "uct_ep_create (ep to ep): %s", ucs_status_string(status));
+            t->ep = NULL;
+            goto out;
+        }
     }
     memcpy(msg, &hdr, sizeof(hdr));
     p = msg + sizeof(hdr);
     if (((status = uct_iface_get_device_address(t->iface, (void*)p)) != UCS_OK) ||
         ((status = uct_iface_get_address(t->iface, (void*)(p + hdr.dev_len))) != UCS_OK) ||
         (rkey_len && ((status = uct_md_mkey_pack(t->md, t->region.memh,
-                                                 p + hdr.dev_len + hdr.iface_len)) != UCS_OK))) {
+                                                 p + hdr.dev_len + hdr.iface_len)) != UCS_OK)) ||
+        (ep_to_ep && ((status = uct_ep_get_address(t->ep, (void*)(p + hdr.dev_len +
+                                                   hdr.iface_len + hdr.rkey_len))) != UCS_OK))) {
         pair_log(t->pair, "getting addresses / packing the rkey: %s", ucs_status_string(status));
         goto out;
     }
@@ -290,7 +310,8 @@ static int connect_peer(ut_t *t)
     n = pair_recv(t->pair, msg, 65536);
     peer = (addr_hdr_t*)msg;
     if ((n < (ssize_t)sizeof(*peer)) ||
-        (n != (ssize_t)(sizeof(*peer) + peer->dev_len + peer->iface_len + peer->rkey_len))) {
+        (n != (ssize_t)(sizeof(*peer) + peer->dev_len + peer->iface_len + peer->rkey_len +
+                        peer->ep_len)) || (ep_to_ep && (peer->ep_len != hdr.ep_len))) {
         pair_log(t->pair, "bad address message from the peer (%zd bytes)", n);
         goto out;
     }
@@ -303,7 +324,14 @@ static int connect_peer(ut_t *t)
     t->peer_iface_addr = malloc(peer->iface_len + 1);
     memcpy(t->peer_dev_addr, p, peer->dev_len);
     memcpy(t->peer_iface_addr, p + peer->dev_len, peer->iface_len);
-    if (ut_connect_again(t, &t->ep) != 0) {
+    if (ep_to_ep) {
+        status = uct_ep_connect_to_ep(t->ep, (void*)p, (void*)(p + peer->dev_len +
+                                      peer->iface_len + peer->rkey_len));
+        if (status != UCS_OK) {
+            pair_log(t->pair, "uct_ep_connect_to_ep: %s", ucs_status_string(status));
+            goto out;
+        }
+    } else if (ut_connect_again(t, &t->ep) != 0) {
         goto out;
     }
 
@@ -545,6 +573,7 @@ static const struct {
     {"get_zcopy", UCT_IFACE_FLAG_GET_ZCOPY, 0},    {"pending", UCT_IFACE_FLAG_PENDING, 0},
     {"cb_sync", UCT_IFACE_FLAG_CB_SYNC, 0},
     {"connect_to_iface", UCT_IFACE_FLAG_CONNECT_TO_IFACE, 0},
+    {"connect_to_ep", UCT_IFACE_FLAG_CONNECT_TO_EP, 0},
     {"peer_failure", UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE, 0},
     {"ep_check", UCT_IFACE_FLAG_EP_CHECK, 0},
     {"md_reg", UCT_MD_FLAG_REG, 1},                {"md_alloc", UCT_MD_FLAG_ALLOC, 1},

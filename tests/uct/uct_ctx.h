@@ -93,6 +93,8 @@ int  ut_open(ut_t *t, pair_t *pair, const char *tl, const char *dev, size_t regi
 void ut_close(ut_t *t);
 /* Another ep to the peer's iface (destroy it with uct_ep_destroy); 0 or -1. */
 int  ut_connect_again(ut_t *t, uct_ep_h *ep_p);
+/* The transport connects ep to ep (UCT_IFACE_FLAG_CONNECT_TO_EP only: RC). */
+int  ut_ep_to_ep(const ut_t *t);
 
 void ut_progress(ut_t *t);
 int  ut_expired(const ut_t *t);                 /* past the pair's deadline */

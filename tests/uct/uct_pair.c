@@ -127,6 +127,8 @@ static void usage(FILE *f)
             "                 %s (all: every one)\n"
             "  --counters     after each passing case, check the transport counters written to\n"
             "                 a per-case subdirectory of $UCX_EXT_COUNTERS_DIR\n"
+            "  --counters-all more expectations for every case that has some (e.g. that a\n"
+            "                 network wire carried the traffic: wire_posts>0)\n"
             "  --max-size     largest transfer for ops whose limit is larger (default %zu)\n"
             "  --timeout      per-case limit in seconds (default 60)\n"
             "  -v             list the sizes each case sends\n",
@@ -141,17 +143,19 @@ int main(int argc, char **argv)
         {"counters", no_argument, NULL, 'C'},       {"max-size", required_argument, NULL, 'm'},
         {"timeout", required_argument, NULL, 'T'},  {"list", no_argument, NULL, 'l'},
         {"verbose", no_argument, NULL, 'v'},        {"help", no_argument, NULL, 'h'},
+        {"counters-all", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0}};
     pair_opts_t opts = {.timeout = 60};
     int c;
 
-    while ((c = getopt_long(argc, argv, "t:d:c:r:Cm:T:lvh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:d:c:r:Cm:T:lvhA:", long_opts, NULL)) != -1) {
         switch (c) {
         case 't': opt_tl = optarg; break;
         case 'd': opt_dev = optarg; break;
         case 'c': opts.only = optarg; break;
         case 'r': opt_require = optarg; break;
         case 'C': opts.counters = 1; break;
+        case 'A': opts.counters_all = optarg; break;
         case 'm': opt_max = strtoull(optarg, NULL, 0); break;
         case 'T': opts.timeout = atof(optarg); break;
         case 'v': ut_verbose = 1; break;

@@ -26,7 +26,7 @@ class Conn {
         bytes = rdmach_geom_ring_bytes(&geom);
         ring  = static_cast<uint8_t*>(calloc(1, bytes));
         ctl   = static_cast<rdmach_ring_ctl_t*>(calloc(1, sizeof(rdmach_ring_ctl_t)));
-        ops   = {post ? &Conn::post_record : nullptr, post ? &Conn::post_tail : nullptr};
+        ops   = {post ? &Conn::post_record : nullptr, post ? &Conn::post_tail : nullptr, nullptr};
         if (post) {
             shadow = static_cast<uint8_t*>(calloc(1, bytes));
         }
@@ -69,7 +69,8 @@ class Conn {
         c->msgs.emplace_back(p, p + len);
     }
 
-    static void post_record(void *ctx, uint32_t index, const void *rec, size_t bytes)
+    static void post_record(void *ctx, uint32_t index, const void *rec, size_t bytes,
+                            int doorbell)
     {
         auto *c = static_cast<Conn*>(ctx);
         size_t off = static_cast<size_t>(index) * c->geom.slot_size;
@@ -79,6 +80,9 @@ class Conn {
                static_cast<const uint8_t*>(rec) + RDMACH_REC_HDR_SIZE,
                bytes - RDMACH_REC_HDR_SIZE);
         memcpy(c->ring + off, rec, RDMACH_REC_HDR_SIZE);
+        if (doorbell) {
+            c->doorbell = 1;
+        }
         c->posts++;
     }
 

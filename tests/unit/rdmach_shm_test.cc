@@ -136,13 +136,14 @@ TEST(RdmachWireShm, TableShape)
     const rdmach_wire_ops_t *ops = &rdmach_wire_shm_ops;
     rdmach_wire_dev_t devs[4];
 
-    ASSERT_EQ(1u, ops->query_devices(devs, 4));
+    ASSERT_EQ(1u, ops->query_devices(nullptr, devs, 4));
     EXPECT_STREQ("memory", devs[0].name);
     EXPECT_EQ(RDMACH_WIRE_DEV_SHM, devs[0].type);
-    EXPECT_EQ(0u, ops->query_devices(devs, 0));
+    EXPECT_EQ(0u, ops->query_devices(nullptr, devs, 0));
     // the message path stays stores into mapped memory: no hook, no completions, no flush
     EXPECT_EQ(nullptr, ops->ring.post_record);
     EXPECT_EQ(nullptr, ops->ring.post_tail);
+    EXPECT_EQ(nullptr, ops->ring.post_hot);
     EXPECT_EQ(nullptr, ops->progress);
     EXPECT_EQ(nullptr, ops->flush);
     EXPECT_EQ(0u, ops->dev_addr_len);
@@ -276,7 +277,7 @@ TEST(RdmachWireShm, RmaReadsAndWritesThePeer)
     Wire a, b;
     rdmach_wire_peer_t *peer = nullptr;
     char remote[32] = "remote memory", local[32] = {};
-    struct iovec iov = {local, sizeof(local)};
+    rdmach_wire_iov_t iov = {local, sizeof(local), nullptr};
 
     ASSERT_EQ(0, b.ops->attach(b.w, a.addr.data(), &peer));
     ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(remote), 0,
@@ -284,11 +285,11 @@ TEST(RdmachWireShm, RmaReadsAndWritesThePeer)
     EXPECT_STREQ("remote memory", local);
 
     strcpy(local, "written");
-    iov = {local, 8};
+    iov = {local, 8, nullptr};
     ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(remote), 0, 8, 1,
                             nullptr));
     EXPECT_STREQ("written", remote);
 
-    iov = {local, 8};
+    iov = {local, 8, nullptr};
     EXPECT_EQ(-EFAULT, b.ops->rma(b.w, peer, &iov, 1, 8, 0, 8, 0, nullptr)) << "bad address";
 }

@@ -43,10 +43,17 @@ ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
                                  uct_rkey_t *rkey_p, void **handle_p);
 ucs_status_t ucx_ext_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle);
 
-/* A component: its name is the transport's, its md config under UCX_<prefix>. */
+/* A component: its name is the transport's, its md config under UCX_<prefix>; one md named
+ * after the component. */
 #define UCX_EXT_COMPONENT(_var, _name, _prefix, _md_open, _md_table, _md_config_size) \
+    UCX_EXT_COMPONENT_MDS(_var, _name, _prefix, uct_md_query_single_md_resource, _md_open, \
+                          _md_table, _md_config_size)
+
+/* The same, with the component's own list of mds. */
+#define UCX_EXT_COMPONENT_MDS(_var, _name, _prefix, _query_mds, _md_open, _md_table, \
+                              _md_config_size) \
     .super = { \
-        .query_md_resources = uct_md_query_single_md_resource, \
+        .query_md_resources = (_query_mds), \
         .md_open            = (_md_open), \
         .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported, \
         .rkey_unpack        = ucx_ext_rkey_unpack, \

@@ -1,13 +1,50 @@
 /*
- * rdmach ep: one sender of one ring in the peer's receive side, claimed through the wire table.
- * Active messages go through the ring (no syscall, no atomic, no allocation on shared memory);
- * put/get are the wire's RDMA write/read (shm: process_vm_writev/readv, complete at return).
+ * rdmach ep: one sender of one ring in the peer's receive side, claimed through the wire table
+ * (connect to iface: shm), or one end of a connection the wire joins with the peer's (connect
+ * ep to ep: RC). Active messages go through the ring (no syscall, no atomic, no allocation on
+ * shared memory); put/get are the wire's RDMA write/read (shm: process_vm_writev/readv,
+ * complete at return; RC: RDMA WRITE/READ).
  */
 #include "rdmach_uct.h"
 
 #include <uct/base/uct_iov.inl>
 #include <errno.h>
 #include <sys/uio.h>
+
+/* Until ep_connect_to_ep the ep has no room: sends answer NO_RESOURCE, pending requests wait. */
+static void uct_rdmach_ep_unconnected(uct_rdmach_ep_t *ep, const rdmach_geom_t *geom)
+{
+    static rdmach_ring_ctl_t ctl = {.rx_hot = 1};
+    static const rdmach_ring_ops_t ops;
+    static uint64_t tail;
+    static uint8_t doorbell;
+
+    rdmach_tx_init(&ep->tx, geom, NULL, &ctl, &doorbell, &tail, &ops, NULL);
+    ep->tx.head = geom->nslots;
+}
+
+/* Connect ep to ep: the wire opens our end now, ep_connect_to_ep joins it with the peer's. */
+static ucs_status_t uct_rdmach_ep_open(uct_rdmach_ep_t *self, uct_rdmach_iface_t *iface)
+{
+    rdmach_wire_t *wire = iface->wire;
+    int ret;
+
+    if (wire->ops->ep_open == NULL) {
+        ucs_error("rdmach: the %s wire connects to an iface address only", wire->ops->name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    ret = wire->ops->ep_open(wire, self, &self->peer);
+    if (ret == -ENOSPC) {
+        ucs_error("rdmach: iface %p has made %u connections, UCX_RDMACH_MAX_PEERS allows no more",
+                  iface, wire->max_rings);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    } else if (ret != 0) {
+        return uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
+    }
+    self->ring_id = UINT32_MAX;
+    uct_rdmach_ep_unconnected(self, &iface->geom);
+    return UCS_OK;
+}
 
 UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
 {
@@ -18,7 +55,17 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     uint32_t id;
     int ret;
 
+    self->peer = NULL;
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
+        UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, 0);
+        return uct_rdmach_ep_open(self, iface);
+    }
+
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    if (wire->ops->attach == NULL) {
+        ucs_error("rdmach: the %s wire connects ep to ep only", wire->ops->name);
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (wire->ops->unpack_addr(wire, params->dev_addr, params->iface_addr, &info) != 0) {
         ucs_error("rdmach: the %s wire cannot reach the peer's address", wire->ops->name);
         return UCS_ERR_UNREACHABLE;
@@ -62,7 +109,43 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
 
 UCS_CLASS_CLEANUP_FUNC(uct_rdmach_ep_t)
 {
+    rdmach_wire_t *wire = ucs_derived_of(self->super.super.super.iface,
+                                         uct_rdmach_iface_t)->wire;
+
     /* the ring is not reused: its receiver may still be draining it */
+    if ((wire->ops->ep_close != NULL) && (self->peer != NULL)) {
+        wire->ops->ep_close(wire, self->peer);
+    }
+}
+
+ucs_status_t uct_rdmach_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
+{
+    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
+    rdmach_wire_t *wire = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->wire;
+
+    if (wire->ops->ep_pack_addr == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    wire->ops->ep_pack_addr(ep->peer, addr);
+    return UCS_OK;
+}
+
+ucs_status_t uct_rdmach_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
+                                         const uct_ep_addr_t *ep_addr)
+{
+    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
+    rdmach_wire_t *wire = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->wire;
+    int ret;
+
+    if (wire->ops->ep_connect == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    ret = wire->ops->ep_connect(wire, ep->peer, dev_addr, ep_addr, &ep->tx);
+    if (ret != 0) {
+        return uct_rdmach_wire_status(ret, UCS_ERR_UNREACHABLE);
+    }
+    ucs_debug("rdmach ep %p: connected over %s", ep, wire->ops->name);
+    return UCS_OK;
 }
 
 UCS_CLASS_DEFINE(uct_rdmach_ep_t, ucx_ext_ep_t);
@@ -170,8 +253,14 @@ static UCS_F_NOINLINE ucs_status_t
 uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
                         uint64_t remote_addr, int err)
 {
+    if (err == EAGAIN) {
+        return ucx_ext_ep_no_resource(&ep->super, 0);
+    }
     if ((err == ESRCH) || (err == ECONNRESET) ||
         ((err == EPERM) && !ucx_ext_ep_peer_alive(&ep->super))) {
+        if (ep->super.failed) {
+            return UCS_ERR_ENDPOINT_TIMEOUT;   /* reported already */
+        }
         ep->super.failed = 1;
         return uct_iface_handle_ep_err(ep->super.super.super.iface, &ep->super.super.super,
                                        UCS_ERR_ENDPOINT_TIMEOUT);
@@ -185,7 +274,7 @@ uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
 
 /* comp == NULL: complete at return (see the wire table's rma). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, struct iovec *local, size_t cnt, size_t length,
+uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cnt, size_t length,
                   uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
     const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
@@ -201,7 +290,7 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, struct iovec *local, size_t cnt, size_t l
                   op, length, remote_addr);
         return UCS_ERR_INVALID_PARAM;
     }
-    ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, rkey, length, write, comp);
+    ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, key->key, length, write, comp);
     if (ucs_likely(ret == 0)) {
         return UCS_OK;
     } else if (ret == RDMACH_WIRE_INPROGRESS) {
@@ -214,7 +303,7 @@ ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigne
                                      uint64_t remote_addr, uct_rkey_t rkey)
 {
     uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    struct iovec local  = {(void*)buffer, length};
+    rdmach_wire_iov_t local = {(void*)buffer, length, NULL};
 
     if (length == 0) {
         return UCS_OK;
@@ -230,7 +319,7 @@ ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, voi
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
     uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
     size_t length             = pack_cb(iface->bounce, arg);
-    struct iovec local        = {iface->bounce, length};
+    rdmach_wire_iov_t local   = {iface->bounce, length, NULL};
     ucs_status_t status;
 
     UCT_RDMACH_COUNT(tx_put_bcopy, 1);
@@ -247,10 +336,25 @@ uct_rdmach_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_
                     uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
     uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    struct iovec local[UCT_SM_MAX_IOV];
-    size_t cnt, length;
+    rdmach_wire_iov_t local[RDMACH_WIRE_MAX_IOV];
+    size_t i, cnt = 0, length = 0, len;
 
-    length = ucx_ext_sm_iovec(iov, iovcnt, local, &cnt);
+    /* each buffer with its registration in the wire's domain (RC: the lkey) */
+    for (i = 0; i < iovcnt; ++i) {
+        len = uct_iov_get_length(&iov[i]);
+        if (len == 0) {
+            continue;
+        }
+        if (cnt == RDMACH_WIRE_MAX_IOV) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        local[cnt].base = iov[i].buffer;
+        local[cnt].len  = len;
+        local[cnt].reg  = (iov[i].memh == UCT_MEM_HANDLE_NULL) ? NULL :
+                          ((uct_rdmach_memh_t*)iov[i].memh)->reg;
+        length         += len;
+        ++cnt;
+    }
     if (length == 0) {
         return UCS_OK;
     }
@@ -266,7 +370,7 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
     uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    struct iovec local        = {iface->bounce, length};
+    rdmach_wire_iov_t local   = {iface->bounce, length, NULL};
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->chunk_size, "get_bcopy");

@@ -93,9 +93,27 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         .latency       = 80e-9
     };
 
-    ucx_ext_sm_iface_query(&iface->super, iface->wire->ops->iface_addr_len, &caps, attr);
-    if (iface->wire->ops->dev_addr_len != 0) {
-        attr->device_addr_len = iface->wire->ops->dev_addr_len;   /* not this host's */
+    const rdmach_wire_t *wire = iface->wire;
+
+    ucx_ext_sm_iface_query(&iface->super, wire->ops->iface_addr_len, &caps, attr);
+    if (wire->ops->dev_addr_len != 0) {
+        attr->device_addr_len = wire->ops->dev_addr_len;   /* not this host's */
+    }
+    if (wire->ops->ep_addr_len != 0) {
+        /* a network wire (RC): ep to ep; put_short is an inline WRITE; zero copy from any
+         * size, as UCP finds worth it against registration */
+        attr->cap.flags          &= ~(uint64_t)UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+        attr->cap.flags          |= UCT_IFACE_FLAG_CONNECT_TO_EP;
+        attr->ep_addr_len         = wire->ops->ep_addr_len;
+        attr->cap.put.max_short   = ucs_min(attr->cap.put.max_short, wire->max_inline);
+        attr->cap.put.min_zcopy   = 0;
+        attr->cap.get.min_zcopy   = 0;
+        attr->cap.put.max_iov     = ucs_min(attr->cap.put.max_iov, RDMACH_WIRE_MAX_IOV);
+        attr->cap.get.max_iov     = ucs_min(attr->cap.get.max_iov, RDMACH_WIRE_MAX_IOV);
+        attr->latency             = ucs_linear_func_make(wire->latency, 0);
+        attr->bandwidth.dedicated = 0;
+        attr->bandwidth.shared    = wire->bandwidth;
+        attr->overhead            = 75e-9;
     }
     return UCS_OK;
 }
@@ -132,9 +150,11 @@ static int uct_rdmach_iface_is_reachable(const uct_iface_h tl_iface,
         !uct_sm_iface_is_reachable(tl_iface, dev_addr, iface_addr)) {
         return 0;
     }
-    /* without an iface address only the device can be judged */
-    return (iface_addr == NULL) ||
-           (wire->ops->unpack_addr(wire, dev_addr, iface_addr, &info) == 0);
+    /* without an iface address only the device can be judged (shm: done above) */
+    if ((iface_addr == NULL) && (wire->ops->dev_addr_len == 0)) {
+        return 1;
+    }
+    return wire->ops->unpack_addr(wire, dev_addr, iface_addr, &info) == 0;
 }
 
 /* A sender claimed ring 'id' of ours: the wire finds where its credit goes. */
@@ -196,6 +216,9 @@ static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
     ucs_status_t status;
     int ret;
 
+    if ((comp != NULL) && (iface->wire->ops->ep_addr_len != 0)) {
+        return UCS_ERR_UNSUPPORTED;   /* as UCX's RC transports: the caller polls */
+    }
     ucs_memory_cpu_store_fence();
     status = ucx_ext_iface_flush_queued(&iface->x);
     if ((status != UCS_OK) || (iface->wire->ops->flush == NULL)) {
@@ -222,6 +245,13 @@ static void uct_rdmach_wire_log(int error, const char *fmt, ...)
     } else {
         ucs_diag("%s", msg);
     }
+}
+
+/* A connection of the wire broke (RC: retries exhausted, QP in error): its ep fails, reported
+ * from the worker's progress. */
+static void uct_rdmach_wire_failed(void *ep_ctx, int err)
+{
+    ucx_ext_ep_set_failed(&((uct_rdmach_ep_t*)ep_ctx)->super, UCS_ERR_ENDPOINT_TIMEOUT);
 }
 
 /* A wire's asynchronous operation is done: comp is the UCT completion it was given. */
@@ -255,7 +285,10 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_rdmach_iface_ops,
                               &uct_base_iface_internal_ops, md, worker, params, tl_config);
 
-    wire_ops = rdmach_wire_find(params->mode.device.dev_name);
+    wire_ops = ucs_derived_of(md, uct_rdmach_md_t)->wire;
+    if (wire_ops == NULL) {
+        wire_ops = rdmach_wire_find(params->mode.device.dev_name);
+    }
     if (wire_ops == NULL) {
         ucs_error("rdmach: no wire serves device '%s'", params->mode.device.dev_name);
         return UCS_ERR_NO_DEVICE;
@@ -293,13 +326,16 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
      * connections (one credit line each); peers are reached both ways */
     memset(&wire_params, 0, sizeof(wire_params));
     wire_params.dev_name  = params->mode.device.dev_name;
+    wire_params.domain    = ucs_derived_of(md, uct_rdmach_md_t)->domain;
     wire_params.geom      = self->geom;
     wire_params.max_rings = config->max_peers;
     wire_params.max_peers = config->max_peers * 2;
     wire_params.uuid      = ucs_generate_uuid((uintptr_t)self);
     wire_params.stats     = &uct_rdmach_counters.rx;
+    wire_params.wire_stats = &uct_rdmach_counters.wire;
     wire_params.log       = uct_rdmach_wire_log;
     wire_params.complete  = uct_rdmach_wire_complete;
+    wire_params.failed    = uct_rdmach_wire_failed;
     ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {
         status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);
@@ -349,17 +385,23 @@ static UCS_CLASS_DEFINE_NEW_FUNC(uct_rdmach_iface_t, uct_iface_t, uct_md_h, uct_
                                  const uct_iface_params_t*, const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_iface_t, uct_iface_t);
 
-/* The devices of every wire (rdmach_wires.c). */
-ucs_status_t uct_rdmach_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+/* The devices of an md: its wire's in its domain, or those of the wires without domains. */
+ucs_status_t uct_rdmach_query_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
                                       unsigned *num_devices_p)
 {
+    uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
     rdmach_wire_dev_t devs[RDMACH_WIRE_MAX_DEVS];
     const rdmach_wire_ops_t *const *w;
     uct_tl_device_resource_t *devices;
     unsigned d, n = 0;
 
-    for (w = rdmach_wires; *w != NULL; ++w) {
-        n += (*w)->query_devices(devs + n, RDMACH_WIRE_MAX_DEVS - n);
+    if (md->wire != NULL) {
+        n = md->wire->query_devices(md->domain, devs, RDMACH_WIRE_MAX_DEVS);
+    }
+    for (w = rdmach_wires; (md->wire == NULL) && (*w != NULL); ++w) {
+        if ((*w)->query_domains == NULL) {
+            n += (*w)->query_devices(NULL, devs + n, RDMACH_WIRE_MAX_DEVS - n);
+        }
     }
     devices = ucs_calloc(ucs_max(n, 1), sizeof(*devices), "device resource");
     if (devices == NULL) {
@@ -383,7 +425,8 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     UCX_EXT_OPS_RMA(uct_rdmach_ep),
     UCX_EXT_OPS_NO_ATOMICS,
     UCX_EXT_OPS_NO_TAG,
-    UCX_EXT_OPS_NO_EP_ADDR,
+    .ep_get_address           = uct_rdmach_ep_get_address,
+    .ep_connect_to_ep         = uct_rdmach_ep_connect_to_ep,
     UCX_EXT_OPS_NO_EVENTS,
     UCX_EXT_OPS_PENDING,
     UCX_EXT_OPS_LIFE(uct_rdmach_ep_t, uct_rdmach_iface_t),

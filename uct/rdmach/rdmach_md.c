@@ -1,10 +1,16 @@
 /*
- * rdmach memory domain: registration records a region, the packed rkey names the process and
- * region, and every put/get checks its target against it (the shm analogue of an IB rkey).
- * The md itself is uct/common's register-only one.
+ * rdmach memory domains.
+ *  - "rdmach": the shared-memory wire's. Registration records a region, the packed rkey names
+ *    the process and region, and every put/get checks its target against it (the shm analogue
+ *    of an IB rkey). It is uct/common's register-only md.
+ *  - one per domain of a wire that has them ("rdmach_<hca>" for RC): registration is the wire's
+ *    (ibv_reg_mr), the packed rkey carries the wire's 32-bit key, and the HCA checks it too.
+ * Both pack the same rkey layout, so the component unpacks either.
  */
 #include "rdmach_uct.h"
 
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
 #include <unistd.h>
 
 /* The process-wide counters block lives with the md, the transport's root object: iface, ep
@@ -16,14 +22,171 @@ static ucs_config_field_t uct_rdmach_md_config_table[] = {
     {NULL}
 };
 
-static void uct_rdmach_rkey_pack(uct_md_h md, uct_mem_h tl_memh, void *rkey_buffer)
+#define UCT_RDMACH_MD_MAX 16
+
+/* The md names of a wire's domains: rdmach_<domain>, cut to UCT_MD_NAME_MAX. */
+static unsigned uct_rdmach_domain_names(const rdmach_wire_ops_t *wire,
+                                        char (*domains)[RDMACH_WIRE_DEV_NAME_MAX],
+                                        char (*md_names)[UCT_MD_NAME_MAX], unsigned max)
 {
-    const ucx_ext_memh_t *memh = tl_memh;
-    uct_rdmach_rkey_t rkey     = {
+    unsigned i, n = wire->query_domains(domains, max);
+
+    for (i = 0; i < n; ++i) {
+        ucs_snprintf_zero(md_names[i], UCT_MD_NAME_MAX, "%s_%s", UCT_RDMACH_NAME, domains[i]);
+    }
+    return n;
+}
+
+static ucs_status_t uct_rdmach_query_md_resources(uct_component_t *component,
+                                                  uct_md_resource_desc_t **resources_p,
+                                                  unsigned *num_resources_p)
+{
+    char domains[UCT_RDMACH_MD_MAX][RDMACH_WIRE_DEV_NAME_MAX];
+    char names[UCT_RDMACH_MD_MAX][UCT_MD_NAME_MAX];
+    const rdmach_wire_ops_t *const *w;
+    uct_md_resource_desc_t *res;
+    unsigned i, n = 1;
+
+    res = ucs_calloc(UCT_RDMACH_MD_MAX, sizeof(*res), "rdmach md resources");
+    if (res == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_snprintf_zero(res[0].md_name, UCT_MD_NAME_MAX, "%s", component->name);
+    for (w = rdmach_wires; *w != NULL; ++w) {
+        if ((*w)->query_domains == NULL) {
+            continue;
+        }
+        for (i = 0; i < uct_rdmach_domain_names(*w, domains, names, UCT_RDMACH_MD_MAX - n);
+             ++i) {
+            memcpy(res[n++].md_name, names[i], UCT_MD_NAME_MAX);
+        }
+    }
+    *resources_p     = res;
+    *num_resources_p = n;
+    return UCS_OK;
+}
+
+static uct_rdmach_md_t uct_rdmach_shm_md;
+
+static ucs_status_t uct_rdmach_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
+{
+    uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
+    ucs_status_t status = md->shm_query(tl_md, attr);
+
+    /* registration pins pages and programs the HCA (ib md: about 16 us + 0.06 ns/byte) */
+    attr->reg_cost = ucs_linear_func_make(16e-6, 0.06e-9);
+    return status;
+}
+
+static void uct_rdmach_md_close(uct_md_h tl_md)
+{
+    uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
+
+    md->wire->domain_close(md->domain);
+    ucs_free(md);
+}
+
+static ucs_status_t uct_rdmach_md_open(uct_component_t *component, const char *md_name,
+                                       const uct_md_config_t *config, uct_md_h *md_p)
+{
+    char domains[UCT_RDMACH_MD_MAX][RDMACH_WIRE_DEV_NAME_MAX];
+    char names[UCT_RDMACH_MD_MAX][UCT_MD_NAME_MAX];
+    const rdmach_wire_ops_t *const *w;
+    uct_rdmach_md_t *md;
+    unsigned i, n;
+    int ret;
+
+    if (!strcmp(md_name, component->name)) {
+        if (uct_rdmach_shm_md.super.ops == NULL) {
+            ucx_ext_md_ops_init(&uct_rdmach_shm_md.ops, NULL);
+            uct_rdmach_shm_md.super.ops       = &uct_rdmach_shm_md.ops;
+            uct_rdmach_shm_md.super.component = component;
+        }
+        *md_p = &uct_rdmach_shm_md.super;
+        return UCS_OK;
+    }
+
+    for (w = rdmach_wires; *w != NULL; ++w) {
+        if ((*w)->query_domains == NULL) {
+            continue;
+        }
+        n = uct_rdmach_domain_names(*w, domains, names, UCT_RDMACH_MD_MAX);
+        for (i = 0; i < n; ++i) {
+            if (strcmp(names[i], md_name) != 0) {
+                continue;
+            }
+            md = ucs_calloc(1, sizeof(*md), "rdmach md");
+            if (md == NULL) {
+                return UCS_ERR_NO_MEMORY;
+            }
+            ret = (*w)->domain_open(domains[i], &md->domain);
+            if (ret != 0) {
+                ucs_error("rdmach: cannot open %s: %s", domains[i], strerror(-ret));
+                ucs_free(md);
+                return UCS_ERR_NO_DEVICE;
+            }
+            ucx_ext_md_ops_init(&md->ops, uct_rdmach_md_close);
+            md->shm_query        = md->ops.query;
+            md->ops.query        = uct_rdmach_md_query;
+            md->super.ops        = &md->ops;
+            md->super.component  = component;
+            md->wire             = *w;
+            *md_p                = &md->super;
+            return UCS_OK;
+        }
+    }
+    return UCS_ERR_NO_DEVICE;
+}
+
+static ucs_status_t uct_rdmach_mem_reg(uct_md_h tl_md, void *address, size_t length,
+                                       unsigned flags, uct_mem_h *memh_p)
+{
+    uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
+    uct_rdmach_memh_t *memh;
+    int ret;
+
+    memh = ucs_calloc(1, sizeof(*memh), "rdmach memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memh->super.address = (uintptr_t)address;
+    memh->super.length  = length;
+    if (md->wire != NULL) {
+        ret = md->wire->mem_reg(md->domain, address, length, &memh->reg, &memh->key);
+        if (ret != 0) {
+            ucs_error("rdmach: cannot register %zu bytes at %p: %s%s", length, address,
+                      strerror(-ret), (ret == -ENOMEM) ? " (check ulimit -l)" : "");
+            ucs_free(memh);
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    *memh_p = memh;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rdmach_mem_dereg(uct_md_h tl_md, uct_mem_h tl_memh)
+{
+    uct_rdmach_md_t *md     = ucs_derived_of(tl_md, uct_rdmach_md_t);
+    uct_rdmach_memh_t *memh = tl_memh;
+
+    if ((md->wire != NULL) && (memh->reg != NULL)) {
+        md->wire->mem_dereg(memh->reg);
+    }
+    ucs_free(memh);
+    return UCS_OK;
+}
+
+static void uct_rdmach_rkey_pack(uct_md_h tl_md, uct_mem_h tl_memh, void *rkey_buffer)
+{
+    uct_rdmach_md_t *md           = ucs_derived_of(tl_md, uct_rdmach_md_t);
+    const uct_rdmach_memh_t *memh = tl_memh;
+    uct_rdmach_rkey_t rkey        = {
         .magic   = UCT_RDMACH_RKEY_MAGIC,
-        .pid     = getpid(),
-        .address = memh->address,
-        .length  = memh->length
+        /* the shm wire reaches a process; a network wire's key is checked by its device */
+        .pid     = (md->wire == NULL) ? getpid() : 0,
+        .key     = memh->key,
+        .address = memh->super.address,
+        .length  = memh->super.length
     };
 
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
@@ -35,11 +198,13 @@ static int uct_rdmach_rkey_valid(const void *buffer)
 }
 
 ucx_ext_component_t uct_rdmach_component = {
-    UCX_EXT_COMPONENT(uct_rdmach_component, UCT_RDMACH_NAME, UCT_RDMACH_PREFIX,
-                      ucx_ext_md_open_static, uct_rdmach_md_config_table,
-                      sizeof(uct_md_config_t)),
+    UCX_EXT_COMPONENT_MDS(uct_rdmach_component, UCT_RDMACH_NAME, UCT_RDMACH_PREFIX,
+                          uct_rdmach_query_md_resources, uct_rdmach_md_open,
+                          uct_rdmach_md_config_table, sizeof(uct_md_config_t)),
     .rkey_size  = sizeof(uct_rdmach_rkey_t),
     .reg_cost   = 0,
     .rkey_pack  = uct_rdmach_rkey_pack,
     .rkey_valid = uct_rdmach_rkey_valid,
+    .mem_reg    = uct_rdmach_mem_reg,
+    .mem_dereg  = uct_rdmach_mem_dereg,
 };

@@ -72,7 +72,7 @@ void rdmach_tx_write_pad(rdmach_tx_t *tx, uint32_t index, uint32_t nslots)
     hdr->am_id  = 0;
     __atomic_store_n(&hdr->mark, tx->head + 1, __ATOMIC_RELEASE);
     if (tx->ops->post_record != NULL) {
-        tx->ops->post_record(tx->wire_ctx, index, hdr, RDMACH_REC_HDR_SIZE);
+        tx->ops->post_record(tx->wire_ctx, index, hdr, RDMACH_REC_HDR_SIZE, 0);
     }
     tx->head += nslots;
 }
@@ -87,6 +87,14 @@ void rdmach_rx_init(rdmach_rx_t *rx, uint8_t *slots, rdmach_ring_ctl_t *ctl,
     rx->ops      = ops;
     rx->wire_ctx = wire_ctx;
     rx->active   = 1;
+}
+
+void rdmach_rx_set_hot(rdmach_rx_t *rx, uint32_t hot)
+{
+    rx->ctl->rx_hot = hot;
+    if (rx->ops->post_hot != NULL) {
+        rx->ops->post_hot(rx->wire_ctx, hot);
+    }
 }
 
 void rdmach_rx_return_credit(rdmach_rx_t *rx, rdmach_rx_stats_t *stats)
@@ -121,7 +129,7 @@ static void rdmach_poller_promote(rdmach_poller_t *p, uint32_t id)
 
     rx->idle_polls    = 0;
     rx->hot           = 1;
-    rx->ctl->rx_hot   = 1;
+    rdmach_rx_set_hot(rx, 1);
     p->hot[p->nhot++] = id;
 }
 
@@ -135,7 +143,7 @@ static int rdmach_poller_ready(rdmach_poller_t *p, uint32_t id,
         return 0;
     }
     if (p->poll_all) {
-        p->rx[id].ctl->rx_hot = 1;   /* always polled: senders need no doorbell */
+        rdmach_rx_set_hot(&p->rx[id], 1);   /* always polled: senders need no doorbell */
     }
     return 1;
 }
@@ -169,13 +177,13 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
         if (n != 0) {
             rx->idle_polls = 0;
         } else if (++rx->idle_polls >= p->idle_limit) {
-            rx->ctl->rx_hot = 0;
+            rdmach_rx_set_hot(rx, 0);
             rx->hot         = 0;
             __atomic_thread_fence(__ATOMIC_SEQ_CST);
             /* one last look narrows the race with a sender that saw rx_hot == 1; the sweep
              * covers what is left of it */
             if (rdmach_rx_poll(rx, geom, p->budget, cb, arg, p->stats) != 0) {
-                rx->ctl->rx_hot = 1;
+                rdmach_rx_set_hot(rx, 1);
                 rx->hot         = 1;
                 rx->idle_polls  = 0;
             } else {

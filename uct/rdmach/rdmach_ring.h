@@ -80,10 +80,13 @@ typedef struct rdmach_geom {
 /* A wire's per-connection hooks (ctx: the connection's wire_ctx). Tested against NULL on every
  * record, so a mapped wire pays no indirect call per message. */
 typedef struct rdmach_ring_ops {
-    /* NULL when the ring is mapped (stores are the write); else post the record to the peer */
-    void (*post_record)(void *ctx, uint32_t index, const void *rec, size_t bytes);
+    /* NULL when the ring is mapped (stores are the write); else post the record to the peer,
+     * its mark last, then the ring's doorbell byte when 'doorbell' (the ring is cold) */
+    void (*post_record)(void *ctx, uint32_t index, const void *rec, size_t bytes, int doorbell);
     /* NULL when the tail copy is mapped; else post the new tail to the sender */
     void (*post_tail)(void *ctx, uint64_t tail);
+    /* NULL when ctl is mapped by the sender; else post rx_hot to the sender's copy of ctl */
+    void (*post_hot)(void *ctx, uint32_t hot);
 } rdmach_ring_ops_t;
 
 /* Sender side of one connection. */
@@ -221,22 +224,24 @@ static inline void rdmach_tx_commit(rdmach_tx_t *tx, rdmach_rec_hdr_t *hdr, uint
     hdr->type   = RDMACH_REC_AM;
     hdr->am_id  = am_id;
     __atomic_store_n(&hdr->mark, tx->head + 1, __ATOMIC_RELEASE);
-    if (tx->ops->post_record != NULL) {
-        tx->ops->post_record(tx->wire_ctx, (uint32_t)tx->head & (tx->geom.nslots - 1), hdr,
-                             RDMACH_REC_HDR_SIZE + length);
-    }
-    tx->head += span;
     /* a cold ring is not polled every time: ring its doorbell (plain store, the data is the
      * truth and the doorbell only a hint, so no atomic is needed) */
-    if (RDMACH_UNLIKELY(!tx->ctl->rx_hot)) {
+    if (tx->ops->post_record != NULL) {
+        tx->ops->post_record(tx->wire_ctx, (uint32_t)tx->head & (tx->geom.nslots - 1), hdr,
+                             RDMACH_REC_HDR_SIZE + length, !tx->ctl->rx_hot);
+    } else if (RDMACH_UNLIKELY(!tx->ctl->rx_hot)) {
         *tx->doorbell = 1;
     }
+    tx->head += span;
 }
 
 /* ---- receiver ---- */
 
 void rdmach_rx_init(rdmach_rx_t *rx, uint8_t *slots, rdmach_ring_ctl_t *ctl,
                     volatile uint64_t *tail_out, const rdmach_ring_ops_t *ops, void *wire_ctx);
+
+/* Marks the ring polled on every progress call (hot) or not, where its sender looks. */
+void rdmach_rx_set_hot(rdmach_rx_t *rx, uint32_t hot);
 
 /* Makes the consumed position visible to the sender. */
 void rdmach_rx_return_credit(rdmach_rx_t *rx, rdmach_rx_stats_t *stats);

@@ -30,11 +30,12 @@
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
 /* The ring core's receive counters, then the standard send side. */
-#define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_)
+#define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) RDMACH_WIRE_COUNTERS(_)
 
 typedef struct uct_rdmach_counters {
     rdmach_rx_stats_t     rx;
     ucx_ext_tx_counters_t tx;
+    rdmach_wire_stats_t   wire;
 } uct_rdmach_counters_t;
 
 extern uct_rdmach_counters_t uct_rdmach_counters;
@@ -45,12 +46,29 @@ extern uct_rdmach_counters_t uct_rdmach_counters;
 
 extern ucx_ext_component_t uct_rdmach_component;
 
-/* Packed remote key: a registered region of one process, checked on every RMA. */
+/* An md: the shared-memory wire's (wire == NULL, register-only), or a wire domain's. */
+typedef struct uct_rdmach_md {
+    uct_md_t                super;
+    uct_md_ops_t            ops;
+    const rdmach_wire_ops_t *wire;
+    rdmach_wire_domain_t    *domain;
+    uct_md_query_func_t     shm_query;   /* uct/common's query, amended by the domain md */
+} uct_rdmach_md_t;
+
+typedef struct uct_rdmach_memh {
+    ucx_ext_memh_t super;
+    void           *reg;    /* the wire's registration (NULL on the shm md) */
+    uint32_t       key;     /* its remote key */
+} uct_rdmach_memh_t;
+
+/* Packed remote key: a registered region, checked on every RMA; pid names the process on the
+ * shm md (0 on a wire domain's, whose device checks key). */
 typedef struct uct_rdmach_rkey {
     uint32_t magic;
     int32_t  pid;
     uint64_t address;
     uint64_t length;
+    uint32_t key;
 } UCS_S_PACKED uct_rdmach_rkey_t;
 
 #define UCT_RDMACH_RKEY_MAGIC 0x52444d52u   /* "RMDR" */
@@ -128,6 +146,11 @@ UCX_EXT_EP_CLASS_DECLARE(uct_rdmach_ep_t);
 
 UCX_EXT_EP_AM_DECLARE(uct_rdmach_ep);
 UCX_EXT_EP_RMA_DECLARE(uct_rdmach_ep);
+
+/* Connect ep to ep (a wire with ep addresses: RC). */
+ucs_status_t uct_rdmach_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
+ucs_status_t uct_rdmach_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
+                                         const uct_ep_addr_t *ep_addr);
 
 /* Room in the ring for the largest record (the pending queue's test, see ucx_ext_base.h). */
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep);

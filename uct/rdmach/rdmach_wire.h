@@ -3,21 +3,31 @@
  * is one file implementing this table, listed in rdmach_wires[] (rdmach_wires.c) and built in
  * meson.build's rdmach_core. Plain C, no UCX headers: wires are unit-tested alone.
  *
- * Two levels:
+ * Three levels:
+ *  - rdmach_wire_domain_t, one per UCT md: what registers memory for remote access (RC: a
+ *    verbs context and its protection domain). A wire without domains (shm) lives under the
+ *    transport's register-only md.
  *  - rdmach_wire_t, one per iface: the receive side (our rings, their doorbells, the ring claim
  *    counter, the credit lines where receivers at the other ends write our tail copies) and the
  *    peers reached so far. A wire embeds it first in its own object.
  *  - per connection, the ring core's hooks (rdmach_ring_ops_t, rdmach_ring.h), which claim and
- *    activate hand to rdmach_tx_init / rdmach_rx_init together with the connection's context.
- *    They are the only wire calls on the message path, and NULL on shared memory.
+ *    activate (or ep_connect) hand to rdmach_tx_init / rdmach_rx_init together with the
+ *    connection's context. They are the only wire calls on the message path, and NULL on
+ *    shared memory.
  *
- * Each entry says what the shared-memory wire does ("shm:") and what an InfiniBand RC verbs
- * wire implements ("RC:"). The RC design in short: our rings, doorbells, claim counter and
- * credit lines live in one registered region; a sender holds one QP per receiving iface,
- * builds records in a local shadow ring and RDMA-writes each as payload, then header (two
- * WRITEs on one QP, placed in order, so the mark lands last); the receiver RDMA-writes its tail
- * into the sender's credit line. The sender cannot read the receiver's rx_hot cheaply, so its
- * shadow ctl keeps rx_hot = 1 and post_record chains the doorbell byte instead.
+ * Two ways to connect, as UCT has them:
+ *  - to an iface (shm): a sender claims a ring in the receiver's memory by itself (claim); the
+ *    receiver finds it (activate).
+ *  - ep to ep (RC): a QP needs both ends, so each side opens a connection (ep_open: a QP, the
+ *    ring it receives on, the shadow of the ring it sends into), UCP exchanges their ep
+ *    addresses through an auxiliary transport, and ep_connect joins them.
+ *
+ * Each entry says what the shared-memory wire does ("shm:") and what the InfiniBand RC verbs
+ * wire does ("RC:", rdmach_wire_rc.c). The RC design in short: a connection's rings, shadow
+ * and credit line live in one registered block; the sender builds records in the shadow and
+ * RDMA-writes each as payload, then header (two WRITEs on one QP, placed in order, so the mark
+ * lands last); the receiver RDMA-writes its tail into the sender's credit line, and its rx_hot
+ * into the sender's shadow ctl, which tells the sender when to chain a doorbell WRITE.
  */
 #ifndef RDMACH_WIRE_H
 #define RDMACH_WIRE_H
@@ -37,8 +47,10 @@ extern "C" {
 #define RDMACH_WIRE_DEV_NAME_MAX  32
 #define RDMACH_WIRE_PEER_NAME_MAX 48
 #define RDMACH_WIRE_MAX_DEVS      64   /* devices of all wires together */
+#define RDMACH_WIRE_MAX_IOV       16   /* local buffers of one rma (UCT_SM_MAX_IOV) */
 
 typedef struct rdmach_wire_ops rdmach_wire_ops_t;
+typedef struct rdmach_wire_domain rdmach_wire_domain_t;   /* a wire's own type */
 
 typedef enum {
     RDMACH_WIRE_DEV_SHM,        /* same host (UCT_DEVICE_TYPE_SHM) */
@@ -50,20 +62,33 @@ typedef struct rdmach_wire_dev {
     rdmach_wire_dev_type_t type;
 } rdmach_wire_dev_t;
 
+/* What a network wire did, so that a test can tell it carried the traffic (shm: all 0). */
+typedef struct rdmach_wire_stats {
+    uint64_t posts, rdma_reads, completions, failures;
+} rdmach_wire_stats_t;
+
+/* Their names in the transport's counters file, in field order. */
+#define RDMACH_WIRE_COUNTERS(_) _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures)
+
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {
     const char        *dev_name;    /* one of the wire's devices */
+    rdmach_wire_domain_t *domain;   /* its md's domain; NULL on a wire without domains */
     rdmach_geom_t     geom;         /* of our rings: senders adopt it */
     uint32_t          max_rings;    /* our rings; as many credit lines for our connections */
     uint32_t          max_peers;    /* peers reached at most (as senders and as receivers) */
     uint64_t          uuid;         /* random identity of this iface */
     rdmach_rx_stats_t *stats;       /* invalid peer descriptions count as corrupt */
+    rdmach_wire_stats_t *wire_stats;
     /* Messages (error != 0: an error, else a diagnostic); NULL: silent */
     void              (*log)(int error, const char *fmt, ...)
                           __attribute__((format(printf, 2, 3)));
     /* An operation that answered RDMACH_WIRE_INPROGRESS is done (err: 0 or -errno); called from
      * the wire's progress with the comp it was given */
     void              (*complete)(void *comp, int err);
+    /* A connection (ep_open's ep_ctx) failed (err: -errno): its QP broke or its peer died.
+     * Called from the wire's progress, once per connection. */
+    void              (*failed)(void *ep_ctx, int err);
 } rdmach_wire_params_t;
 
 /* The per-iface object; a wire embeds it first. Set by open and read-only for the glue; claim
@@ -76,6 +101,10 @@ typedef struct rdmach_wire {
     volatile uint8_t        *doorbells;   /* [max_rings], local: the poller reads them */
     volatile uint32_t       *next_ring;   /* ring claim counter, local: senders bump it */
     size_t                  size;         /* bytes of the receive side (for messages) */
+    /* A network wire's speed, for UCP's lane choice (0: the glue's shared-memory figures) */
+    double                  bandwidth;    /* bytes/s */
+    double                  latency;      /* s */
+    size_t                  max_inline;   /* bytes a WRITE carries without registration */
     rdmach_wire_params_t    params;
 } rdmach_wire_t;
 
@@ -86,6 +115,14 @@ typedef struct rdmach_wire_peer {
     uint32_t      max_rings;    /* how many senders it accepts */
 } rdmach_wire_peer_t;
 
+/* A local buffer of an RMA; reg is its registration in the wire's domain (mem_reg), or NULL
+ * (the wire copies or inlines). */
+typedef struct rdmach_wire_iov {
+    void   *base;
+    size_t len;
+    void   *reg;
+} rdmach_wire_iov_t;
+
 /* What the glue learns from a peer's address before reaching it. */
 typedef struct rdmach_wire_addr {
     pid_t pid;                                  /* its process on this host; 0: remote */
@@ -95,15 +132,29 @@ typedef struct rdmach_wire_addr {
 struct rdmach_wire_ops {
     const char *name;
 
-    /* Devices this wire offers (at most max); returns how many. An iface runs the wire of the
-     * device it is opened on.
+    /* Memory domains (UCT mds) of this wire: names of at most max; returns how many. NULL: the
+     * wire needs no registration and its devices belong to the register-only md.
+     * shm: NULL.
+     * RC: one per HCA with an active port, "mlx5_0". */
+    unsigned (*query_domains)(char (*names)[RDMACH_WIRE_DEV_NAME_MAX], unsigned max);
+    int      (*domain_open)(const char *name, rdmach_wire_domain_t **domain_p);
+    void     (*domain_close)(rdmach_wire_domain_t *domain);
+    /* Registers [addr, addr+len) for local and remote access: *reg_p for rma's iov, *rkey_p
+     * for peers. 0 or -errno. RC: ibv_reg_mr. */
+    int      (*mem_reg)(rdmach_wire_domain_t *domain, void *addr, size_t len, void **reg_p,
+                        uint32_t *rkey_p);
+    void     (*mem_dereg)(void *reg);
+
+    /* Devices this wire offers in domain (NULL for a wire without domains), at most max;
+     * returns how many. An iface runs the wire of the device it is opened on.
      * shm: one, "memory".
-     * RC: one per active port of each HCA, "mlx5_0:1". */
-    unsigned (*query_devices)(rdmach_wire_dev_t *devs, unsigned max);
+     * RC: one per active port of the HCA, "mlx5_0:1". */
+    unsigned (*query_devices)(rdmach_wire_domain_t *domain, rdmach_wire_dev_t *devs,
+                              unsigned max);
 
     /* The receive side: rings, doorbells, claim counter, credit lines. 0 or -errno (logged).
      * shm: one memfd segment, mapped by peers through /proc/<pid>/fd; ptrace consent.
-     * RC: PD, CQ, and one registered region (ibv_reg_mr) holding the same four parts. */
+     * RC: a CQ, and the doorbells registered for peers' WRITEs; rings come with ep_open. */
     int  (*open)(const rdmach_wire_params_t *params, rdmach_wire_t **wire_p);
     void (*close)(rdmach_wire_t *wire);
 
@@ -115,50 +166,70 @@ struct rdmach_wire_ops {
     void   (*pack_dev_addr)(const rdmach_wire_t *wire, void *buf);
 
     /* Iface address, what UCP exchanges; unpack: 0 if this wire reaches it (fills info), else
-     * -errno.
+     * -errno. iface_addr may be NULL: judge by the device address alone.
      * shm: pid, memfd number, segment id; reachable when pid and fd are plausible.
-     * RC: GID + QPN of a connect service QP, receive region address + rkey; same subnet. */
+     * RC: none (length 0); reachable when the link layers match. */
     size_t iface_addr_len;
     void   (*pack_addr)(const rdmach_wire_t *wire, void *buf);
     int    (*unpack_addr)(const rdmach_wire_t *wire, const void *dev_addr, const void *iface_addr,
                           rdmach_wire_addr_t *info);
 
-    /* Maps or finds the peer at iface_addr (logs why not). 0, or -ESRCH / -ENOENT (gone),
+    /* Connect to an iface (NULL: the wire connects ep to ep only).
+     * Maps or finds the peer at iface_addr (logs why not). 0, or -ESRCH / -ENOENT (gone),
      * -EMFILE (too many peers), another -errno.
-     * shm: maps the peer's segment once and validates its layout (nothing there is trusted).
-     * RC: creates an RC QP, exchanges QPN+GID through the connect service, moves it to RTS. */
+     * shm: maps the peer's segment once and validates its layout (nothing there is trusted). */
     int  (*attach)(rdmach_wire_t *wire, const void *iface_addr, rdmach_wire_peer_t **peer_p);
 
     /* Claims a ring in the peer for a new sender: takes one of our credit lines, describes us in
      * ctl->peer_info (how the receiver returns credit), publishes ctl->owner last, sets up tx
      * (slots, ctl, doorbell, tail copy = the credit line, ring hooks). 0, -EMFILE (no credit line
      * left), -ENOSPC (no free ring in the peer).
-     * shm: fetch-and-add on the peer's mapped claim counter; slots and ctl are its memory.
-     * RC: RDMA FETCH_ADD on the claim counter, RDMA WRITE of peer_info then owner; local shadow. */
+     * shm: fetch-and-add on the peer's mapped claim counter; slots and ctl are its memory. */
     int  (*claim)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, rdmach_tx_t *tx,
                   uint32_t *ring_id_p);
+
+    /* Connect ep to ep (ep_addr_len 0: the wire connects to ifaces only).
+     * ep_open: a connection of ours (*peer_p, also the peer for rma and flush) with a ring it
+     * receives on (its id below max_rings; the claim counter counts it), for ep_ctx (handed
+     * to failed()). 0, -ENOSPC (no ring left), another -errno.
+     * ep_pack_addr: what the other side's ep_connect needs.
+     * ep_connect: joins the connection with the one at dev_addr/ep_addr and sets up tx, the
+     * sender of the ring there; our ring becomes active. 0 or -errno (logged).
+     * ep_close: the connection ends; its ring stays claimed.
+     * RC: an RC QP, and one registered block for the receive ring, the shadow of the ring we
+     * send into, and the credit line; the ep address names the QP, block and doorbell. */
+    size_t ep_addr_len;
+    int    (*ep_open)(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer_t **peer_p);
+    void   (*ep_pack_addr)(const rdmach_wire_peer_t *peer, void *buf);
+    int    (*ep_connect)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, const void *dev_addr,
+                         const void *ep_addr, rdmach_tx_t *tx);
+    void   (*ep_close)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer);
 
     /* Receive side of a ring a sender claimed: 0 while ctl->owner is unpublished; else sets up
      * rx (slots, ctl, where the tail goes, ring hooks) and returns 1. A sender that cannot be
      * reached still gets its records delivered; only its credit is lost.
      * shm: maps the sender's segment named in peer_info; the tail goes to its credit line.
-     * RC: finds the sender's QP named in peer_info; post_tail writes its credit line. */
+     * RC: the ring of a connected connection; post_tail writes its sender's credit line. */
     int  (*activate)(rdmach_wire_t *wire, uint32_t ring_id, rdmach_rx_t *rx);
 
     /* The ring core's per-message hooks (rdmach_ring.h) for this wire's connections.
      * shm: both NULL: stores into the mapped ring and credit line are the writes.
      * RC: post_record = WRITE of payload, then header: inline when small, selective signalling.
-     * RC: post_tail = unsignalled WRITE of the tail into the sender's credit line. */
+     * RC: post_tail = unsignalled WRITE of the tail into the sender's credit line.
+     * RC: post_hot = unsignalled WRITE of rx_hot into the sender's shadow ctl. */
     rdmach_ring_ops_t ring;
 
-    /* RMA: len bytes between the local iovec list (advanced) and remote_addr in the peer; the
-     * glue has checked rkey against its region. comp == NULL: complete at return (for a write:
-     * the local buffer is reusable). 0 (complete), RDMACH_WIRE_INPROGRESS (complete() follows)
-     * or -errno: -ESRCH / -ECONNRESET for a dead peer, -EFAULT for a bad address.
+    /* RMA: len bytes between the local iov list and remote_addr in the peer; the glue has
+     * checked rkey (the 32-bit key of the peer's mem_reg) against its region. comp == NULL:
+     * complete at return (for a write: the local buffer is reusable). 0 (complete),
+     * RDMACH_WIRE_INPROGRESS (complete() follows) or -errno: -ESRCH / -ECONNRESET for a dead
+     * peer, -EFAULT for a bad address, -EAGAIN for no send resources now (retry later).
      * shm: process_vm_writev/readv to the peer's pid, complete at return.
-     * RC: RDMA WRITE / READ with the rkey, signalled; comp == NULL: poll the CQ until done. */
-    int  (*rma)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, struct iovec *local, size_t cnt,
-                uint64_t remote_addr, uint64_t rkey, size_t len, int write, void *comp);
+     * RC: RDMA WRITE / READ with the rkey, signalled; unregistered buffers inline or through
+     * a registered bounce buffer; comp == NULL: poll the CQ until done. */
+    int  (*rma)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, const rdmach_wire_iov_t *local,
+                size_t cnt, uint64_t remote_addr, uint32_t rkey, size_t len, int write,
+                void *comp);
 
     /* Completions to poll, from the iface's progress; returns how many. NULL: none.
      * shm: NULL.
@@ -172,11 +243,13 @@ struct rdmach_wire_ops {
     int  (*flush)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, void *comp);
 };
 
-/* The shared-memory wire (rdmach_wire_shm.c). */
+/* The shared-memory wire (rdmach_wire_shm.c) and the InfiniBand RC verbs wire
+ * (rdmach_wire_rc.c). */
 extern const rdmach_wire_ops_t rdmach_wire_shm_ops;
+extern const rdmach_wire_ops_t rdmach_wire_rc_ops;
 
-/* The wires built in, NULL-terminated (rdmach_wires.c): the glue lists their devices and opens
- * a device on the first wire that lists it (NULL: none does). */
+/* The wires built in, NULL-terminated (rdmach_wires.c): the glue lists their domains and
+ * devices; rdmach_wire_find gives the wire without domains that lists dev_name (NULL: none). */
 extern const rdmach_wire_ops_t *const rdmach_wires[];
 const rdmach_wire_ops_t *rdmach_wire_find(const char *dev_name);
 

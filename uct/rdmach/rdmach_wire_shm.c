@@ -46,8 +46,10 @@ typedef struct rdmach_shm_wire {
         } \
     } while (0)
 
-static unsigned rdmach_shm_query_devices(rdmach_wire_dev_t *devs, unsigned max)
+static unsigned rdmach_shm_query_devices(rdmach_wire_domain_t *domain, rdmach_wire_dev_t *devs,
+                                         unsigned max)
 {
+    (void)domain;
     if (max == 0) {
         return 0;
     }
@@ -249,18 +251,29 @@ static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx
 }
 
 static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
-                          struct iovec *local, size_t cnt, uint64_t remote_addr, uint64_t rkey,
-                          size_t len, int write, void *comp)
+                          const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                          uint32_t rkey, size_t len, int write, void *comp)
 {
+    struct iovec iov[RDMACH_WIRE_MAX_IOV];
+    size_t i;
+
     (void)wire;
     (void)rkey;   /* checked by the glue against pid and region */
     (void)comp;   /* synchronous: complete at return */
-    return ucx_ext_process_vm(((rdmach_shm_peer_t*)wire_peer)->seg.pid, local, cnt,
-                              remote_addr, len, write);
+    if (cnt > RDMACH_WIRE_MAX_IOV) {
+        return -EINVAL;
+    }
+    for (i = 0; i < cnt; ++i) {
+        iov[i].iov_base = local[i].base;
+        iov[i].iov_len  = local[i].len;
+    }
+    return ucx_ext_process_vm(((rdmach_shm_peer_t*)wire_peer)->seg.pid, iov, cnt, remote_addr,
+                              len, write);
 }
 
 const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .name           = "shm",
+    .query_domains  = NULL,           /* the register-only md */
     .query_devices  = rdmach_shm_query_devices,
     .open           = rdmach_shm_open,
     .close          = rdmach_shm_close,
@@ -271,8 +284,9 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .unpack_addr    = rdmach_shm_unpack_addr,
     .attach         = rdmach_shm_attach_peer,
     .claim          = rdmach_shm_claim,
+    .ep_addr_len    = 0,              /* connects to ifaces */
     .activate       = rdmach_shm_activate,
-    .ring           = {NULL, NULL},   /* stores are the writes */
+    .ring           = {NULL, NULL, NULL},   /* stores are the writes */
     .rma            = rdmach_shm_rma,
     .progress       = NULL,
     .flush          = NULL

@@ -9,6 +9,9 @@
 
 const rdmach_wire_ops_t *const rdmach_wires[] = {
     &rdmach_wire_shm_ops,
+#ifdef RDMACH_HAVE_VERBS
+    &rdmach_wire_rc_ops,
+#endif
     NULL
 };
 
@@ -19,7 +22,10 @@ const rdmach_wire_ops_t *rdmach_wire_find(const char *dev_name)
     unsigned d, n;
 
     for (w = rdmach_wires; *w != NULL; ++w) {
-        n = (*w)->query_devices(devs, RDMACH_WIRE_MAX_DEVS);
+        if ((*w)->query_domains != NULL) {
+            continue;   /* its devices belong to its domains */
+        }
+        n = (*w)->query_devices(NULL, devs, RDMACH_WIRE_MAX_DEVS);
         for (d = 0; d < n; ++d) {
             if (strcmp(devs[d].name, dev_name) == 0) {
                 return *w;

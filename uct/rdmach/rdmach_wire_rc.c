@@ -1,0 +1,1161 @@
+/*
+ * rdmach InfiniBand RC verbs wire: the wire table (rdmach_wire.h) over libibverbs, the medium
+ * the MPICH2 RDMA channel paper was designed for.
+ *
+ * A connection is one RC QP between two eps (UCT connect-to-ep; UCP exchanges the ep addresses
+ * through an auxiliary transport) and one registered block of ours:
+ *
+ *   [ rx ctl | rx slots ][ shadow ctl | credit line ][ shadow slots ]
+ *
+ *  - rx: the ring the peer RDMA-writes records into; we poll its marks like shared memory.
+ *  - shadow: where we build the records of the ring we send into (the peer's rx), before two
+ *    WRITEs carry each one: payload, then the 16-byte header with its mark, inline. RC places
+ *    the WRITEs of a QP in order, so the mark is the last byte to land. A doorbell byte WRITE
+ *    follows when the peer's receiver told us (through our shadow ctl) that the ring is cold.
+ *  - credit line: the peer's receiver writes its tail here (lazy, one inline WRITE per
+ *    LAZY_TAIL of the ring); it is our sender's tail copy.
+ *
+ * Send queue: every WR carries a sequence number; one in RC_SIGNAL_EVERY is signalled, and RC
+ * completes in order, so a completion frees everything up to it. RMA and flush are signalled
+ * and queued in a FIFO of operations per connection, completed in sequence order. A WR that
+ * fails (retries exhausted, peer gone, QP in error) fails the connection once: its operations
+ * complete with -ECONNRESET and the glue's failed() fails the ep.
+ */
+#include "rdmach_wire.h"
+
+#include <infiniband/verbs.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RC_SQ_DEPTH      1024u  /* WRs per QP; a record takes at most 3 */
+#define RC_SIGNAL_EVERY  32u    /* unsignalled WRs between two signalled ones */
+#define RC_OPS_MAX       256u   /* signalled operations (RMA, flush) in flight per QP */
+#define RC_CQ_SIZE       4096   /* shared by the QPs of an iface */
+#define RC_POLL_BATCH    16
+#define RC_TIMEOUT       18     /* 4.096 us << 18 = 1.07 s per try: TCG guests stall */
+#define RC_RETRY_CNT     7
+#define RC_RNR_RETRY     7
+#define RC_SEQ_BITS      40
+#define RC_SEQ_MASK      ((1ull << RC_SEQ_BITS) - 1)
+#define RC_MAX_RD_ATOMIC 16
+
+/* the glue's counters, or a sink when it keeps none */
+static rdmach_wire_stats_t rdmach_rc_stats_sink;
+#define STATS(_w, _f) \
+    (((_w)->super.params.wire_stats != NULL) ? (_w)->super.params.wire_stats : \
+                                               &rdmach_rc_stats_sink)->_f
+
+#define RC_MIN(_a, _b) (((_a) < (_b)) ? (_a) : (_b))
+
+#define RC_LOG(_w, _error, ...) \
+    do { \
+        if ((_w)->super.params.log != NULL) { \
+            (_w)->super.params.log(_error, __VA_ARGS__); \
+        } \
+    } while (0)
+
+struct rdmach_wire_domain {
+    struct ibv_context    *ctx;
+    struct ibv_pd         *pd;
+    struct ibv_device_attr attr;
+    char                  name[RDMACH_WIRE_DEV_NAME_MAX];
+};
+
+/* Device address: the port's GID (RoCE, and IB global routes) and LID (IB). */
+typedef struct rdmach_rc_dev_addr {
+    uint8_t  gid[16];
+    uint16_t lid;
+    uint8_t  link_layer;   /* IBV_LINK_LAYER_* */
+    uint8_t  pad;
+} __attribute__((packed)) rdmach_rc_dev_addr_t;
+
+/* Ep address: the QP, and where its peer writes (all in our block but the doorbell). */
+typedef struct rdmach_rc_ep_addr {
+    uint32_t qpn;
+    uint32_t rkey;          /* of the block */
+    uint64_t ring;          /* our rx ctl; the slots follow it */
+    uint64_t shadow_ctl;    /* our shadow ctl: the peer's receiver writes rx_hot there */
+    uint64_t credit;        /* our credit line: the peer's receiver writes its tail there */
+    uint64_t doorbell;      /* our rx ring's doorbell byte */
+    uint32_t db_rkey;
+    uint32_t slot_size;
+    uint32_t nslots;
+} __attribute__((packed)) rdmach_rc_ep_addr_t;
+
+typedef struct rdmach_rc_op {
+    uint64_t seq;           /* done when the QP completed this WR */
+    void     *comp;         /* complete(comp) then */
+    void     *unpack_to;    /* a read through the bounce buffer: copy here first */
+    size_t   len;
+    int      bounce;        /* holds the bounce buffer until done */
+} rdmach_rc_op_t;
+
+typedef struct rdmach_rc_wire rdmach_rc_wire_t;
+
+typedef struct rdmach_rc_conn {
+    rdmach_wire_peer_t super;
+    rdmach_rc_wire_t   *w;
+    void               *ep_ctx;
+    struct ibv_qp      *qp;
+    uint32_t           ring_id;
+    int                connected, failed, closed, dirty;
+    /* the block */
+    uint8_t            *block;
+    size_t             block_size;
+    struct ibv_mr      *mr;
+    rdmach_ring_ctl_t  *rx_ctl;
+    rdmach_ring_ctl_t  *sh_ctl;
+    volatile uint64_t  *credit;
+    uint8_t            *sh_slots;
+    uint8_t            sh_doorbell;   /* the core's doorbell store on a mapped wire: unused */
+    /* the peer's */
+    uint64_t           r_slots, r_shadow_ctl, r_credit, r_doorbell;
+    uint32_t           r_rkey, r_db_rkey;
+    /* send queue */
+    uint64_t           posted, completed, signalled;
+    rdmach_rc_op_t     ops[RC_OPS_MAX];
+    uint32_t           op_head, op_tail;   /* FIFO: [head, tail) in flight */
+} rdmach_rc_conn_t;
+
+struct rdmach_rc_wire {
+    rdmach_wire_t        super;
+    rdmach_wire_domain_t *dom;
+    uint8_t              port;
+    int                  gid_index;
+    struct ibv_port_attr port_attr;
+    rdmach_rc_dev_addr_t dev_addr;
+    struct ibv_cq        *cq;
+    int                  cq_free;        /* CQEs we may still cause */
+    int                  cq_size;
+    uint8_t              *doorbells;     /* [max_rings], registered */
+    struct ibv_mr        *db_mr;
+    uint32_t             next_ring;
+    rdmach_rc_conn_t     **conns;        /* [max_rings], by ring id */
+    uint32_t             *dirty;         /* conns with ops completed by a wait, to deliver */
+    uint32_t             ndirty;
+    void                 *bounce;        /* registered, for rma of unregistered buffers */
+    size_t               bounce_size;
+    struct ibv_mr        *bounce_mr;
+    int                  bounce_busy;
+};
+
+static const rdmach_ring_ops_t rdmach_rc_ring_ops;
+
+/* ---- domains and devices ---- */
+
+static int rdmach_rc_port_usable(struct ibv_context *ctx, uint8_t port)
+{
+    struct ibv_port_attr attr;
+
+    return (ibv_query_port(ctx, port, &attr) == 0) && (attr.state == IBV_PORT_ACTIVE) &&
+           ((attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
+            (attr.link_layer == IBV_LINK_LAYER_INFINIBAND));
+}
+
+/* Calls found(name, ctx) for each HCA with an active port; the context is closed after. */
+static unsigned rdmach_rc_each_hca(void (*found)(void *arg, const char *name,
+                                                 struct ibv_context *ctx),
+                                   void *arg)
+{
+    struct ibv_device **list;
+    struct ibv_device_attr attr;
+    struct ibv_context *ctx;
+    unsigned n = 0;
+    int i, num;
+    uint8_t p;
+
+    list = ibv_get_device_list(&num);
+    if (list == NULL) {
+        return 0;
+    }
+    for (i = 0; i < num; ++i) {
+        ctx = ibv_open_device(list[i]);
+        if (ctx == NULL) {
+            continue;
+        }
+        if (ibv_query_device(ctx, &attr) == 0) {
+            for (p = 1; p <= attr.phys_port_cnt; ++p) {
+                if (rdmach_rc_port_usable(ctx, p)) {
+                    found(arg, ibv_get_device_name(list[i]), ctx);
+                    ++n;
+                    break;
+                }
+            }
+        }
+        ibv_close_device(ctx);
+    }
+    ibv_free_device_list(list);
+    return n;
+}
+
+typedef struct {
+    char     (*names)[RDMACH_WIRE_DEV_NAME_MAX];
+    unsigned n, max;
+} rdmach_rc_names_t;
+
+static void rdmach_rc_add_name(void *arg, const char *name, struct ibv_context *ctx)
+{
+    rdmach_rc_names_t *names = arg;
+
+    (void)ctx;
+    if (names->n < names->max) {
+        snprintf(names->names[names->n++], RDMACH_WIRE_DEV_NAME_MAX, "%s", name);
+    }
+}
+
+static unsigned rdmach_rc_query_domains(char (*names)[RDMACH_WIRE_DEV_NAME_MAX], unsigned max)
+{
+    rdmach_rc_names_t found = {names, 0, max};
+
+    rdmach_rc_each_hca(rdmach_rc_add_name, &found);
+    return found.n;
+}
+
+static int rdmach_rc_domain_open(const char *name, rdmach_wire_domain_t **domain_p)
+{
+    rdmach_wire_domain_t *dom;
+    struct ibv_device **list;
+    int i, num, ret = -ENODEV;
+
+    dom = calloc(1, sizeof(*dom));
+    if (dom == NULL) {
+        return -ENOMEM;
+    }
+    list = ibv_get_device_list(&num);
+    for (i = 0; (list != NULL) && (i < num); ++i) {
+        if (strcmp(ibv_get_device_name(list[i]), name) == 0) {
+            dom->ctx = ibv_open_device(list[i]);
+            break;
+        }
+    }
+    if (list != NULL) {
+        ibv_free_device_list(list);
+    }
+    if (dom->ctx == NULL) {
+        goto err;
+    }
+    if (ibv_query_device(dom->ctx, &dom->attr) != 0) {
+        ret = -errno;
+        goto err_close;
+    }
+    dom->pd = ibv_alloc_pd(dom->ctx);
+    if (dom->pd == NULL) {
+        ret = -errno;
+        goto err_close;
+    }
+    snprintf(dom->name, sizeof(dom->name), "%s", name);
+    *domain_p = dom;
+    return 0;
+
+err_close:
+    ibv_close_device(dom->ctx);
+err:
+    free(dom);
+    return ret;
+}
+
+static void rdmach_rc_domain_close(rdmach_wire_domain_t *dom)
+{
+    ibv_dealloc_pd(dom->pd);
+    ibv_close_device(dom->ctx);
+    free(dom);
+}
+
+#define RDMACH_RC_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+static int rdmach_rc_mem_reg(rdmach_wire_domain_t *dom, void *addr, size_t len, void **reg_p,
+                             uint32_t *rkey_p)
+{
+    struct ibv_mr *mr = ibv_reg_mr(dom->pd, addr, len ? len : 1, RDMACH_RC_ACCESS);
+
+    if (mr == NULL) {
+        return (errno != 0) ? -errno : -ENOMEM;
+    }
+    *reg_p  = mr;
+    *rkey_p = mr->rkey;
+    return 0;
+}
+
+static void rdmach_rc_mem_dereg(void *reg)
+{
+    ibv_dereg_mr(reg);
+}
+
+static unsigned rdmach_rc_query_devices(rdmach_wire_domain_t *dom, rdmach_wire_dev_t *devs,
+                                        unsigned max)
+{
+    unsigned n = 0;
+    uint8_t p;
+
+    for (p = 1; (dom != NULL) && (p <= dom->attr.phys_port_cnt) && (n < max); ++p) {
+        if (rdmach_rc_port_usable(dom->ctx, p)) {
+            snprintf(devs[n].name, sizeof(devs[n].name), "%.24s:%u", dom->name, p);
+            devs[n].type = RDMACH_WIRE_DEV_NET;
+            ++n;
+        }
+    }
+    return n;
+}
+
+/* ---- iface ---- */
+
+/* RoCE: the first RoCE v2 GID (routable over UDP, what rdma_rxe offers), else RoCE v1; IB:
+ * index 0. */
+static int rdmach_rc_pick_gid(rdmach_rc_wire_t *w, union ibv_gid *gid)
+{
+    struct ibv_gid_entry entry;
+    int i, v1 = -1;
+
+    if (w->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND) {
+        return ibv_query_gid(w->dom->ctx, w->port, 0, gid) == 0 ? 0 : -1;
+    }
+    for (i = 0; i < w->port_attr.gid_tbl_len; ++i) {
+        if (ibv_query_gid_ex(w->dom->ctx, w->port, i, &entry, 0) != 0) {
+            continue;
+        }
+        if (entry.gid_type == IBV_GID_TYPE_ROCE_V2) {
+            memcpy(gid, &entry.gid, sizeof(*gid));
+            return i;
+        } else if (v1 < 0) {
+            v1 = i;
+        }
+    }
+    if ((v1 >= 0) && (ibv_query_gid(w->dom->ctx, w->port, v1, gid) == 0)) {
+        return v1;
+    }
+    return -1;
+}
+
+static struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inline)
+{
+    static const uint32_t inline_try[] = {512, 256, 64, 0};
+    struct ibv_qp_init_attr init;
+    struct ibv_qp *qp = NULL;
+    unsigned i;
+
+    for (i = 0; (qp == NULL) && (i < sizeof(inline_try) / sizeof(inline_try[0])); ++i) {
+        memset(&init, 0, sizeof(init));
+        init.send_cq             = w->cq;
+        init.recv_cq             = w->cq;
+        init.qp_type             = IBV_QPT_RC;
+        init.sq_sig_all          = 0;
+        init.cap.max_send_wr     = RC_SQ_DEPTH;
+        init.cap.max_recv_wr     = 1;
+        init.cap.max_send_sge    = 1;
+        init.cap.max_recv_sge    = 1;
+        init.cap.max_inline_data = inline_try[i];
+        qp = ibv_create_qp(w->dom->pd, &init);
+    }
+    if ((qp != NULL) && (max_inline != NULL)) {
+        *max_inline = init.cap.max_inline_data;
+    }
+    return qp;
+}
+
+/* What a WRITE carries inline on this device: known from a QP, so one is made and dropped. */
+static size_t rdmach_rc_probe_inline(rdmach_rc_wire_t *w)
+{
+    uint32_t max_inline = 0;
+    struct ibv_qp *qp   = rdmach_rc_create_qp(w, &max_inline);
+
+    if (qp != NULL) {
+        ibv_destroy_qp(qp);
+    }
+    /* a record header always goes inline */
+    return (max_inline >= RDMACH_REC_HDR_SIZE) ? max_inline : 0;
+}
+
+static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wire_p)
+{
+    rdmach_rc_wire_t *w;
+    const char *colon;
+    union ibv_gid gid;
+    int ret = -ENOMEM;
+    size_t db_size;
+
+    if ((params->domain == NULL) || ((colon = strrchr(params->dev_name, ':')) == NULL)) {
+        return -ENODEV;
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return -ENOMEM;
+    }
+    w->super.params = *params;
+    w->dom          = params->domain;
+    w->port         = (uint8_t)atoi(colon + 1);
+    if (ibv_query_port(w->dom->ctx, w->port, &w->port_attr) != 0) {
+        RC_LOG(w, 1, "rdmach: cannot query port %s: %s", params->dev_name, strerror(errno));
+        ret = -ENODEV;
+        goto err;
+    }
+    w->gid_index = rdmach_rc_pick_gid(w, &gid);
+    if (w->gid_index < 0) {
+        RC_LOG(w, 1, "rdmach: port %s has no usable GID", params->dev_name);
+        ret = -ENODEV;
+        goto err;
+    }
+    memcpy(w->dev_addr.gid, gid.raw, sizeof(gid.raw));
+    w->dev_addr.lid        = w->port_attr.lid;
+    w->dev_addr.link_layer = w->port_attr.link_layer;
+
+    w->cq_size = RC_MIN(RC_CQ_SIZE, w->dom->attr.max_cqe);
+    w->cq_free = w->cq_size;
+    w->cq      = ibv_create_cq(w->dom->ctx, w->cq_free, NULL, NULL, 0);
+    w->conns   = calloc(params->max_rings, sizeof(*w->conns));
+    w->dirty   = calloc(params->max_rings, sizeof(*w->dirty));
+    db_size    = (params->max_rings + 63) & ~(size_t)63;
+    if ((w->cq == NULL) || (w->conns == NULL) || (w->dirty == NULL) ||
+        (posix_memalign((void**)&w->doorbells, 64, db_size) != 0)) {
+        RC_LOG(w, 1, "rdmach: cannot create the completion queue of %s: %s", params->dev_name,
+               strerror(errno));
+        goto err_free;
+    }
+    memset(w->doorbells, 0, db_size);
+    w->bounce_size = params->geom.slot_size * (size_t)params->geom.max_span;
+    if (posix_memalign(&w->bounce, 4096, w->bounce_size) != 0) {
+        w->bounce = NULL;
+        goto err_free;
+    }
+    w->db_mr     = ibv_reg_mr(w->dom->pd, w->doorbells, db_size, RDMACH_RC_ACCESS);
+    w->bounce_mr = ibv_reg_mr(w->dom->pd, w->bounce, w->bounce_size, RDMACH_RC_ACCESS);
+    if ((w->db_mr == NULL) || (w->bounce_mr == NULL)) {
+        RC_LOG(w, 1, "rdmach: cannot register memory on %s: %s (check ulimit -l)",
+               params->dev_name, strerror(errno));
+        goto err_free;
+    }
+
+    w->super.ops         = &rdmach_wire_rc_ops;
+    w->super.geom        = params->geom;
+    w->super.max_rings   = params->max_rings;
+    w->super.next_credit = 0;
+    w->super.doorbells   = w->doorbells;
+    w->super.next_ring   = &w->next_ring;
+    w->super.size        = db_size;
+    /* what rc_verbs reports for a port, roughly: rxe and real HCAs differ by 100x, and UCP
+     * compares lanes of one device only */
+    w->super.bandwidth   = 1e9;
+    w->super.latency     = 2e-6;
+    w->super.max_inline  = rdmach_rc_probe_inline(w);
+    *wire_p              = &w->super;
+    return 0;
+
+err_free:
+    if (w->db_mr != NULL) {
+        ibv_dereg_mr(w->db_mr);
+    }
+    if (w->bounce_mr != NULL) {
+        ibv_dereg_mr(w->bounce_mr);
+    }
+    if (w->cq != NULL) {
+        ibv_destroy_cq(w->cq);
+    }
+    free(w->bounce);
+    free(w->doorbells);
+    free(w->conns);
+    free(w->dirty);
+err:
+    free(w);
+    return ret;
+}
+
+static void rdmach_rc_conn_free(rdmach_rc_conn_t *c)
+{
+    if (c->qp != NULL) {
+        ibv_destroy_qp(c->qp);
+    }
+    if (c->mr != NULL) {
+        ibv_dereg_mr(c->mr);
+    }
+    free(c->block);
+    free(c);
+}
+
+static void rdmach_rc_close(rdmach_wire_t *wire)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    uint32_t i;
+
+    for (i = 0; i < w->next_ring; ++i) {
+        if (w->conns[i] != NULL) {
+            rdmach_rc_conn_free(w->conns[i]);
+        }
+    }
+    ibv_dereg_mr(w->db_mr);
+    ibv_dereg_mr(w->bounce_mr);
+    ibv_destroy_cq(w->cq);
+    free(w->bounce);
+    free(w->doorbells);
+    free(w->conns);
+    free(w->dirty);
+    free(w);
+}
+
+static void rdmach_rc_pack_dev_addr(const rdmach_wire_t *wire, void *buf)
+{
+    memcpy(buf, &((const rdmach_rc_wire_t*)wire)->dev_addr, sizeof(rdmach_rc_dev_addr_t));
+}
+
+static void rdmach_rc_pack_addr(const rdmach_wire_t *wire, void *buf)
+{
+    (void)wire;
+    (void)buf;
+}
+
+static int rdmach_rc_unpack_addr(const rdmach_wire_t *wire, const void *dev_addr,
+                                 const void *iface_addr, rdmach_wire_addr_t *info)
+{
+    const rdmach_rc_wire_t *w = (const rdmach_rc_wire_t*)wire;
+    rdmach_rc_dev_addr_t addr;
+
+    (void)iface_addr;
+    memcpy(&addr, dev_addr, sizeof(addr));
+    if (addr.link_layer != w->dev_addr.link_layer) {
+        return -EHOSTUNREACH;
+    }
+    info->pid = 0;
+    snprintf(info->name, sizeof(info->name), "lid %u gid %02x%02x:%02x%02x", addr.lid,
+             addr.gid[12], addr.gid[13], addr.gid[14], addr.gid[15]);
+    return 0;
+}
+
+/* ---- send queue ---- */
+
+static inline uint64_t rdmach_rc_wr_id(const rdmach_rc_conn_t *c, uint64_t seq)
+{
+    return ((uint64_t)c->ring_id << RC_SEQ_BITS) | (seq & RC_SEQ_MASK);
+}
+
+static inline uint32_t rdmach_rc_sq_free(const rdmach_rc_conn_t *c)
+{
+    return RC_SQ_DEPTH - (uint32_t)(c->posted - c->completed);
+}
+
+static void rdmach_rc_fail(rdmach_rc_conn_t *c, int err);
+
+/* Delivers the operations done up to c->completed, in order. */
+static void rdmach_rc_deliver(rdmach_rc_conn_t *c)
+{
+    rdmach_rc_wire_t *w = c->w;
+    rdmach_rc_op_t *op;
+
+    while (c->op_head != c->op_tail) {
+        op = &c->ops[c->op_head % RC_OPS_MAX];
+        if (!c->failed && (op->seq > c->completed)) {
+            break;
+        }
+        ++c->op_head;
+        if (op->bounce) {
+            if ((op->unpack_to != NULL) && !c->failed) {
+                memcpy(op->unpack_to, w->bounce, op->len);
+            }
+            w->bounce_busy = 0;
+        }
+        if (op->comp != NULL) {
+            w->super.params.complete(op->comp, c->failed ? -ECONNRESET : 0);
+        }
+    }
+}
+
+/* Polls the CQ; deliver == 0 (inside an operation): only advances the completed sequences,
+ * and the operations they finish are delivered by the next progress. */
+static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
+{
+    struct ibv_wc wc[RC_POLL_BATCH];
+    rdmach_rc_conn_t *c;
+    uint32_t id;
+    int i, n;
+
+    n = ibv_poll_cq(w->cq, RC_POLL_BATCH, wc);
+    for (i = 0; i < n; ++i) {
+        if (w->cq_free < w->cq_size) {
+            ++w->cq_free;   /* a QP in error completes unsignalled WRs too */
+        }
+        id = (uint32_t)(wc[i].wr_id >> RC_SEQ_BITS);
+        c  = (id < w->next_ring) ? w->conns[id] : NULL;
+        if (c == NULL) {
+            continue;
+        }
+        if (wc[i].status != IBV_WC_SUCCESS) {
+            if (!c->failed) {
+                RC_LOG(w, 0, "rdmach: RC connection of ring %u failed: %s (vendor error 0x%x)",
+                       c->ring_id, ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+            }
+            rdmach_rc_fail(c, -ECONNRESET);
+            continue;
+        }
+        STATS(w, completions)++;
+        /* 2^40 WRs per connection: the sequence does not wrap in practice */
+        c->completed = wc[i].wr_id & RC_SEQ_MASK;
+        if (c->op_head != c->op_tail) {
+            if (deliver) {
+                rdmach_rc_deliver(c);
+            } else if (!c->dirty) {
+                c->dirty             = 1;
+                w->dirty[w->ndirty++] = c->ring_id;
+            }
+        }
+    }
+    if (deliver && (w->ndirty != 0)) {
+        while (w->ndirty != 0) {
+            c        = w->conns[w->dirty[--w->ndirty]];
+            c->dirty = 0;
+            rdmach_rc_deliver(c);
+        }
+    }
+    return (n > 0) ? (unsigned)n : 0;
+}
+
+/* Posts a chain of n WRs; the last is signalled when 'signal' or when RC_SIGNAL_EVERY WRs
+ * went unsignalled. Returns the last WR's sequence, or 0 (errno set). */
+static uint64_t rdmach_rc_post(rdmach_rc_conn_t *c, struct ibv_send_wr *wr, unsigned n,
+                               int signal)
+{
+    rdmach_rc_wire_t *w = c->w;
+    struct ibv_send_wr *bad;
+    uint64_t seq        = c->posted + n;
+    unsigned i;
+    int ret;
+
+    if (c->posted + n - c->signalled >= RC_SIGNAL_EVERY) {
+        signal = 1;
+    }
+    for (i = 0; i < n; ++i) {
+        wr[i].next       = (i + 1 < n) ? &wr[i + 1] : NULL;
+        wr[i].wr_id      = rdmach_rc_wr_id(c, c->posted + i + 1);
+        wr[i].send_flags = (wr[i].send_flags & IBV_SEND_INLINE) |
+                           ((signal && (i + 1 == n)) ? IBV_SEND_SIGNALED : 0);
+    }
+    ret = ibv_post_send(c->qp, wr, &bad);
+    if (ret != 0) {
+        errno = ret;
+        return 0;
+    }
+    c->posted = seq;
+    STATS(w, posts) += n;
+    if (signal) {
+        c->signalled = seq;
+        --w->cq_free;
+    }
+    return seq;
+}
+
+/* Waits until the send queue has room for n WRs (a record cannot be refused: the ring core
+ * has committed it). Completions free the room; the peer's ACKs bring them. */
+static int rdmach_rc_wait_room(rdmach_rc_conn_t *c, unsigned n)
+{
+    while ((rdmach_rc_sq_free(c) < n) || (c->w->cq_free < 2)) {
+        if (c->failed) {
+            return -ECONNRESET;
+        }
+        rdmach_rc_poll(c->w, 0);
+    }
+    return c->failed ? -ECONNRESET : 0;
+}
+
+static void rdmach_rc_write_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, void *addr,
+                               uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                               int inl)
+{
+    sge->addr            = (uintptr_t)addr;
+    sge->length          = len;
+    sge->lkey            = lkey;
+    wr->sg_list          = sge;
+    wr->num_sge          = (len == 0) ? 0 : 1;
+    wr->opcode           = IBV_WR_RDMA_WRITE;
+    wr->send_flags       = inl ? IBV_SEND_INLINE : 0;
+    wr->wr.rdma.remote_addr = raddr;
+    wr->wr.rdma.rkey     = rkey;
+}
+
+/* ---- ring hooks ---- */
+
+static const uint8_t rdmach_rc_one = 1;
+
+static void rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, size_t bytes,
+                                  int doorbell)
+{
+    rdmach_rc_conn_t *c = ctx;
+    size_t inl          = c->w->super.max_inline;
+    uint64_t raddr      = c->r_slots + (uint64_t)index * c->super.geom.slot_size;
+    struct ibv_send_wr wr[3];
+    struct ibv_sge sge[3];
+    unsigned n = 0;
+
+    if (c->failed || (rdmach_rc_wait_room(c, 3) != 0)) {
+        return;   /* the connection failed: its ep reports it */
+    }
+    memset(wr, 0, sizeof(wr));
+    if (bytes > RDMACH_REC_HDR_SIZE) {
+        rdmach_rc_write_wr(&wr[n], &sge[n], (uint8_t*)rec + RDMACH_REC_HDR_SIZE,
+                           (uint32_t)(bytes - RDMACH_REC_HDR_SIZE), c->mr->lkey,
+                           raddr + RDMACH_REC_HDR_SIZE, c->r_rkey,
+                           bytes - RDMACH_REC_HDR_SIZE <= inl);
+        ++n;
+    }
+    /* the header with its mark, after the payload on the same QP: it lands last */
+    rdmach_rc_write_wr(&wr[n], &sge[n], (void*)rec, RDMACH_REC_HDR_SIZE, c->mr->lkey, raddr,
+                       c->r_rkey, RDMACH_REC_HDR_SIZE <= inl);
+    ++n;
+    if (doorbell) {
+        rdmach_rc_write_wr(&wr[n], &sge[n], (void*)&rdmach_rc_one, 1, 0, c->r_doorbell,
+                           c->r_db_rkey, 1);
+        ++n;
+    }
+    if (rdmach_rc_post(c, wr, n, 0) == 0) {
+        rdmach_rc_fail(c, -errno);
+    }
+}
+
+/* A small value WRITE (inline: the value is copied at post time). */
+static void rdmach_rc_post_value(rdmach_rc_conn_t *c, const void *value, uint32_t len,
+                                 uint64_t raddr)
+{
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+
+    if (c->failed || !c->connected || (rdmach_rc_wait_room(c, 1) != 0)) {
+        return;
+    }
+    memset(&wr, 0, sizeof(wr));
+    rdmach_rc_write_wr(&wr, &sge, (void*)value, len, 0, raddr, c->r_rkey, 1);
+    if (rdmach_rc_post(c, &wr, 1, 0) == 0) {
+        rdmach_rc_fail(c, -errno);
+    }
+}
+
+static void rdmach_rc_post_tail(void *ctx, uint64_t tail)
+{
+    rdmach_rc_conn_t *c = ctx;
+
+    rdmach_rc_post_value(c, &tail, sizeof(tail), c->r_credit);
+}
+
+static void rdmach_rc_post_hot(void *ctx, uint32_t hot)
+{
+    rdmach_rc_conn_t *c = ctx;
+
+    rdmach_rc_post_value(c, &hot, sizeof(hot),
+                         c->r_shadow_ctl + offsetof(rdmach_ring_ctl_t, rx_hot));
+}
+
+static const rdmach_ring_ops_t rdmach_rc_ring_ops = {
+    rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot
+};
+
+/* ---- connections ---- */
+
+static size_t rdmach_rc_ring_bytes(const rdmach_geom_t *geom)
+{
+    return sizeof(rdmach_ring_ctl_t) + rdmach_geom_ring_bytes(geom);
+}
+
+static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer_t **peer_p)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    size_t ring         = rdmach_rc_ring_bytes(&wire->geom);
+    struct ibv_qp_attr attr;
+    rdmach_rc_conn_t *c;
+    int ret;
+
+    if (w->next_ring >= wire->max_rings) {
+        return -ENOSPC;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    c->w                = w;
+    c->ep_ctx           = ep_ctx;
+    c->ring_id          = w->next_ring;
+    c->super.geom       = wire->geom;
+    c->super.max_rings  = wire->max_rings;
+    /* rx ring | shadow ctl + credit line (one ctl: the credit line is in its padding) |
+     * shadow slots */
+    c->block_size = 2 * ring;
+    if (posix_memalign((void**)&c->block, 4096, c->block_size) != 0) {
+        c->block = NULL;
+        ret      = -ENOMEM;
+        goto err;
+    }
+    memset(c->block, 0, c->block_size);
+    c->rx_ctl   = (rdmach_ring_ctl_t*)c->block;
+    c->sh_ctl   = (rdmach_ring_ctl_t*)(c->block + ring);
+    c->credit   = &c->sh_ctl->peer_info[0];
+    c->sh_slots = (uint8_t*)(c->sh_ctl + 1);
+    c->mr       = ibv_reg_mr(w->dom->pd, c->block, c->block_size, RDMACH_RC_ACCESS);
+    if (c->mr == NULL) {
+        ret = -errno;
+        RC_LOG(w, 1, "rdmach: cannot register %zu bytes for a connection: %s (check ulimit -l)",
+               c->block_size, strerror(errno));
+        goto err;
+    }
+
+    c->qp = rdmach_rc_create_qp(w, NULL);
+    if (c->qp == NULL) {
+        ret = -errno;
+        RC_LOG(w, 1, "rdmach: cannot create an RC QP: %s", strerror(errno));
+        goto err;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.pkey_index      = 0;
+    attr.port_num        = w->port;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC;
+    ret = ibv_modify_qp(c->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                        IBV_QP_ACCESS_FLAGS);
+    if (ret != 0) {
+        RC_LOG(w, 1, "rdmach: cannot move an RC QP to INIT: %s", strerror(ret));
+        ret = -ret;
+        goto err;
+    }
+
+    w->conns[c->ring_id] = c;
+    /* the poller sees the ring from now on; it activates once connected */
+    __atomic_store_n(&w->next_ring, c->ring_id + 1, __ATOMIC_RELEASE);
+    *peer_p = &c->super;
+    return 0;
+
+err:
+    rdmach_rc_conn_free(c);
+    return ret;
+}
+
+static void rdmach_rc_ep_pack_addr(const rdmach_wire_peer_t *peer, void *buf)
+{
+    const rdmach_rc_conn_t *c = (const rdmach_rc_conn_t*)peer;
+    const rdmach_rc_wire_t *w = c->w;
+    rdmach_rc_ep_addr_t addr;
+
+    memset(&addr, 0, sizeof(addr));
+    addr.qpn        = c->qp->qp_num;
+    addr.rkey       = c->mr->rkey;
+    addr.ring       = (uintptr_t)c->rx_ctl;
+    addr.shadow_ctl = (uintptr_t)c->sh_ctl;
+    addr.credit     = (uintptr_t)c->credit;
+    addr.doorbell   = (uintptr_t)(w->doorbells + c->ring_id);
+    addr.db_rkey    = w->db_mr->rkey;
+    addr.slot_size  = c->super.geom.slot_size;
+    addr.nslots     = c->super.geom.nslots;
+    memcpy(buf, &addr, sizeof(addr));
+}
+
+static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                                const void *dev_addr, const void *ep_addr, rdmach_tx_t *tx)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
+    rdmach_rc_dev_addr_t dev;
+    rdmach_rc_ep_addr_t addr;
+    struct ibv_qp_attr attr;
+    int ret;
+
+    memcpy(&dev, dev_addr, sizeof(dev));
+    memcpy(&addr, ep_addr, sizeof(addr));
+    if ((addr.slot_size != wire->geom.slot_size) || (addr.nslots != wire->geom.nslots)) {
+        RC_LOG(w, 1, "rdmach: peer rings are %u x %u bytes, ours %u x %u: use the same "
+               "UCX_RDMACH_RING_SIZE and UCX_RDMACH_SLOT_SIZE", addr.nslots, addr.slot_size,
+               wire->geom.nslots, wire->geom.slot_size);
+        return -EINVAL;
+    }
+    if (c->connected) {
+        return -EISCONN;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state              = IBV_QPS_RTR;
+    attr.path_mtu              = w->port_attr.active_mtu;
+    attr.dest_qp_num           = addr.qpn;
+    attr.rq_psn                = 0;
+    attr.max_dest_rd_atomic    = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);
+    attr.min_rnr_timer         = 12;
+    attr.ah_attr.port_num      = w->port;
+    attr.ah_attr.sl            = 0;
+    if ((dev.link_layer == IBV_LINK_LAYER_ETHERNET) || (dev.lid == 0)) {
+        attr.ah_attr.is_global      = 1;
+        attr.ah_attr.grh.hop_limit  = 64;
+        attr.ah_attr.grh.sgid_index = (uint8_t)w->gid_index;
+        memcpy(attr.ah_attr.grh.dgid.raw, dev.gid, sizeof(dev.gid));
+    } else {
+        attr.ah_attr.dlid = dev.lid;
+    }
+    ret = ibv_modify_qp(c->qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                        IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                        IBV_QP_MIN_RNR_TIMER);
+    if (ret != 0) {
+        RC_LOG(w, 1, "rdmach: cannot move an RC QP to RTR: %s", strerror(ret));
+        return -ret;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.timeout       = RC_TIMEOUT;
+    attr.retry_cnt     = RC_RETRY_CNT;
+    attr.rnr_retry     = RC_RNR_RETRY;
+    attr.sq_psn        = 0;
+    attr.max_rd_atomic = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);
+    ret = ibv_modify_qp(c->qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    if (ret != 0) {
+        RC_LOG(w, 1, "rdmach: cannot move an RC QP to RTS: %s", strerror(ret));
+        return -ret;
+    }
+
+    c->r_slots      = addr.ring + sizeof(rdmach_ring_ctl_t);
+    c->r_shadow_ctl = addr.shadow_ctl;
+    c->r_credit     = addr.credit;
+    c->r_doorbell   = addr.doorbell;
+    c->r_rkey       = addr.rkey;
+    c->r_db_rkey    = addr.db_rkey;
+    c->connected    = 1;
+
+    /* our sender: records built in the shadow; rx_hot arrives in the shadow ctl */
+    rdmach_tx_init(tx, &wire->geom, c->sh_slots, c->sh_ctl, &c->sh_doorbell, c->credit,
+                   &rdmach_rc_ring_ops, c);
+    /* our receiver: the poller activates the ring once it sees the owner */
+    __atomic_store_n(&c->rx_ctl->owner, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
+{
+    rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
+    struct ibv_qp_attr attr;
+
+    (void)wire;
+    /* the QP goes to error, its WRs flush; the block stays registered: the poller may still
+     * hold the ring, and the wire frees everything at close */
+    c->closed = 1;
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);
+    c->failed = 1;
+    rdmach_rc_deliver(c);
+}
+
+static int rdmach_rc_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    rdmach_rc_conn_t *c = (id < w->next_ring) ? w->conns[id] : NULL;
+
+    if ((c == NULL) || (__atomic_load_n(&c->rx_ctl->owner, __ATOMIC_ACQUIRE) == 0)) {
+        return 0;
+    }
+    rdmach_rx_init(rx, (uint8_t*)(c->rx_ctl + 1), c->rx_ctl, NULL, &rdmach_rc_ring_ops, c);
+    return 1;
+}
+
+static void rdmach_rc_fail(rdmach_rc_conn_t *c, int err)
+{
+    int was_failed = c->failed;
+
+    c->failed = 1;
+    if (!was_failed) {
+        STATS(c->w, failures)++;
+    }
+    rdmach_rc_deliver(c);
+    if (!was_failed && !c->closed && (c->w->super.params.failed != NULL)) {
+        c->w->super.params.failed(c->ep_ctx, err);
+    }
+}
+
+/* ---- RMA, progress, flush ---- */
+
+/* Queues a completion for the WR of sequence seq. */
+static void rdmach_rc_push_op(rdmach_rc_conn_t *c, uint64_t seq, void *comp, int bounce,
+                              void *unpack_to, size_t len)
+{
+    rdmach_rc_op_t *op = &c->ops[c->op_tail++ % RC_OPS_MAX];
+
+    op->seq       = seq;
+    op->comp      = comp;
+    op->bounce    = bounce;
+    op->unpack_to = unpack_to;
+    op->len       = len;
+}
+
+static int rdmach_rc_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                         const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                         uint32_t rkey, size_t len, int write, void *comp)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
+    struct ibv_send_wr wr[RDMACH_WIRE_MAX_IOV];
+    struct ibv_sge sge[RDMACH_WIRE_MAX_IOV];
+    void *unpack_to = NULL;
+    uint64_t seq, raddr = remote_addr;
+    size_t i, off;
+    int bounce = 0, inl;
+
+    if (c->failed) {
+        return -ECONNRESET;
+    }
+    if ((cnt > RDMACH_WIRE_MAX_IOV) || (cnt == 0)) {
+        return -EINVAL;
+    }
+    for (i = 0; i < cnt; ++i) {
+        bounce |= (local[i].reg == NULL);
+    }
+    inl = write && (len <= wire->max_inline);
+    if (bounce && !inl) {
+        /* an unregistered buffer (bcopy): one at a time through the registered bounce */
+        if ((cnt != 1) || (len > w->bounce_size)) {
+            return -EINVAL;
+        }
+        if (w->bounce_busy) {
+            return -EAGAIN;
+        }
+    }
+    if ((rdmach_rc_sq_free(c) < cnt) || (w->cq_free < 2) ||
+        (c->op_tail - c->op_head >= RC_OPS_MAX)) {
+        rdmach_rc_poll(w, 0);
+        if ((rdmach_rc_sq_free(c) < cnt) || (w->cq_free < 2) ||
+            (c->op_tail - c->op_head >= RC_OPS_MAX)) {
+            return -EAGAIN;
+        }
+    }
+
+    memset(wr, 0, sizeof(wr[0]) * cnt);
+    if (bounce && !inl) {
+        if (write) {
+            memcpy(w->bounce, local[0].base, len);
+        } else {
+            unpack_to = local[0].base;
+        }
+        w->bounce_busy = 1;
+        rdmach_rc_write_wr(&wr[0], &sge[0], w->bounce, (uint32_t)len, w->bounce_mr->lkey,
+                           raddr, rkey, 0);
+    } else {
+        for (i = 0, off = 0; i < cnt; ++i) {
+            rdmach_rc_write_wr(&wr[i], &sge[i], local[i].base, (uint32_t)local[i].len,
+                               inl ? 0 : ((struct ibv_mr*)local[i].reg)->lkey,
+                               raddr + off, rkey, inl);
+            off += local[i].len;
+        }
+    }
+    if (!write) {
+        for (i = 0; i < cnt; ++i) {
+            wr[i].opcode = IBV_WR_RDMA_READ;
+        }
+        STATS(w, rdma_reads) += (bounce && !inl) ? 1 : cnt;
+    }
+    seq = rdmach_rc_post(c, wr, (bounce && !inl) ? 1 : (unsigned)cnt, 1);
+    if (seq == 0) {
+        w->bounce_busy = 0;
+        return (errno == ENOMEM) ? -EAGAIN : -errno;
+    }
+
+    if (comp != NULL) {
+        rdmach_rc_push_op(c, seq, comp, bounce && !inl, unpack_to, len);
+        return RDMACH_WIRE_INPROGRESS;
+    }
+    /* complete at return: wait for this WR (earlier operations are delivered by progress) */
+    while ((c->completed < seq) && !c->failed) {
+        rdmach_rc_poll(w, 0);
+    }
+    if (c->failed) {
+        w->bounce_busy = 0;
+        return -ECONNRESET;
+    }
+    if (unpack_to != NULL) {
+        memcpy(unpack_to, w->bounce, len);
+    }
+    w->bounce_busy = 0;
+    return 0;
+}
+
+static unsigned rdmach_rc_progress(rdmach_wire_t *wire)
+{
+    return rdmach_rc_poll((rdmach_rc_wire_t*)wire, 1);
+}
+
+/* A signalled zero-byte WRITE behind everything posted: done when it completes. */
+static int rdmach_rc_flush_conn(rdmach_rc_conn_t *c, void *comp)
+{
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uint64_t seq;
+
+    if (c->failed) {
+        return -ECONNRESET;
+    }
+    if (!c->connected || (c->completed == c->posted)) {
+        return 0;
+    }
+    if (c->signalled == c->posted) {
+        seq = c->posted;   /* the last WR is signalled already */
+    } else {
+        if ((rdmach_rc_sq_free(c) < 1) || (c->w->cq_free < 2) ||
+            (c->op_tail - c->op_head >= RC_OPS_MAX)) {
+            return -EAGAIN;
+        }
+        memset(&wr, 0, sizeof(wr));
+        rdmach_rc_write_wr(&wr, &sge, NULL, 0, 0, c->r_credit, c->r_rkey, 0);
+        seq = rdmach_rc_post(c, &wr, 1, 1);
+        if (seq == 0) {
+            return -errno;
+        }
+    }
+    if (comp != NULL) {
+        if (c->op_tail - c->op_head >= RC_OPS_MAX) {
+            return -EAGAIN;
+        }
+        rdmach_rc_push_op(c, seq, comp, 0, NULL, 0);
+    }
+    return RDMACH_WIRE_INPROGRESS;
+}
+
+static int rdmach_rc_flush(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, void *comp)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    int ret, busy = 0;
+    uint32_t i;
+
+    if (peer != NULL) {
+        return rdmach_rc_flush_conn((rdmach_rc_conn_t*)peer, comp);
+    }
+    /* the iface: without a completion (UCT's iface flush on RC takes none) */
+    for (i = 0; i < w->next_ring; ++i) {
+        if ((w->conns[i] == NULL) || w->conns[i]->closed) {
+            continue;
+        }
+        ret = rdmach_rc_flush_conn(w->conns[i], NULL);
+        if (ret == RDMACH_WIRE_INPROGRESS || ret == -EAGAIN) {
+            busy = 1;
+        }
+    }
+    return busy ? RDMACH_WIRE_INPROGRESS : 0;
+}
+
+const rdmach_wire_ops_t rdmach_wire_rc_ops = {
+    .name           = "rc",
+    .query_domains  = rdmach_rc_query_domains,
+    .domain_open    = rdmach_rc_domain_open,
+    .domain_close   = rdmach_rc_domain_close,
+    .mem_reg        = rdmach_rc_mem_reg,
+    .mem_dereg      = rdmach_rc_mem_dereg,
+    .query_devices  = rdmach_rc_query_devices,
+    .open           = rdmach_rc_open,
+    .close          = rdmach_rc_close,
+    .dev_addr_len   = sizeof(rdmach_rc_dev_addr_t),
+    .pack_dev_addr  = rdmach_rc_pack_dev_addr,
+    .iface_addr_len = 0,
+    .pack_addr      = rdmach_rc_pack_addr,
+    .unpack_addr    = rdmach_rc_unpack_addr,
+    .attach         = NULL,   /* ep to ep */
+    .claim          = NULL,
+    .ep_addr_len    = sizeof(rdmach_rc_ep_addr_t),
+    .ep_open        = rdmach_rc_ep_open,
+    .ep_pack_addr   = rdmach_rc_ep_pack_addr,
+    .ep_connect     = rdmach_rc_ep_connect,
+    .ep_close       = rdmach_rc_ep_close,
+    .activate       = rdmach_rc_activate,
+    .ring           = {rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot},
+    .rma            = rdmach_rc_rma,
+    .progress       = rdmach_rc_progress,
+    .flush          = rdmach_rc_flush
+};
