@@ -386,7 +386,21 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
     return UCS_OK;
 }
 
-/* ---- pending, flush ---- */
+/* ---- pending, flush, check ---- */
+
+/* The peer's process is watched on this host; a network wire probes the connection (RC: a
+ * zero-byte WRITE whose retries run out if the peer is gone). */
+ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
+    rdmach_wire_t *wire = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->wire;
+
+    if ((wire->ops->check == NULL) || (ep->peer == NULL)) {
+        return ucx_ext_ep_check(tl_ep, flags, comp);
+    }
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    return (wire->ops->check(wire, ep->peer) == -EAGAIN) ? UCS_ERR_NO_RESOURCE : UCS_OK;
+}
 
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep)
 {

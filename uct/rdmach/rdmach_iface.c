@@ -432,7 +432,7 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     UCX_EXT_OPS_LIFE(uct_rdmach_ep_t, uct_rdmach_iface_t),
     .ep_fence                 = uct_sm_ep_fence,
     .iface_fence              = uct_sm_iface_fence,
-    .ep_check                 = ucx_ext_ep_check,
+    .ep_check                 = uct_rdmach_ep_check,
     .iface_get_device_address = uct_rdmach_iface_get_device_address,
     UCX_EXT_OPS_IFACE(uct_rdmach_iface)
 };

@@ -152,6 +152,8 @@ ucs_status_t uct_rdmach_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_rdmach_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
                                          const uct_ep_addr_t *ep_addr);
 
+ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+
 /* Room in the ring for the largest record (the pending queue's test, see ucx_ext_base.h). */
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep);
 

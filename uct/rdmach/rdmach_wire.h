@@ -25,8 +25,8 @@
  * Each entry says what the shared-memory wire does ("shm:") and what the InfiniBand RC verbs
  * wire does ("RC:", rdmach_wire_rc.c). The RC design in short: a connection's rings, shadow
  * and credit line live in one registered block; the sender builds records in the shadow and
- * RDMA-writes each as payload, then header (two WRITEs on one QP, placed in order, so the mark
- * lands last); the receiver RDMA-writes its tail into the sender's credit line, and its rx_hot
+ * RDMA-writes each as header fields and payload, then the mark (two WRITEs on one QP, placed in
+ * order, so the mark lands last); the receiver RDMA-writes its tail into the sender's credit line, and its rx_hot
  * into the sender's shadow ctl, which tells the sender when to chain a doorbell WRITE.
  */
 #ifndef RDMACH_WIRE_H
@@ -214,7 +214,8 @@ struct rdmach_wire_ops {
 
     /* The ring core's per-message hooks (rdmach_ring.h) for this wire's connections.
      * shm: both NULL: stores into the mapped ring and credit line are the writes.
-     * RC: post_record = WRITE of payload, then header: inline when small, selective signalling.
+     * RC: post_record = WRITE of fields and payload, then mark: inline when small, selective
+     * signalling.
      * RC: post_tail = unsignalled WRITE of the tail into the sender's credit line.
      * RC: post_hot = unsignalled WRITE of rx_hot into the sender's shadow ctl. */
     rdmach_ring_ops_t ring;
@@ -235,6 +236,11 @@ struct rdmach_wire_ops {
      * shm: NULL.
      * RC: polls the CQ: frees shadow slots and WQEs, calls complete() for RMA and flush. */
     unsigned (*progress)(rdmach_wire_t *wire);
+
+    /* Liveness probe of a connection (ep_check): 0, or -EAGAIN (retry later). A broken one
+     * is reported through failed(). NULL: the glue watches the peer's process (shm).
+     * RC: a signalled zero-byte WRITE; if the peer is gone, its retries run out. */
+    int  (*check)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer);
 
     /* Everything issued to peer (NULL: to any peer) done in the peer's memory? 0, or
      * RDMACH_WIRE_INPROGRESS (complete(comp) follows). NULL: always done at return.

@@ -9,13 +9,15 @@
  *
  *  - rx: the ring the peer RDMA-writes records into; we poll its marks like shared memory.
  *  - shadow: where we build the records of the ring we send into (the peer's rx), before two
- *    WRITEs carry each one: payload, then the 16-byte header with its mark, inline. RC places
- *    the WRITEs of a QP in order, so the mark is the last byte to land. A doorbell byte WRITE
+ *    WRITEs carry each one: header fields and payload, then the 8-byte mark, inline. RC places
+ *    the WRITEs of a QP in order, so the mark is the last to land. A doorbell byte WRITE
  *    follows when the peer's receiver told us (through our shadow ctl) that the ring is cold.
  *  - credit line: the peer's receiver writes its tail here (lazy, one inline WRITE per
  *    LAZY_TAIL of the ring); it is our sender's tail copy.
  *
- * Send queue: every WR carries a sequence number; one in RC_SIGNAL_EVERY is signalled, and RC
+ * Send queue: as deep as a full ring's records need (3 WRs a slot), so a sender short of room
+ * is short of ring credit and gets NO_RESOURCE instead of waiting. Every WR carries a sequence
+ * number; one in RC_SIGNAL_EVERY is signalled, and RC
  * completes in order, so a completion frees everything up to it. RMA and flush are signalled
  * and queued in a FIFO of operations per connection, completed in sequence order. A WR that
  * fails (retries exhausted, peer gone, QP in error) fails the connection once: its operations
@@ -30,13 +32,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RC_SQ_DEPTH      1024u  /* WRs per QP; a record takes at most 3 */
+#define RC_SQ_EXTRA      320u   /* WRs beyond 3 per ring slot (a record takes at most 3) */
 #define RC_SIGNAL_EVERY  32u    /* unsignalled WRs between two signalled ones */
 #define RC_OPS_MAX       256u   /* signalled operations (RMA, flush) in flight per QP */
 #define RC_CQ_SIZE       4096   /* shared by the QPs of an iface */
 #define RC_POLL_BATCH    16
-#define RC_TIMEOUT       18     /* 4.096 us << 18 = 1.07 s per try: TCG guests stall */
-#define RC_RETRY_CNT     7
+#define RC_TIMEOUT       16     /* 4.096 us << 16 = 268 ms per try, 8 tries: a dead peer
+                                 * fails its connection in about 2 s */
+#define RC_RETRY_CNT     6      /* not 7: rdma_rxe reads 7 as "retry forever" */
 #define RC_RNR_RETRY     7
 #define RC_SEQ_BITS      40
 #define RC_SEQ_MASK      ((1ull << RC_SEQ_BITS) - 1)
@@ -130,6 +133,7 @@ struct rdmach_rc_wire {
     struct ibv_cq        *cq;
     int                  cq_free;        /* CQEs we may still cause */
     int                  cq_size;
+    uint32_t             sq_depth;       /* WRs per QP: a full ring's records fit */
     uint8_t              *doorbells;     /* [max_rings], registered */
     struct ibv_mr        *db_mr;
     uint32_t             next_ring;
@@ -343,7 +347,7 @@ static struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inl
         init.recv_cq             = w->cq;
         init.qp_type             = IBV_QPT_RC;
         init.sq_sig_all          = 0;
-        init.cap.max_send_wr     = RC_SQ_DEPTH;
+        init.cap.max_send_wr     = w->sq_depth;
         init.cap.max_recv_wr     = 1;
         init.cap.max_send_sge    = 1;
         init.cap.max_recv_sge    = 1;
@@ -402,7 +406,11 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     w->dev_addr.lid        = w->port_attr.lid;
     w->dev_addr.link_layer = w->port_attr.link_layer;
 
-    w->cq_size = RC_MIN(RC_CQ_SIZE, w->dom->attr.max_cqe);
+    /* a sender waiting for ring credit must not also wait for send queue room (a dead peer
+     * would hold it in the send call until its QP fails): 3 WRs per slot, and RMA */
+    w->sq_depth = RC_MIN(3u * params->geom.nslots + RC_SQ_EXTRA,
+                         (uint32_t)w->dom->attr.max_qp_wr);
+    w->cq_size  = RC_MIN(RC_CQ_SIZE, w->dom->attr.max_cqe);
     w->cq_free = w->cq_size;
     w->cq      = ibv_create_cq(w->dom->ctx, w->cq_free, NULL, NULL, 0);
     w->conns   = calloc(params->max_rings, sizeof(*w->conns));
@@ -531,7 +539,7 @@ static inline uint64_t rdmach_rc_wr_id(const rdmach_rc_conn_t *c, uint64_t seq)
 
 static inline uint32_t rdmach_rc_sq_free(const rdmach_rc_conn_t *c)
 {
-    return RC_SQ_DEPTH - (uint32_t)(c->posted - c->completed);
+    return c->w->sq_depth - (uint32_t)(c->posted - c->completed);
 }
 
 static void rdmach_rc_fail(rdmach_rc_conn_t *c, int err);
@@ -588,8 +596,11 @@ static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
             continue;
         }
         STATS(w, completions)++;
-        /* 2^40 WRs per connection: the sequence does not wrap in practice */
-        c->completed = wc[i].wr_id & RC_SEQ_MASK;
+        /* 2^40 WRs per connection: the sequence does not wrap in practice; a nested poll
+         * (from a send inside a completion callback) may have seen a later one */
+        if ((wc[i].wr_id & RC_SEQ_MASK) > c->completed) {
+            c->completed = wc[i].wr_id & RC_SEQ_MASK;
+        }
         if (c->op_head != c->op_tail) {
             if (deliver) {
                 rdmach_rc_deliver(c);
@@ -675,12 +686,20 @@ static void rdmach_rc_write_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, void
 
 static const uint8_t rdmach_rc_one = 1;
 
+/*
+ * A record is two WRITEs on the QP: everything but the mark (header fields and payload), then
+ * the 8-byte mark, inline. The responder places the first completely before the second, and
+ * however the device stores the mark's bytes, it can only equal the expected position once all
+ * its differing bytes landed: a receiver that sees the mark sees the whole record. (One WRITE
+ * of header and payload would not do: the device may store its bytes in any order.)
+ */
 static void rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, size_t bytes,
                                   int doorbell)
 {
-    rdmach_rc_conn_t *c = ctx;
-    size_t inl          = c->w->super.max_inline;
-    uint64_t raddr      = c->r_slots + (uint64_t)index * c->super.geom.slot_size;
+    rdmach_rc_conn_t *c  = ctx;
+    size_t inl           = c->w->super.max_inline;
+    uint64_t raddr       = c->r_slots + (uint64_t)index * c->super.geom.slot_size;
+    const size_t mark    = sizeof(((rdmach_rec_hdr_t*)0)->mark);
     struct ibv_send_wr wr[3];
     struct ibv_sge sge[3];
     unsigned n = 0;
@@ -689,16 +708,11 @@ static void rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, si
         return;   /* the connection failed: its ep reports it */
     }
     memset(wr, 0, sizeof(wr));
-    if (bytes > RDMACH_REC_HDR_SIZE) {
-        rdmach_rc_write_wr(&wr[n], &sge[n], (uint8_t*)rec + RDMACH_REC_HDR_SIZE,
-                           (uint32_t)(bytes - RDMACH_REC_HDR_SIZE), c->mr->lkey,
-                           raddr + RDMACH_REC_HDR_SIZE, c->r_rkey,
-                           bytes - RDMACH_REC_HDR_SIZE <= inl);
-        ++n;
-    }
-    /* the header with its mark, after the payload on the same QP: it lands last */
-    rdmach_rc_write_wr(&wr[n], &sge[n], (void*)rec, RDMACH_REC_HDR_SIZE, c->mr->lkey, raddr,
-                       c->r_rkey, RDMACH_REC_HDR_SIZE <= inl);
+    rdmach_rc_write_wr(&wr[n], &sge[n], (uint8_t*)rec + mark, (uint32_t)(bytes - mark),
+                       c->mr->lkey, raddr + mark, c->r_rkey, bytes - mark <= inl);
+    ++n;
+    rdmach_rc_write_wr(&wr[n], &sge[n], (void*)rec, (uint32_t)mark, c->mr->lkey, raddr,
+                       c->r_rkey, mark <= inl);
     ++n;
     if (doorbell) {
         rdmach_rc_write_wr(&wr[n], &sge[n], (void*)&rdmach_rc_one, 1, 0, c->r_doorbell,
@@ -1073,11 +1087,36 @@ static unsigned rdmach_rc_progress(rdmach_wire_t *wire)
     return rdmach_rc_poll((rdmach_rc_wire_t*)wire, 1);
 }
 
-/* A signalled zero-byte WRITE behind everything posted: done when it completes. */
-static int rdmach_rc_flush_conn(rdmach_rc_conn_t *c, void *comp)
+/* A signalled zero-byte WRITE (to the credit line: it writes nothing). */
+static uint64_t rdmach_rc_post_empty(rdmach_rc_conn_t *c)
 {
     struct ibv_send_wr wr;
     struct ibv_sge sge;
+
+    if ((rdmach_rc_sq_free(c) < 1) || (c->w->cq_free < 2)) {
+        errno = EAGAIN;
+        return 0;
+    }
+    memset(&wr, 0, sizeof(wr));
+    rdmach_rc_write_wr(&wr, &sge, NULL, 0, 0, c->r_credit, c->r_rkey, 0);
+    return rdmach_rc_post(c, &wr, 1, 1);
+}
+
+static int rdmach_rc_check(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
+{
+    rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
+
+    (void)wire;
+    if (c->failed || !c->connected ||
+        ((c->signalled == c->posted) && (c->completed != c->posted))) {
+        return 0;   /* failed: reported; a signalled WR in flight probes the peer already */
+    }
+    return (rdmach_rc_post_empty(c) != 0) ? 0 : -errno;
+}
+
+/* A signalled zero-byte WRITE behind everything posted: done when it completes. */
+static int rdmach_rc_flush_conn(rdmach_rc_conn_t *c, void *comp)
+{
     uint64_t seq;
 
     if (c->failed) {
@@ -1089,13 +1128,10 @@ static int rdmach_rc_flush_conn(rdmach_rc_conn_t *c, void *comp)
     if (c->signalled == c->posted) {
         seq = c->posted;   /* the last WR is signalled already */
     } else {
-        if ((rdmach_rc_sq_free(c) < 1) || (c->w->cq_free < 2) ||
-            (c->op_tail - c->op_head >= RC_OPS_MAX)) {
+        if (c->op_tail - c->op_head >= RC_OPS_MAX) {
             return -EAGAIN;
         }
-        memset(&wr, 0, sizeof(wr));
-        rdmach_rc_write_wr(&wr, &sge, NULL, 0, 0, c->r_credit, c->r_rkey, 0);
-        seq = rdmach_rc_post(c, &wr, 1, 1);
+        seq = rdmach_rc_post_empty(c);
         if (seq == 0) {
             return -errno;
         }
@@ -1157,5 +1193,6 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .ring           = {rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot},
     .rma            = rdmach_rc_rma,
     .progress       = rdmach_rc_progress,
+    .check          = rdmach_rc_check,
     .flush          = rdmach_rc_flush
 };

@@ -289,5 +289,6 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .ring           = {NULL, NULL, NULL},   /* stores are the writes */
     .rma            = rdmach_shm_rma,
     .progress       = NULL,
+    .check          = NULL,
     .flush          = NULL
 };
