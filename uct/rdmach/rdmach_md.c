@@ -73,6 +73,8 @@ static ucs_status_t uct_rdmach_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
     uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
     ucs_status_t status = md->shm_query(tl_md, attr);
 
+    /* zero copy needs the local buffer registered too (the lkey): UCP then passes memh */
+    attr->cap.flags |= UCT_MD_FLAG_NEED_MEMH;
     /* registration pins pages and programs the HCA (ib md: about 16 us + 0.06 ns/byte) */
     attr->reg_cost = ucs_linear_func_make(16e-6, 0.06e-9);
     return status;

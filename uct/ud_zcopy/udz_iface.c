@@ -99,16 +99,14 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "per run, scattered straight into the destination. n: one datagram at a time (recvmmsg).",
      ucs_offsetof(uct_udz_iface_config_t, gro), UCS_CONFIG_TYPE_BOOL},
 
+    {"ASYNC_TICK", "10ms",
+     "Period of the async progress timer, which keeps acks and retransmissions going while\n"
+     "the application computes, and delivers UCP's wireup messages (what an auxiliary\n"
+     "transport needs: UCX_TLS=rdmach,ud_zcopy:aux). 0: progress only when called.",
+     ucs_offsetof(uct_udz_iface_config_t, async_tick), UCS_CONFIG_TYPE_TIME},
+
     {NULL}
 };
-
-static uint64_t uct_udz_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
@@ -128,6 +126,10 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
                             UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
                             UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    if (iface->async.timer_id >= 0) {
+        /* the async timer delivers UCT_CB_FLAG_ASYNC handlers (udz_async.c) */
+        attr->cap.flags |= UCT_IFACE_FLAG_CB_ASYNC;
+    }
 
     attr->cap.am.max_short       = iface->max_payload;
     attr->cap.am.max_bcopy       = iface->max_payload;
@@ -212,6 +214,10 @@ static void uct_udz_iface_am(void *user, udz_peer_t *peer, uint8_t am_id, void *
         uct_udz_counters.core.rx_corrupt++;     /* never index am[] with a peer's value */
         return;
     }
+    if (ucs_unlikely(iface->async.in_timer) &&
+        uct_udz_async_defer_am(iface, am_id, data, len)) {
+        return;
+    }
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, data, len, "RX: AM");
     uct_iface_invoke_am(&iface->super, am_id, data, (unsigned)len, 0);
 }
@@ -222,11 +228,15 @@ static void *uct_udz_iface_mem(void *user, uint64_t addr, uint64_t len, const ui
     return uct_udz_md_resolve(addr, len, rkey);
 }
 
-static void uct_udz_iface_get_done(void *user, void *ctx, int status)
+void uct_udz_iface_get_done(void *user, void *ctx, int status)
 {
     uct_udz_iface_t *iface = user;
     uct_udz_getb_t *g      = ctx;
 
+    if (ucs_unlikely(iface->async.in_timer) &&
+        uct_udz_async_defer_event(iface, UCT_UDZ_ASYNC_GET_DONE, ctx, status)) {
+        return;
+    }
     if (status != 0) {
         UCT_UDZ_COUNT_OWN(get_failed, 1);
     }
@@ -244,6 +254,12 @@ static void uct_udz_iface_get_done(void *user, void *ctx, int status)
 
 static void uct_udz_iface_send_done(void *user, void *ctx, int status)
 {
+    uct_udz_iface_t *iface = user;
+
+    if ((ctx != NULL) && ucs_unlikely(iface->async.in_timer) &&
+        uct_udz_async_defer_event(iface, UCT_UDZ_ASYNC_SEND_DONE, ctx, status)) {
+        return;
+    }
     if (ctx != NULL) {
         uct_invoke_completion((uct_completion_t*)ctx, uct_udz_status(status));
     }
@@ -251,7 +267,13 @@ static void uct_udz_iface_send_done(void *user, void *ctx, int status)
 
 static void uct_udz_iface_core_peer_failed(void *user, udz_peer_t *peer)
 {
-    uct_udz_iface_peer_failed(user, peer);
+    uct_udz_iface_t *iface = user;
+
+    if (ucs_unlikely(iface->async.in_timer) &&
+        uct_udz_async_defer_event(iface, UCT_UDZ_ASYNC_PEER_FAILED, peer, 0)) {
+        return;
+    }
+    uct_udz_iface_peer_failed(iface, peer);
 }
 
 static void uct_udz_iface_resources(void *user)
@@ -289,9 +311,12 @@ void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer)
 static unsigned uct_udz_iface_progress(uct_iface_h tl_iface)
 {
     uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
-    unsigned count;
+    unsigned count = 0;
 
-    count = udz_core_progress(iface->core, uct_udz_now_ns());
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->async.deferred))) {
+        count += uct_udz_async_dispatch(iface);   /* before anything newer */
+    }
+    count += udz_core_progress(iface->core, uct_udz_now_ns());
     if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x))) {
         count += ucx_ext_iface_progress_pending(&iface->x);
     }
@@ -393,6 +418,12 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     char err[256];
     int ret;
 
+    /* entry points hold the worker's async context, against the async progress timer */
+    uct_udz_async_wrap_ops(&uct_udz_iface_ops);
+    ucs_queue_head_init(&self->async.deferred);
+    self->async.context  = NULL;
+    self->async.timer_id = -1;
+    self->async.in_timer = 0;
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_udz_iface_ops,
                               &uct_base_iface_internal_ops, md, worker, params,
                               tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_UDZ_NAME));
@@ -474,6 +505,12 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->nchannels   = config->channels;
     ucx_ext_iface_init(&self->x, &self->super, UCT_UDZ_NAME, &uct_udz_counters.tx, NULL, 0);
     ucs_list_head_init(&self->flushes);
+    status = uct_udz_async_init(self, worker, config->async_tick);
+    if (status != UCS_OK) {
+        udz_core_destroy(self->core);
+        self->wops->close(self->wire);
+        return status;
+    }
     ucs_debug("ud_zcopy iface %p on %s, %s wire %s: seg %zu chunk %zu, %u channels", self,
               self->ifname, self->wops->name, wattr.desc, cc.seg_size, cc.chunk_size,
               cc.channels);
@@ -485,6 +522,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
     uct_udz_flush_t *f, *tmp;
     unsigned i;
 
+    uct_udz_async_cleanup(self);
     uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_list_for_each_safe(f, tmp, &self->flushes, list) {
         ucs_list_del(&f->list);

@@ -18,6 +18,7 @@
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
+#include <time.h>
 
 #define UCT_UDZ_NAME    "ud_zcopy"
 #define UCT_UDZ_PREFIX  "UD_ZCOPY_"
@@ -27,7 +28,7 @@
 
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
-#define UCT_UDZ_OWN_COUNTERS(_) _(get_failed)
+#define UCT_UDZ_OWN_COUNTERS(_) _(get_failed) _(async_ticks) _(async_deferred)
 
 #define UCT_UDZ_COUNTERS(_) UDZ_CORE_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UDZ_OWN_COUNTERS(_)
 
@@ -89,6 +90,7 @@ typedef struct uct_udz_iface_config {
     size_t             rcvbuf;
     size_t             sndbuf;
     int                gro;
+    double             async_tick;
 } uct_udz_iface_config_t;
 
 /* A get_bcopy: a zero-copy get into a bounce buffer, unpacked on completion. */
@@ -117,6 +119,12 @@ typedef struct uct_udz_iface {
     uct_udz_getb_t     getb[UDZ_MAX_CHANNELS];
     unsigned           nchannels;
     int                fenced;          /* a fence waits for the gets issued before it */
+    struct {
+        ucs_async_context_t *context;   /* the worker's: every entry point holds it */
+        int                 timer_id;   /* -1: no async progress */
+        int                 in_timer;   /* the core runs from the async timer */
+        ucs_queue_head_t    deferred;   /* for the next progress (udz_async.c) */
+    } async;
 } uct_udz_iface_t;
 
 UCS_CLASS_DECLARE(uct_udz_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -126,6 +134,31 @@ extern ucs_config_field_t uct_udz_iface_config_table[];
 
 /* Called by the core when a peer failed: every ep to it gets an error. */
 void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer);
+void uct_udz_iface_get_done(void *user, void *ctx, int status);
+
+/* The core's clock. */
+static inline uint64_t uct_udz_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- async progress (udz_async.c) ---- */
+
+void         uct_udz_async_wrap_ops(uct_iface_ops_t *ops);
+ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h worker, double tick);
+void         uct_udz_async_cleanup(uct_udz_iface_t *iface);
+unsigned     uct_udz_async_dispatch(uct_udz_iface_t *iface);
+/* From the core's callbacks: 1 when the event was queued for the next progress (the timer
+ * runs the core and the application's handler is not async-safe), else 0: handle it now. */
+int          uct_udz_async_defer_am(uct_udz_iface_t *iface, uint8_t am_id, const void *data,
+                                    size_t len);
+int          uct_udz_async_defer_event(uct_udz_iface_t *iface, int type, void *ctx, int status);
+#define UCT_UDZ_ASYNC_GET_DONE    1
+#define UCT_UDZ_ASYNC_SEND_DONE   2
+#define UCT_UDZ_ASYNC_PEER_FAILED 3
 
 /* ---- ep ---- */
 

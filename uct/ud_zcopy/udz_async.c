@@ -1,0 +1,262 @@
+/*
+ * ud_zcopy async progress: a UCX async timer runs the protocol core while the application is
+ * away from UCX (computing, or blocked elsewhere), so that peers get their acks and
+ * retransmissions keep going, and active messages whose handler is registered with
+ * UCT_CB_FLAG_ASYNC (UCP's wireup) are delivered at once. That is what UCT_IFACE_FLAG_CB_ASYNC
+ * promises, and what UCP asks of an auxiliary transport (UCX_TLS=rdmach,ud_zcopy:aux).
+ *
+ * The timer runs in UCX's async thread with the worker's async context held; every entry point
+ * of the transport holds the same context (UCS_ASYNC_BLOCK, recursive), so the core is never
+ * entered twice at once - the scheme of UCX's own ud transport. Whatever the core reports
+ * from the async thread for the application (other active messages, completions, peer
+ * failures) is queued and handed over by the next progress call, in order.
+ */
+#include "udz_uct.h"
+
+#include <ucs/async/async.h>
+#include <ucs/debug/memtrack_int.h>
+
+typedef enum {
+    UCT_UDZ_DEFER_AM,
+    UCT_UDZ_DEFER_GET_DONE,
+    UCT_UDZ_DEFER_SEND_DONE,
+    UCT_UDZ_DEFER_PEER_FAILED
+} uct_udz_defer_type_t;
+
+typedef struct uct_udz_deferred {
+    ucs_queue_elem_t     queue;
+    uct_udz_defer_type_t type;
+    int                  status;
+    void                 *ctx;      /* completion, or peer */
+    uint8_t              am_id;
+    size_t               len;
+    uint8_t              data[0];
+} uct_udz_deferred_t;
+
+static uct_udz_deferred_t *uct_udz_defer(uct_udz_iface_t *iface, uct_udz_defer_type_t type,
+                                         void *ctx, int status, size_t len)
+{
+    uct_udz_deferred_t *d = ucs_malloc(sizeof(*d) + len, "udz deferred");
+
+    if (d == NULL) {
+        ucs_error("ud_zcopy: out of memory for an event of the async progress (lost)");
+        return NULL;
+    }
+    d->type   = type;
+    d->ctx    = ctx;
+    d->status = status;
+    d->len    = len;
+    ucs_queue_push(&iface->async.deferred, &d->queue);
+    UCT_UDZ_COUNT_OWN(async_deferred, 1);
+    return d;
+}
+
+int uct_udz_async_defer_am(uct_udz_iface_t *iface, uint8_t am_id, const void *data, size_t len)
+{
+    uct_udz_deferred_t *d;
+
+    if (!iface->async.in_timer || (iface->super.am[am_id].flags & UCT_CB_FLAG_ASYNC)) {
+        return 0;
+    }
+    d = uct_udz_defer(iface, UCT_UDZ_DEFER_AM, NULL, 0, len);
+    if (d != NULL) {
+        d->am_id = am_id;
+        memcpy(d->data, data, len);
+    }
+    return 1;
+}
+
+int uct_udz_async_defer_event(uct_udz_iface_t *iface, int type, void *ctx, int status)
+{
+    if (!iface->async.in_timer) {
+        return 0;
+    }
+    uct_udz_defer(iface, (uct_udz_defer_type_t)type, ctx, status, 0);
+    return 1;
+}
+
+/* From progress, with the async context held: what the timer kept for the application. */
+unsigned uct_udz_async_dispatch(uct_udz_iface_t *iface)
+{
+    uct_udz_deferred_t *d;
+    unsigned count = 0;
+
+    while (!ucs_queue_is_empty(&iface->async.deferred)) {
+        d = ucs_queue_pull_elem_non_empty(&iface->async.deferred, uct_udz_deferred_t, queue);
+        switch (d->type) {
+        case UCT_UDZ_DEFER_AM:
+            uct_iface_invoke_am(&iface->super, d->am_id, d->data, (unsigned)d->len, 0);
+            break;
+        case UCT_UDZ_DEFER_GET_DONE:
+            uct_udz_iface_get_done(iface, d->ctx, d->status);
+            break;
+        case UCT_UDZ_DEFER_SEND_DONE:
+            uct_invoke_completion((uct_completion_t*)d->ctx, uct_udz_status(d->status));
+            break;
+        case UCT_UDZ_DEFER_PEER_FAILED:
+            uct_udz_iface_peer_failed(iface, d->ctx);
+            break;
+        }
+        ucs_free(d);
+        ++count;
+    }
+    return count;
+}
+
+static void uct_udz_async_timer(int id, ucs_event_set_types_t events, void *arg)
+{
+    uct_udz_iface_t *iface = arg;
+
+    /* the async context is held here: no entry point runs at the same time */
+    iface->async.in_timer = 1;
+    udz_core_progress(iface->core, uct_udz_now_ns());
+    iface->async.in_timer = 0;
+    UCT_UDZ_COUNT_OWN(async_ticks, 1);
+}
+
+ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h tl_worker, double tick)
+{
+    uct_priv_worker_t *worker = ucs_derived_of(tl_worker, uct_priv_worker_t);
+    ucs_status_t status;
+
+    ucs_queue_head_init(&iface->async.deferred);
+    iface->async.in_timer = 0;
+    iface->async.timer_id = -1;
+    iface->async.context  = worker->async;
+    if ((tick <= 0) || (worker->async == NULL)) {
+        return UCS_OK;   /* no async progress: the application's progress only */
+    }
+    status = ucs_async_add_timer(worker->async->mode, ucs_time_from_sec(tick),
+                                 uct_udz_async_timer, iface, worker->async,
+                                 &iface->async.timer_id);
+    if (status != UCS_OK) {
+        ucs_error("ud_zcopy: cannot add the async progress timer: %s",
+                  ucs_status_string(status));
+        iface->async.timer_id = -1;
+    }
+    return status;
+}
+
+void uct_udz_async_cleanup(uct_udz_iface_t *iface)
+{
+    uct_udz_deferred_t *d;
+
+    if (iface->async.timer_id >= 0) {
+        ucs_async_remove_handler(iface->async.timer_id, 1);
+        iface->async.timer_id = -1;
+    }
+    while (!ucs_queue_is_empty(&iface->async.deferred)) {
+        d = ucs_queue_pull_elem_non_empty(&iface->async.deferred, uct_udz_deferred_t, queue);
+        ucs_free(d);
+    }
+}
+
+/* ---- every entry point holds the async context ---- */
+
+static uct_iface_ops_t uct_udz_inner;   /* the transport's own ops */
+
+#define UDZ_ENTER(_iface) \
+    if ((_iface)->async.context != NULL) UCS_ASYNC_BLOCK((_iface)->async.context)
+#define UDZ_LEAVE(_iface) \
+    if ((_iface)->async.context != NULL) UCS_ASYNC_UNBLOCK((_iface)->async.context)
+
+#define UDZ_EP_IFACE(_ep) ucs_derived_of((_ep)->iface, uct_udz_iface_t)
+
+#define UDZ_WRAP(_op, _ret, _iface_expr, _params, ...) \
+    static _ret uct_udz_async_##_op _params \
+    { \
+        uct_udz_iface_t *iface = (_iface_expr); \
+        _ret ret; \
+        UDZ_ENTER(iface); \
+        ret = uct_udz_inner._op(__VA_ARGS__); \
+        UDZ_LEAVE(iface); \
+        return ret; \
+    }
+
+UDZ_WRAP(ep_am_short, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, uint8_t id, uint64_t hdr, const void *p, unsigned len), ep, id, hdr, p, len)
+UDZ_WRAP(ep_am_short_iov, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, uint8_t id, const uct_iov_t *iov, size_t cnt), ep, id, iov, cnt)
+UDZ_WRAP(ep_am_bcopy, ssize_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, uint8_t id, uct_pack_callback_t cb, void *arg, unsigned flags),
+         ep, id, cb, arg, flags)
+UDZ_WRAP(ep_am_zcopy, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, uint8_t id, const void *hdr, unsigned hlen, const uct_iov_t *iov,
+          size_t cnt, unsigned flags, uct_completion_t *comp),
+         ep, id, hdr, hlen, iov, cnt, flags, comp)
+UDZ_WRAP(ep_put_short, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, const void *b, unsigned len, uint64_t ra, uct_rkey_t rkey),
+         ep, b, len, ra, rkey)
+UDZ_WRAP(ep_put_bcopy, ssize_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, uct_pack_callback_t cb, void *arg, uint64_t ra, uct_rkey_t rkey),
+         ep, cb, arg, ra, rkey)
+UDZ_WRAP(ep_put_zcopy, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, const uct_iov_t *iov, size_t cnt, uint64_t ra, uct_rkey_t rkey,
+          uct_completion_t *comp), ep, iov, cnt, ra, rkey, comp)
+UDZ_WRAP(ep_get_bcopy, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, uct_unpack_callback_t cb, void *arg, size_t len, uint64_t ra,
+          uct_rkey_t rkey, uct_completion_t *comp), ep, cb, arg, len, ra, rkey, comp)
+UDZ_WRAP(ep_get_zcopy, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, const uct_iov_t *iov, size_t cnt, uint64_t ra, uct_rkey_t rkey,
+          uct_completion_t *comp), ep, iov, cnt, ra, rkey, comp)
+UDZ_WRAP(ep_flush, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, unsigned flags, uct_completion_t *comp), ep, flags, comp)
+UDZ_WRAP(ep_fence, ucs_status_t, UDZ_EP_IFACE(ep), (uct_ep_h ep, unsigned flags), ep, flags)
+UDZ_WRAP(ep_check, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, unsigned flags, uct_completion_t *comp), ep, flags, comp)
+UDZ_WRAP(ep_pending_add, ucs_status_t, UDZ_EP_IFACE(ep),
+         (uct_ep_h ep, uct_pending_req_t *req, unsigned flags), ep, req, flags)
+UDZ_WRAP(ep_create, ucs_status_t, ucs_derived_of(params->iface, uct_udz_iface_t),
+         (const uct_ep_params_t *params, uct_ep_h *ep_p), params, ep_p)
+UDZ_WRAP(iface_progress, unsigned, ucs_derived_of(tl_iface, uct_udz_iface_t),
+         (uct_iface_h tl_iface), tl_iface)
+UDZ_WRAP(iface_flush, ucs_status_t, ucs_derived_of(tl_iface, uct_udz_iface_t),
+         (uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp), tl_iface, flags, comp)
+UDZ_WRAP(iface_fence, ucs_status_t, ucs_derived_of(tl_iface, uct_udz_iface_t),
+         (uct_iface_h tl_iface, unsigned flags), tl_iface, flags)
+
+static void uct_udz_async_ep_pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb,
+                                           void *arg)
+{
+    uct_udz_iface_t *iface = UDZ_EP_IFACE(ep);
+
+    UDZ_ENTER(iface);
+    uct_udz_inner.ep_pending_purge(ep, cb, arg);
+    UDZ_LEAVE(iface);
+}
+
+static void uct_udz_async_ep_destroy(uct_ep_h ep)
+{
+    uct_udz_iface_t *iface = UDZ_EP_IFACE(ep);
+
+    UDZ_ENTER(iface);
+    uct_udz_inner.ep_destroy(ep);
+    UDZ_LEAVE(iface);
+}
+
+void uct_udz_async_wrap_ops(uct_iface_ops_t *ops)
+{
+    if (ops->ep_create == uct_udz_async_ep_create) {
+        return;   /* wrapped already (the table is static) */
+    }
+    uct_udz_inner          = *ops;
+    ops->ep_am_short       = uct_udz_async_ep_am_short;
+    ops->ep_am_short_iov   = uct_udz_async_ep_am_short_iov;
+    ops->ep_am_bcopy       = uct_udz_async_ep_am_bcopy;
+    ops->ep_am_zcopy       = uct_udz_async_ep_am_zcopy;
+    ops->ep_put_short      = uct_udz_async_ep_put_short;
+    ops->ep_put_bcopy      = uct_udz_async_ep_put_bcopy;
+    ops->ep_put_zcopy      = uct_udz_async_ep_put_zcopy;
+    ops->ep_get_bcopy      = uct_udz_async_ep_get_bcopy;
+    ops->ep_get_zcopy      = uct_udz_async_ep_get_zcopy;
+    ops->ep_flush          = uct_udz_async_ep_flush;
+    ops->ep_fence          = uct_udz_async_ep_fence;
+    ops->ep_check          = uct_udz_async_ep_check;
+    ops->ep_pending_add    = uct_udz_async_ep_pending_add;
+    ops->ep_pending_purge  = uct_udz_async_ep_pending_purge;
+    ops->ep_create         = uct_udz_async_ep_create;
+    ops->ep_destroy        = uct_udz_async_ep_destroy;
+    ops->iface_progress    = uct_udz_async_iface_progress;
+    ops->iface_flush       = uct_udz_async_iface_flush;
+    ops->iface_fence       = uct_udz_async_iface_fence;
+}
