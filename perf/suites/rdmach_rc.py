@@ -1,0 +1,176 @@
+"""perf/bench rdmach-rc: rdmach's InfiniBand RC verbs wire against UCX's rc_verbs, on the same
+verbs port (Soft-RoCE rxe0:1 in the verbs tier's qemu guest), alternating, same run.
+
+Run it in the guest, results copied back to the host:
+
+  tests/verbs/guest --results perf/results/rdmach-rc -- perf/bench rdmach-rc --out '$VERBS_RESULTS'
+
+(perf/bench rdmach-rc --in-guest does exactly that from the host.) Figures:
+  UCT (ucx_perftest -x TL -d rxe0:1):  am_lat 8 B, put_lat 8 B, put_bw 64 KiB and 1 MiB (zcopy)
+  UCP (UCX_TLS=TL,ud_zcopy:aux, shm devices off so that the two local processes use the
+       port):                          tag_lat 8 B, tag_bw 64 KiB and 1 MiB, put_lat 8 B,
+                                       get 64 KiB
+  MPI (Debian MPICH, mpi_glue/pingpong, same UCX settings): latency 8 B and 64 KiB,
+                                       ping-pong bandwidth 1 MiB
+Prints medians, the ratio rdmach / rc_verbs with the spread of the per-repetition ratios
+(latency: lower is better; bandwidth: higher), writes raw.csv, summary.csv and ratios.png.
+Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
+"""
+
+import csv
+import os
+import statistics
+import subprocess
+import sys
+
+from benchlib import fmt_size
+from benchlib.env import Ctx, Transport
+from benchlib.mpi import find_pingpong, mpi_run
+from benchlib.perftest import perftest
+from benchlib.plots import pyplot, save
+from benchlib.proc import MeasureError, log
+from benchlib.stats import rotated
+
+NAME = "rdmach-rc"
+HELP = "rdmach's RC verbs wire vs rc_verbs on a verbs port (Soft-RoCE in the verbs tier's guest)"
+CONTENTION = False
+TIMEOUT = (120, "seconds per ucx_perftest client run")
+
+DEV = "rxe0:1"
+# (kind, test, size, extra perftest args)
+FIGURES = [
+    ("uct", "am_lat", 8, []), ("uct", "put_lat", 8, []),
+    ("uct", "put_bw", 65536, ["-D", "zcopy"]), ("uct", "put_bw", 1 << 20, ["-D", "zcopy"]),
+    ("ucp", "tag_lat", 8, []), ("ucp", "tag_bw", 65536, []), ("ucp", "tag_bw", 1 << 20, []),
+    ("ucp", "ucp_put_lat", 8, []), ("ucp", "ucp_get", 65536, []),
+    ("mpi", "pingpong_lat", 8, []), ("mpi", "pingpong_lat", 65536, []),
+    ("mpi", "pingpong_bw", 1 << 20, []),
+]
+
+
+def add_arguments(p):
+    p.add_argument("--quick", action="store_true", help="3 repetitions, fewer iterations")
+    p.add_argument("--in-guest", action="store_true",
+                   help="boot the verbs tier's guest and run there (results to --out on the host)")
+
+
+def iters(test, size, quick):
+    if test.endswith("_lat"):
+        return 1000 if quick else 3000
+    return max(20, min(2000, (8 << 20 if quick else 32 << 20) // size))
+
+
+def is_bw(test):
+    return not test.endswith("_lat")
+
+
+def transports():
+    both = []
+    for tl in ("rdmach", "rc_verbs"):
+        env = {"UCX_NET_DEVICES": DEV + ",lo", "UCX_SHM_DEVICES": "none",
+               "UCX_WARN_UNUSED_ENV_VARS": "n"}
+        both.append(Transport(tl, tl + ",ud_zcopy:aux", (tl, DEV), ours=True, extra_env=env))
+    return both
+
+
+def one(ctx, t, kind, test, size, extra, quick, timeout):
+    if kind == "mpi":
+        rows = mpi_run(ctx, t, [ctx.meta["pingpong"], "-s", str(size), "--csv", "-", "-i",
+                                "200" if quick else "500"], "bytes", timeout * 4)
+        return float(rows[0]["bw_MBps" if is_bw(test) else "lat_us_median"])
+    env = t.env(ctx)
+    n = iters(test, size, quick)
+    r = perftest(env, test, size, n, max(10, n // 10), uct=t.uct if kind == "uct" else None,
+                 extra=extra, timeout=timeout, pin=ctx.pin)
+    return r["bw_MBps"] if is_bw(test) else r["lat_us"]
+
+
+def in_guest(args):
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = args.out or os.path.join(top, "perf", "results", NAME)
+    out = out if os.path.isabs(out) else os.path.join(top, "perf", "results", out)
+    cmd = [os.path.join(top, "tests", "verbs", "guest"), "--timeout", "3600", "--results", out,
+           "--", sys.executable, os.path.join(top, "perf", "bench"), NAME, "--out",
+           "/guestout/results"] + (["--quick"] if args.quick else []) + \
+          (["--reps", str(args.reps)] if args.reps else [])
+    log("rdmach-rc: %s" % " ".join(cmd))
+    rc = subprocess.call(cmd)
+    print("results: %s" % out)
+    return rc
+
+
+def run(args):
+    if args.in_guest:
+        return in_guest(args)
+    ctx = Ctx(args, NAME)
+    reps = args.reps or (3 if args.quick else 5)
+    ctx.meta["pingpong"] = find_pingpong(ctx)
+    who = transports()
+    raw = []   # (rep, figure index, transport, value)
+    for rep in range(reps):
+        for i, (kind, test, size, extra) in enumerate(FIGURES):
+            if kind == "mpi" and not ctx.meta["pingpong"]:
+                continue
+            for t in rotated(who, rep + i):
+                try:
+                    v = one(ctx, t, kind, test, size, extra, args.quick, args.timeout)
+                except MeasureError as e:
+                    log("rdmach-rc: %s %s %s %s: %s" % (kind, test, fmt_size(size), t.name, e))
+                    continue
+                raw.append((rep, i, t.name, v))
+                log("rdmach-rc: rep %d %-3s %-11s %6s %-8s %10.3f" % (
+                    rep, kind, test, fmt_size(size), t.name, v))
+    with open(ctx.path("raw.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rep", "kind", "test", "size", "transport", "value"])
+        for rep, i, name, v in raw:
+            w.writerow([rep] + list(FIGURES[i][:3]) + [name, v])
+    rows = summarize(raw, reps)
+    with open(ctx.path("summary.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["kind", "test", "size", "unit", "rdmach", "rc_verbs", "ratio", "ratio_min",
+                    "ratio_max"])
+        w.writerows(rows)
+    plot(ctx, rows)
+    ctx.finish()
+    print("results: %s" % ctx.out)
+    return 0
+
+
+def summarize(raw, reps):
+    rows = []
+    print("\n%-4s %-12s %6s %-5s %10s %10s %22s" % ("", "test", "size", "unit", "rdmach",
+                                                   "rc_verbs", "rdmach/rc_verbs [spread]"))
+    for i, (kind, test, size, _) in enumerate(FIGURES):
+        val = {(rep, name): v for rep, j, name, v in raw if j == i}
+        ours = [val[(r, "rdmach")] for r in range(reps) if (r, "rdmach") in val]
+        base = [val[(r, "rc_verbs")] for r in range(reps) if (r, "rc_verbs") in val]
+        per = [val[(r, "rdmach")] / val[(r, "rc_verbs")] for r in range(reps)
+               if (r, "rdmach") in val and (r, "rc_verbs") in val and val[(r, "rc_verbs")] > 0]
+        if not ours or not base or not per:
+            print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
+            continue
+        unit = "MB/s" if is_bw(test) else "us"
+        mo, mb = statistics.median(ours), statistics.median(base)
+        ratio = mo / mb
+        rows.append([kind, test, size, unit, "%.3f" % mo, "%.3f" % mb, "%.3f" % ratio,
+                     "%.3f" % min(per), "%.3f" % max(per)])
+        print("%-4s %-12s %6s %-5s %10.2f %10.2f %8.2fx [%.2f-%.2f]" % (
+            kind, test, fmt_size(size), unit, mo, mb, ratio, min(per), max(per)))
+    return rows
+
+
+def plot(ctx, rows):
+    plt = pyplot()
+    if plt is None or not rows:
+        return
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = ["%s %s %s" % (r[0], r[1], fmt_size(int(r[2]))) for r in rows]
+    ratios = [float(r[6]) for r in rows]
+    lo = [float(r[6]) - float(r[7]) for r in rows]
+    hi = [float(r[8]) - float(r[6]) for r in rows]
+    ax.barh(labels, ratios, xerr=[lo, hi], color="#4477aa")
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_xlabel("rdmach / rc_verbs (latency: lower is better; bandwidth: higher)")
+    ax.set_title("rdmach RC wire vs rc_verbs, Soft-RoCE under qemu TCG (medians, spread)")
+    save(plt, fig, ctx.path("ratios.png"))
