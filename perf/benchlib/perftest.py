@@ -39,7 +39,9 @@ def listening(port, pid=None):
 
 
 def parse_perftest(out):
-    lines = [l.strip() for l in out.splitlines()]
+    # UCX's own log lines ("[time] [host:pid] file:line UCX WARN ...") may come between the
+    # header and the values on stdout
+    lines = [l.strip() for l in out.splitlines() if not l.lstrip().startswith("[")]
     for i, l in enumerate(lines):
         if l.startswith("iterations,") and i + 1 < len(lines):
             keys = l.split(",")

@@ -86,7 +86,7 @@ def one(ctx, t, kind, test, size, extra, quick, timeout):
 
 
 def in_guest(args):
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = args.out or os.path.join(top, "perf", "results", NAME)
     out = out if os.path.isabs(out) else os.path.join(top, "perf", "results", out)
     cmd = [os.path.join(top, "tests", "verbs", "guest"), "--timeout", "3600", "--results", out,

@@ -272,22 +272,35 @@ uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
     return (err == EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
 }
 
-/* comp == NULL: complete at return (see the wire table's rma). */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cnt, size_t length,
-                  uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
+/* The remote key of an access of length bytes at remote_addr, or NULL (logged): it must name
+ * this peer (its process on shared memory) and a region holding the whole access. */
+static UCS_F_ALWAYS_INLINE const uct_rdmach_rkey_t *
+uct_rdmach_ep_key(uct_rdmach_ep_t *ep, const char *op, size_t length, uint64_t remote_addr,
+                  uct_rkey_t rkey)
 {
     const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
-    const char *op               = write ? "put" : "get";
-    rdmach_wire_t *wire          = ucs_derived_of(ep->super.super.super.iface,
-                                                  uct_rdmach_iface_t)->wire;
-    int ret;
 
     if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->pid != ep->super.pid) ||
                      (remote_addr < key->address) ||
                      (remote_addr + length > key->address + key->length))) {
         ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's region",
                   op, length, remote_addr);
+        return NULL;
+    }
+    return key;
+}
+
+/* comp == NULL: complete at return (see the wire table's rma). */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cnt, size_t length,
+                  uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
+{
+    const char *op      = write ? "put" : "get";
+    rdmach_wire_t *wire = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t)->wire;
+    const uct_rdmach_rkey_t *key = uct_rdmach_ep_key(ep, op, length, remote_addr, rkey);
+    int ret;
+
+    if (key == NULL) {
         return UCS_ERR_INVALID_PARAM;
     }
     ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, key->key, length, write, comp);
@@ -376,6 +389,22 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
     UCT_CHECK_LENGTH(length, 0, iface->chunk_size, "get_bcopy");
     UCT_RDMACH_COUNT(tx_get_bcopy, 1);
     UCT_RDMACH_COUNT(tx_bytes, length);
+    if ((iface->wire->ops->get_unpack != NULL) && (comp != NULL) && (length > 0)) {
+        /* a network wire reads into its own buffer and unpacks at completion (RC: several
+         * reads in flight instead of one round trip per call) */
+        const uct_rdmach_rkey_t *key = uct_rdmach_ep_key(ep, "get", length, remote_addr, rkey);
+        int ret;
+
+        if (key == NULL) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        ret = iface->wire->ops->get_unpack(iface->wire, ep->peer, remote_addr, key->key, length,
+                                           unpack_cb, arg, comp);
+        if (ret == RDMACH_WIRE_INPROGRESS) {
+            return UCS_INPROGRESS;
+        }
+        return uct_rdmach_ep_rma_error(ep, "get", length, remote_addr, -ret);
+    }
     if (length > 0) {
         status = uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 0, NULL);
         if (status != UCS_OK) {

@@ -36,10 +36,12 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "sender (lazy tail update).",
      ucs_offsetof(uct_rdmach_iface_config_t, lazy_tail), UCS_CONFIG_TYPE_DOUBLE},
 
-    {"EAGER_LIMIT", "2m",
+    {"EAGER_LIMIT", "auto",
      "Messages below this size are sent eagerly, pipelined through the ring in CHUNK_SIZE\n"
      "records. From it on UCP uses rendezvous: the data moves once the receiver is ready,\n"
-     "through the ring below ZCOPY_THRESH, by zero copy from it on.",
+     "through the ring below ZCOPY_THRESH, by zero copy from it on. auto: 2m on shared\n"
+     "memory, 256k on a verbs port, where rendezvous moves the data by RDMA READ without\n"
+     "the ring's two copies (perf/bench rdmach and rdmach-rc measured both).",
      ucs_offsetof(uct_rdmach_iface_config_t, eager_limit), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"ZCOPY_THRESH", "16m",
@@ -307,7 +309,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
 
     self->chunk_size          = config->chunk_size;
     self->zcopy_thresh        = config->zcopy_thresh;
-    self->eager_limit         = config->eager_limit;
+    self->eager_limit         = config->eager_limit;   /* auto: resolved with the wire */
     self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
     self->wire                = NULL;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
@@ -342,6 +344,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
         goto err_free;
     }
     self->next_ring = self->wire->next_ring;
+    if (config->eager_limit == UCS_MEMUNITS_AUTO) {
+        self->eager_limit = (wire_ops->ep_addr_len != 0) ? UCS_KBYTE * 256 : UCS_MBYTE * 2;
+    }
     if (wire_ops->progress != NULL) {
         self->super.super.super.ops.iface_progress = uct_rdmach_iface_progress_wire;
     }

@@ -232,6 +232,15 @@ struct rdmach_wire_ops {
                 size_t cnt, uint64_t remote_addr, uint32_t rkey, size_t len, int write,
                 void *comp);
 
+    /* get_bcopy with a completion: len bytes at remote_addr handed to unpack(arg, data, len),
+     * then complete(comp). RDMACH_WIRE_INPROGRESS, or -errno (-EAGAIN: no resources now).
+     * NULL: the glue reads synchronously through rma.
+     * RC: an RDMA READ into one of the wire's registered bounce buffers. */
+    int  (*get_unpack)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, uint64_t remote_addr,
+                       uint32_t rkey, size_t len, void (*unpack)(void *arg, const void *data,
+                                                                 size_t len),
+                       void *arg, void *comp);
+
     /* Completions to poll, from the iface's progress; returns how many. NULL: none.
      * shm: NULL.
      * RC: polls the CQ: frees shadow slots and WQEs, calls complete() for RMA and flush. */

@@ -44,6 +44,7 @@
 #define RC_SEQ_BITS      40
 #define RC_SEQ_MASK      ((1ull << RC_SEQ_BITS) - 1)
 #define RC_MAX_RD_ATOMIC 16
+#define RC_BOUNCES       16     /* bcopy reads and writes in flight per iface */
 
 /* the glue's counters, or a sink when it keeps none */
 static rdmach_wire_stats_t rdmach_rc_stats_sink;
@@ -91,9 +92,10 @@ typedef struct rdmach_rc_ep_addr {
 typedef struct rdmach_rc_op {
     uint64_t seq;           /* done when the QP completed this WR */
     void     *comp;         /* complete(comp) then */
-    void     *unpack_to;    /* a read through the bounce buffer: copy here first */
+    void     (*unpack)(void *arg, const void *data, size_t len);   /* a read through a bounce */
+    void     *arg;
     size_t   len;
-    int      bounce;        /* holds the bounce buffer until done */
+    int      bounce;        /* the bounce buffer it holds until done, or -1 */
 } rdmach_rc_op_t;
 
 typedef struct rdmach_rc_wire rdmach_rc_wire_t;
@@ -140,10 +142,11 @@ struct rdmach_rc_wire {
     rdmach_rc_conn_t     **conns;        /* [max_rings], by ring id */
     uint32_t             *dirty;         /* conns with ops completed by a wait, to deliver */
     uint32_t             ndirty;
-    void                 *bounce;        /* registered, for rma of unregistered buffers */
-    size_t               bounce_size;
+    void                 *bounce;        /* RC_BOUNCES registered buffers, for rma of */
+    size_t               bounce_size;    /* unregistered ones (bcopy) */
     struct ibv_mr        *bounce_mr;
-    int                  bounce_busy;
+    int                  bounce_free[RC_BOUNCES];
+    int                  nbounce_free;
 };
 
 static const rdmach_ring_ops_t rdmach_rc_ring_ops;
@@ -424,12 +427,16 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     }
     memset(w->doorbells, 0, db_size);
     w->bounce_size = params->geom.slot_size * (size_t)params->geom.max_span;
-    if (posix_memalign(&w->bounce, 4096, w->bounce_size) != 0) {
+    if (posix_memalign(&w->bounce, 4096, w->bounce_size * RC_BOUNCES) != 0) {
         w->bounce = NULL;
         goto err_free;
     }
+    for (w->nbounce_free = 0; w->nbounce_free < RC_BOUNCES; ++w->nbounce_free) {
+        w->bounce_free[w->nbounce_free] = RC_BOUNCES - 1 - w->nbounce_free;
+    }
     w->db_mr     = ibv_reg_mr(w->dom->pd, w->doorbells, db_size, RDMACH_RC_ACCESS);
-    w->bounce_mr = ibv_reg_mr(w->dom->pd, w->bounce, w->bounce_size, RDMACH_RC_ACCESS);
+    w->bounce_mr = ibv_reg_mr(w->dom->pd, w->bounce, w->bounce_size * RC_BOUNCES,
+                              RDMACH_RC_ACCESS);
     if ((w->db_mr == NULL) || (w->bounce_mr == NULL)) {
         RC_LOG(w, 1, "rdmach: cannot register memory on %s: %s (check ulimit -l)",
                params->dev_name, strerror(errno));
@@ -544,6 +551,11 @@ static inline uint32_t rdmach_rc_sq_free(const rdmach_rc_conn_t *c)
 
 static void rdmach_rc_fail(rdmach_rc_conn_t *c, int err);
 
+static inline void *rdmach_rc_bounce(rdmach_rc_wire_t *w, int idx)
+{
+    return (uint8_t*)w->bounce + (size_t)idx * w->bounce_size;
+}
+
 /* Delivers the operations done up to c->completed, in order. */
 static void rdmach_rc_deliver(rdmach_rc_conn_t *c)
 {
@@ -556,11 +568,11 @@ static void rdmach_rc_deliver(rdmach_rc_conn_t *c)
             break;
         }
         ++c->op_head;
-        if (op->bounce) {
-            if ((op->unpack_to != NULL) && !c->failed) {
-                memcpy(op->unpack_to, w->bounce, op->len);
+        if (op->bounce >= 0) {
+            if ((op->unpack != NULL) && !c->failed) {
+                op->unpack(op->arg, rdmach_rc_bounce(w, op->bounce), op->len);
             }
-            w->bounce_busy = 0;
+            w->bounce_free[w->nbounce_free++] = op->bounce;
         }
         if (op->comp != NULL) {
             w->super.params.complete(op->comp, c->failed ? -ECONNRESET : 0);
@@ -981,29 +993,40 @@ static void rdmach_rc_fail(rdmach_rc_conn_t *c, int err)
 
 /* Queues a completion for the WR of sequence seq. */
 static void rdmach_rc_push_op(rdmach_rc_conn_t *c, uint64_t seq, void *comp, int bounce,
-                              void *unpack_to, size_t len)
+                              void (*unpack)(void*, const void*, size_t), void *arg,
+                              size_t len)
 {
     rdmach_rc_op_t *op = &c->ops[c->op_tail++ % RC_OPS_MAX];
 
-    op->seq       = seq;
-    op->comp      = comp;
-    op->bounce    = bounce;
-    op->unpack_to = unpack_to;
-    op->len       = len;
+    op->seq    = seq;
+    op->comp   = comp;
+    op->bounce = bounce;
+    op->unpack = unpack;
+    op->arg    = arg;
+    op->len    = len;
 }
 
-static int rdmach_rc_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
-                         const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
-                         uint32_t rkey, size_t len, int write, void *comp)
+/* A read into an unregistered buffer goes through a bounce buffer: copied out at the end. */
+static void rdmach_rc_copy_out(void *arg, const void *data, size_t len)
 {
-    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
-    rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
+    memcpy(arg, data, len);
+}
+
+/* RMA of len bytes; unregistered local buffers (bcopy: cnt == 1) go through a bounce buffer,
+ * a read's data then handed to unpack(arg) (NULL: copied into local[0]). comp == NULL: done at
+ * return. */
+static int rdmach_rc_post_rma(rdmach_rc_wire_t *w, rdmach_rc_conn_t *c,
+                              const rdmach_wire_iov_t *local, size_t cnt, uint64_t raddr,
+                              uint32_t rkey, size_t len, int write,
+                              void (*unpack)(void*, const void*, size_t), void *arg,
+                              void *comp)
+{
     struct ibv_send_wr wr[RDMACH_WIRE_MAX_IOV];
     struct ibv_sge sge[RDMACH_WIRE_MAX_IOV];
-    void *unpack_to = NULL;
-    uint64_t seq, raddr = remote_addr;
+    int bounce = -1, unregistered = 0, inl;
+    unsigned nwr = (unsigned)cnt;
+    uint64_t seq;
     size_t i, off;
-    int bounce = 0, inl;
 
     if (c->failed) {
         return -ECONNRESET;
@@ -1012,37 +1035,35 @@ static int rdmach_rc_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
         return -EINVAL;
     }
     for (i = 0; i < cnt; ++i) {
-        bounce |= (local[i].reg == NULL);
+        unregistered |= (local[i].reg == NULL);
     }
-    inl = write && (len <= wire->max_inline);
-    if (bounce && !inl) {
-        /* an unregistered buffer (bcopy): one at a time through the registered bounce */
-        if ((cnt != 1) || (len > w->bounce_size)) {
-            return -EINVAL;
-        }
-        if (w->bounce_busy) {
-            return -EAGAIN;
-        }
+    inl = write && (len <= w->super.max_inline);
+    if (unregistered && !inl && ((cnt != 1) || (len > w->bounce_size))) {
+        return -EINVAL;   /* the glue bounds bcopy by the chunk size */
     }
     if ((rdmach_rc_sq_free(c) < cnt) || (w->cq_free < 2) ||
-        (c->op_tail - c->op_head >= RC_OPS_MAX)) {
-        rdmach_rc_poll(w, 0);
+        (c->op_tail - c->op_head >= RC_OPS_MAX) ||
+        (unregistered && !inl && (w->nbounce_free == 0))) {
+        rdmach_rc_poll(w, 1);
         if ((rdmach_rc_sq_free(c) < cnt) || (w->cq_free < 2) ||
-            (c->op_tail - c->op_head >= RC_OPS_MAX)) {
+            (c->op_tail - c->op_head >= RC_OPS_MAX) ||
+            (unregistered && !inl && (w->nbounce_free == 0))) {
             return -EAGAIN;
         }
     }
 
     memset(wr, 0, sizeof(wr[0]) * cnt);
-    if (bounce && !inl) {
+    if (unregistered && !inl) {
+        bounce = w->bounce_free[--w->nbounce_free];
         if (write) {
-            memcpy(w->bounce, local[0].base, len);
-        } else {
-            unpack_to = local[0].base;
+            memcpy(rdmach_rc_bounce(w, bounce), local[0].base, len);
+        } else if (unpack == NULL) {
+            unpack = rdmach_rc_copy_out;
+            arg    = local[0].base;
         }
-        w->bounce_busy = 1;
-        rdmach_rc_write_wr(&wr[0], &sge[0], w->bounce, (uint32_t)len, w->bounce_mr->lkey,
-                           raddr, rkey, 0);
+        rdmach_rc_write_wr(&wr[0], &sge[0], rdmach_rc_bounce(w, bounce), (uint32_t)len,
+                           w->bounce_mr->lkey, raddr, rkey, 0);
+        nwr = 1;
     } else {
         for (i = 0, off = 0; i < cnt; ++i) {
             rdmach_rc_write_wr(&wr[i], &sge[i], local[i].base, (uint32_t)local[i].len,
@@ -1052,34 +1073,53 @@ static int rdmach_rc_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
         }
     }
     if (!write) {
-        for (i = 0; i < cnt; ++i) {
+        for (i = 0; i < nwr; ++i) {
             wr[i].opcode = IBV_WR_RDMA_READ;
         }
-        STATS(w, rdma_reads) += (bounce && !inl) ? 1 : cnt;
+        STATS(w, rdma_reads) += nwr;
     }
-    seq = rdmach_rc_post(c, wr, (bounce && !inl) ? 1 : (unsigned)cnt, 1);
+    seq = rdmach_rc_post(c, wr, nwr, 1);
     if (seq == 0) {
-        w->bounce_busy = 0;
+        if (bounce >= 0) {
+            w->bounce_free[w->nbounce_free++] = bounce;
+        }
         return (errno == ENOMEM) ? -EAGAIN : -errno;
     }
-
     if (comp != NULL) {
-        rdmach_rc_push_op(c, seq, comp, bounce && !inl, unpack_to, len);
+        rdmach_rc_push_op(c, seq, comp, bounce, write ? NULL : unpack, arg, len);
         return RDMACH_WIRE_INPROGRESS;
     }
-    /* complete at return: wait for this WR (earlier operations are delivered by progress) */
+    /* done at return: wait for this WR only (the completions of earlier ones are called by
+     * progress, never from inside an operation) */
     while ((c->completed < seq) && !c->failed) {
         rdmach_rc_poll(w, 0);
     }
-    if (c->failed) {
-        w->bounce_busy = 0;
-        return -ECONNRESET;
+    if ((bounce >= 0) && !write && !c->failed) {
+        unpack(arg, rdmach_rc_bounce(w, bounce), len);
     }
-    if (unpack_to != NULL) {
-        memcpy(unpack_to, w->bounce, len);
+    if (bounce >= 0) {
+        w->bounce_free[w->nbounce_free++] = bounce;
     }
-    w->bounce_busy = 0;
-    return 0;
+    return c->failed ? -ECONNRESET : 0;
+}
+
+static int rdmach_rc_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                         const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                         uint32_t rkey, size_t len, int write, void *comp)
+{
+    return rdmach_rc_post_rma((rdmach_rc_wire_t*)wire, (rdmach_rc_conn_t*)peer, local, cnt,
+                              remote_addr, rkey, len, write, NULL, NULL, comp);
+}
+
+static int rdmach_rc_get_unpack(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                                uint64_t remote_addr, uint32_t rkey, size_t len,
+                                void (*unpack)(void*, const void*, size_t), void *arg,
+                                void *comp)
+{
+    rdmach_wire_iov_t none = {NULL, len, NULL};
+
+    return rdmach_rc_post_rma((rdmach_rc_wire_t*)wire, (rdmach_rc_conn_t*)peer, &none, 1,
+                              remote_addr, rkey, len, 0, unpack, arg, comp);
 }
 
 static unsigned rdmach_rc_progress(rdmach_wire_t *wire)
@@ -1140,7 +1180,7 @@ static int rdmach_rc_flush_conn(rdmach_rc_conn_t *c, void *comp)
         if (c->op_tail - c->op_head >= RC_OPS_MAX) {
             return -EAGAIN;
         }
-        rdmach_rc_push_op(c, seq, comp, 0, NULL, 0);
+        rdmach_rc_push_op(c, seq, comp, -1, NULL, NULL, 0);
     }
     return RDMACH_WIRE_INPROGRESS;
 }
@@ -1192,6 +1232,7 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .activate       = rdmach_rc_activate,
     .ring           = {rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot},
     .rma            = rdmach_rc_rma,
+    .get_unpack     = rdmach_rc_get_unpack,
     .progress       = rdmach_rc_progress,
     .check          = rdmach_rc_check,
     .flush          = rdmach_rc_flush

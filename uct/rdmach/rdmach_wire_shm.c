@@ -288,6 +288,7 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .activate       = rdmach_shm_activate,
     .ring           = {NULL, NULL, NULL},   /* stores are the writes */
     .rma            = rdmach_shm_rma,
+    .get_unpack     = NULL,           /* process_vm_readv: complete at return */
     .progress       = NULL,
     .check          = NULL,
     .flush          = NULL
