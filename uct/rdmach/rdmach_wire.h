@@ -91,6 +91,15 @@ typedef struct rdmach_wire_params {
     void              (*failed)(void *ep_ctx, int err);
 } rdmach_wire_params_t;
 
+/* A message through params.log (error != 0: an error, else a diagnostic); _wire is the
+ * rdmach_wire_t. */
+#define RDMACH_WIRE_LOG(_wire, _error, ...) \
+    do { \
+        if ((_wire)->params.log != NULL) { \
+            (_wire)->params.log(_error, __VA_ARGS__); \
+        } \
+    } while (0)
+
 /* The per-iface object; a wire embeds it first. Set by open and read-only for the glue; claim
  * advances next_credit. */
 typedef struct rdmach_wire {

@@ -54,12 +54,7 @@ static rdmach_wire_stats_t rdmach_rc_stats_sink;
 
 #define RC_MIN(_a, _b) (((_a) < (_b)) ? (_a) : (_b))
 
-#define RC_LOG(_w, _error, ...) \
-    do { \
-        if ((_w)->super.params.log != NULL) { \
-            (_w)->super.params.log(_error, __VA_ARGS__); \
-        } \
-    } while (0)
+#define RC_LOG(_w, _error, ...) RDMACH_WIRE_LOG(&(_w)->super, _error, __VA_ARGS__)
 
 struct rdmach_wire_domain {
     struct ibv_context    *ctx;

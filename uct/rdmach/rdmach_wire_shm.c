@@ -39,12 +39,7 @@ typedef struct rdmach_shm_wire {
     unsigned          npeers, max_peers;
 } rdmach_shm_wire_t;
 
-#define RDMACH_SHM_LOG(_w, _error, ...) \
-    do { \
-        if ((_w)->super.params.log != NULL) { \
-            (_w)->super.params.log(_error, __VA_ARGS__); \
-        } \
-    } while (0)
+#define RDMACH_SHM_LOG(_w, _error, ...) RDMACH_WIRE_LOG(&(_w)->super, _error, __VA_ARGS__)
 
 static unsigned rdmach_shm_query_devices(rdmach_wire_domain_t *domain, rdmach_wire_dev_t *devs,
                                          unsigned max)
