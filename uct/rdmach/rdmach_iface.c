@@ -44,11 +44,13 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "the ring's two copies (perf/bench rdmach and rdmach-rc measured both).",
      ucs_offsetof(uct_rdmach_iface_config_t, eager_limit), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"ZCOPY_THRESH", "16m",
+    {"ZCOPY_THRESH", "auto",
      "Rendezvous messages from this size on move by zero copy: get_zcopy, i.e.\n"
-     "process_vm_readv, the RDMA read of this wire. Below it their data is pipelined through\n"
-     "the ring, which is faster where process_vm_readv copies slower than memcpy does\n"
-     "(perf/README.md has the measurement). RMA put/get below it go in CHUNK_SIZE bcopy pieces.",
+     "process_vm_readv on shared memory, RDMA READ on a verbs port. Below it their data is\n"
+     "pipelined through the ring. RMA put/get below it go in CHUNK_SIZE bcopy pieces.\n"
+     "auto: 16m on shared memory, where process_vm_readv copies slower than memcpy does\n"
+     "(perf/README.md has the measurement); any size on a verbs port, where zero copy\n"
+     "saves both of the ring's copies.",
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"MAX_PEERS", "256",
@@ -102,14 +104,14 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         attr->device_addr_len = wire->ops->dev_addr_len;   /* not this host's */
     }
     if (wire->ops->ep_addr_len != 0) {
-        /* a network wire (RC): ep to ep; put_short is an inline WRITE; zero copy from any
-         * size, as UCP finds worth it against registration */
+        /* a network wire (RC): ep to ep; put_short is an inline WRITE; zero copy from
+         * ZCOPY_THRESH (auto: any size, as UCP finds worth it against registration) */
         attr->cap.flags          &= ~(uint64_t)UCT_IFACE_FLAG_CONNECT_TO_IFACE;
         attr->cap.flags          |= UCT_IFACE_FLAG_CONNECT_TO_EP;
         attr->ep_addr_len         = wire->ops->ep_addr_len;
         attr->cap.put.max_short   = ucs_min(attr->cap.put.max_short, wire->max_inline);
-        attr->cap.put.min_zcopy   = 0;
-        attr->cap.get.min_zcopy   = 0;
+        attr->cap.put.min_zcopy   = iface->zcopy_thresh;
+        attr->cap.get.min_zcopy   = iface->zcopy_thresh;
         attr->cap.put.max_iov     = ucs_min(attr->cap.put.max_iov, RDMACH_WIRE_MAX_IOV);
         attr->cap.get.max_iov     = ucs_min(attr->cap.get.max_iov, RDMACH_WIRE_MAX_IOV);
         attr->latency             = ucs_linear_func_make(wire->latency, 0);
@@ -346,6 +348,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->next_ring = self->wire->next_ring;
     if (config->eager_limit == UCS_MEMUNITS_AUTO) {
         self->eager_limit = (wire_ops->ep_addr_len != 0) ? UCS_KBYTE * 256 : UCS_MBYTE * 2;
+    }
+    if (config->zcopy_thresh == UCS_MEMUNITS_AUTO) {
+        self->zcopy_thresh = (wire_ops->ep_addr_len != 0) ? 0 : UCS_MBYTE * 16;
     }
     if (wire_ops->progress != NULL) {
         self->super.super.super.ops.iface_progress = uct_rdmach_iface_progress_wire;
