@@ -9,7 +9,8 @@ Run it in the guest, results copied back to the host:
   UCT (ucx_perftest -x TL -d rxe0:1):  am_lat 8 B, put_lat 8 B, put_bw 64 KiB and 1 MiB (zcopy)
   UCP (UCX_TLS=TL,ud_zcopy:aux, shm devices off so that the two local processes use the
        port):                          tag_lat 8 B, tag_bw 64 KiB and 1 MiB, put_lat 8 B,
-                                       get 64 KiB
+                                       get 64 KiB, atomic fetch-add 8 B and 4 B,
+                                       compare-swap 8 B (round-trip latency)
   MPI (Debian MPICH, mpi_glue/pingpong, same UCX settings): latency 8 B and 64 KiB,
                                        ping-pong bandwidth 1 MiB
 Prints medians, the ratio rdmach / rc_verbs with the spread of the per-repetition ratios
@@ -43,6 +44,10 @@ FIGURES = [
     ("uct", "put_bw", 65536, ["-D", "zcopy"]), ("uct", "put_bw", 1 << 20, ["-D", "zcopy"]),
     ("ucp", "tag_lat", 8, []), ("ucp", "tag_bw", 65536, []), ("ucp", "tag_bw", 1 << 20, []),
     ("ucp", "ucp_put_lat", 8, []), ("ucp", "ucp_get", 65536, []),
+    # atomics: rdmach's device atomics (a 64-bit fetch-add or compare-swap is one device
+    # atomic; a 32-bit fetch-add a compare-and-swap loop) against what UCP does over rc_verbs
+    # on rxe, whose device atomics are not the full set UCP asks for: active messages
+    ("ucp", "ucp_fadd", 8, []), ("ucp", "ucp_fadd", 4, []), ("ucp", "ucp_cswap", 8, []),
     ("mpi", "pingpong_lat", 8, []), ("mpi", "pingpong_lat", 65536, []),
     ("mpi", "pingpong_bw", 1 << 20, []),
 ]
@@ -55,13 +60,16 @@ def add_arguments(p):
 
 
 def iters(test, size, quick):
-    if test.endswith("_lat"):
+    if not is_bw(test):
         return 1000 if quick else 3000
     return max(20, min(2000, (8 << 20 if quick else 32 << 20) // size))
 
 
+LATENCY_TESTS = ("ucp_fadd", "ucp_cswap")   # round trips, reported as latency
+
+
 def is_bw(test):
-    return not test.endswith("_lat")
+    return not (test.endswith("_lat") or test in LATENCY_TESTS)
 
 
 def transports():

@@ -392,8 +392,14 @@ int up_rma_case(up_t *u)
 #define AMO_ADDS 100
 
 /* Values above 2^32 in the 64-bit words catch a transport or emulation that truncates. */
-static const uint64_t init64[3] = {0x100000000ull + 100, 0x200000000ull + 200, 0x10000000000ull};
-static const uint32_t init32[3] = {100, 200, 7};
+static const uint64_t init64[4] = {0x100000000ull + 100, 0x200000000ull + 200, 0x10000000000ull,
+                                   0xf0f0f0f0f0f0f0f0ull};
+static const uint32_t init32[4] = {100, 200, 7, 0xf0f0f0f0u};
+/* word 3 goes through AND, OR, XOR (fetching), then XOR, AND, OR (posted) with these */
+static const uint64_t bit_ops64[6] = {0xff00ff00ff00ff0full, 0x0000000f000000f0ull,
+                                      0xffffffff00000000ull, 0x1111111111111111ull,
+                                      0x7fffffffffffffffull, 0x8000000000000001ull};
+#define BIT_OPS_MASK(_bits) (((_bits) == 32) ? 0xffffffffull : ~0ull)
 
 /* With reply != NULL the operation fetches (ADD becomes fetch-and-add): the nbx API has no
  * separate FADD opcode. */
@@ -458,6 +464,24 @@ static int amo_bits(up_t *u, int bits, uint64_t raddr, ucp_rkey_h rkey)
     ok &= (amo(u, UCP_ATOMIC_OP_CSWAP, bits, x, &reply, raddr + stride, rkey) == UCS_OK);
     AMO_EXPECT("cswap result (stale compare)", reply, y);
 
+    /* and, or, xor fetching, then posted (a transport with device atomics builds them from
+     * compare-and-swap: the 32-bit words share 8-byte words with their neighbours) */
+    {
+        const ucp_atomic_op_t bit_ops[3] = {UCP_ATOMIC_OP_AND, UCP_ATOMIC_OP_OR,
+                                            UCP_ATOMIC_OP_XOR};
+        uint64_t w = (bits == 32) ? init32[3] : init64[3], v;
+        for (i = 0; i < 6; ++i) {
+            v     = bit_ops64[i] & BIT_OPS_MASK(bits);
+            reply = ~w;
+            ok &= (amo(u, bit_ops[i % 3], bits, v, (i < 3) ? &reply : NULL,
+                       raddr + 3 * stride, rkey) == UCS_OK);
+            if (i < 3) {
+                AMO_EXPECT("and/or/xor result", reply, w);
+            }
+            w = (i % 3 == 0) ? (w & v) : (i % 3 == 1) ? (w | v) : (w ^ v);
+        }
+    }
+
     /* many adds in flight at once: none may be lost (the operand stays valid until done) */
     for (i = 0; i < AMO_ADDS; ++i) {
         reqs[i] = ucp_atomic_op_nbx(u->ep, UCP_ATOMIC_OP_ADD,
@@ -481,8 +505,8 @@ int up_amo_case(up_t *u)
     ucp_request_param_t param = {.op_attr_mask = 0};
     const char *msg;
     ucp_rkey_h rkey;
-    uint64_t raddr, w64[3];
-    uint32_t w32[3];
+    uint64_t raddr, w64[4];
+    uint32_t w32[4];
     region_t region;
     int ok = 1, i;
 
@@ -498,10 +522,17 @@ int up_amo_case(up_t *u)
         memcpy(w32, region.addr, sizeof(w32));
         memcpy(w64, region.addr + 64, sizeof(w64));
         {
-            const uint64_t want32[3] = {init32[0] + 12, 0x12345678u, init32[2] + AMO_ADDS};
-            const uint64_t want64[3] = {init64[0] + 12, 0x1234567800000002ull,
-                                        init64[2] + AMO_ADDS};
-            for (i = 0; i < 3; ++i) {
+            uint64_t want32[4] = {init32[0] + 12, 0x12345678u, init32[2] + AMO_ADDS, init32[3]};
+            uint64_t want64[4] = {init64[0] + 12, 0x1234567800000002ull,
+                                  init64[2] + AMO_ADDS, init64[3]};
+            for (i = 0; i < 6; ++i) {
+                uint64_t v32 = bit_ops64[i] & BIT_OPS_MASK(32), v64 = bit_ops64[i];
+                want32[3] = (i % 3 == 0) ? (want32[3] & v32) : (i % 3 == 1) ?
+                            (want32[3] | v32) : (want32[3] ^ v32);
+                want64[3] = (i % 3 == 0) ? (want64[3] & v64) : (i % 3 == 1) ?
+                            (want64[3] | v64) : (want64[3] ^ v64);
+            }
+            for (i = 0; i < 4; ++i) {
                 if (w32[i] != want32[i]) {
                     pair_log(u->pair, "32-bit word %d is 0x%x, expected 0x%llx", i, w32[i],
                              (unsigned long long)want32[i]);

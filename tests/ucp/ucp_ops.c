@@ -144,8 +144,9 @@ static pair_case_t cases[] = {
     CASE("stream", up_stream_case, "tx_am_short>0|tx_am_bcopy>0|tx_am_zcopy>0,rx_am>0", NULL),
     CASE("rma", up_rma_case,
          "tx_put_short>0|tx_put_bcopy>0|tx_put_zcopy>0,tx_get_bcopy>0|tx_get_zcopy>0", NULL),
-    /* no atomics in the transport: UCP emulates them with active messages */
-    CASE("amo", up_amo_case, "rx_am>0,rx_corrupt==0", NULL),
+    /* UCP emulates atomics with active messages, unless the transport has device atomics
+     * (rdmach on a verbs port: tests/verbs checks they went through the wire) */
+    CASE("amo", up_amo_case, "rx_am>0|tx_atomic>0,rx_corrupt==0", NULL),
     CASE("am", up_am_case, "tx_am_short>0,tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0",
          "UCX_RDMACH_ZCOPY_THRESH=2m"),
     {"peer_death", run_peer_death, NULL, "peer_failed>0", NULL, 40, 1},

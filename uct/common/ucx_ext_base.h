@@ -27,7 +27,7 @@
 /* The send side of every transport, named alike so that tools compare transports. */
 #define UCX_EXT_TX_COUNTERS(_) \
     _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
-    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_bytes) _(tx_no_resource) \
+    _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_atomic) _(tx_bytes) _(tx_no_resource) \
     _(pending_add) _(peer_failed)
 
 #define UCX_EXT_COUNTER_FIELD(_n) uint64_t _n;

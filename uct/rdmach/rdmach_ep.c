@@ -55,7 +55,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     uint32_t id;
     int ret;
 
-    self->peer = NULL;
+    self->peer     = NULL;
+    self->amo_busy = 0;
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
         UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, 0);
         return uct_rdmach_ep_open(self, iface);
@@ -113,8 +114,9 @@ UCS_CLASS_CLEANUP_FUNC(uct_rdmach_ep_t)
                                          uct_rdmach_iface_t)->wire;
 
     /* the ring is not reused: its receiver may still be draining it */
+    uct_rdmach_amo_ep_cleanup(self);
     if ((wire->ops->ep_close != NULL) && (self->peer != NULL)) {
-        wire->ops->ep_close(wire, self->peer);
+        wire->ops->ep_close(wire, self->peer);   /* ends its atomics in flight too */
     }
 }
 
@@ -272,24 +274,6 @@ uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
     return (err == EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
 }
 
-/* The remote key of an access of length bytes at remote_addr, or NULL (logged): it must name
- * this peer (its process on shared memory) and a region holding the whole access. */
-static UCS_F_ALWAYS_INLINE const uct_rdmach_rkey_t *
-uct_rdmach_ep_key(uct_rdmach_ep_t *ep, const char *op, size_t length, uint64_t remote_addr,
-                  uct_rkey_t rkey)
-{
-    const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
-
-    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->pid != ep->super.pid) ||
-                     (remote_addr < key->address) ||
-                     (remote_addr + length > key->address + key->length))) {
-        ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's region",
-                  op, length, remote_addr);
-        return NULL;
-    }
-    return key;
-}
-
 /* comp == NULL: complete at return (see the wire table's rma). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cnt, size_t length,
@@ -433,7 +417,10 @@ ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_
 
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep)
 {
-    return rdmach_tx_has_room(&ucs_derived_of(ep, uct_rdmach_ep_t)->tx);
+    uct_rdmach_ep_t *rep = ucs_derived_of(ep, uct_rdmach_ep_t);
+
+    /* a flush waits for the device atomics in flight (see uct_rdmach_ep_flush) */
+    return rdmach_tx_has_room(&rep->tx) && (rep->amo_busy == 0);
 }
 
 /* Requests still in the pending queue are not issued yet; what was issued is complete in the
@@ -449,6 +436,11 @@ ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_
     status = ucx_ext_ep_flush_queued(&ep->super);
     if ((status != UCS_OK) || (wire->ops->flush == NULL)) {
         return status;
+    }
+    if (ep->amo_busy != 0) {
+        /* a compare-and-swap loop posts its next step after any flush WRITE of ours would
+         * be: pending until they are done (tx_ready) */
+        return ucx_ext_ep_no_resource(&ep->super, 0);
     }
     ret = wire->ops->flush(wire, ep->peer, comp);
     return (ret == RDMACH_WIRE_INPROGRESS) ? UCS_INPROGRESS :

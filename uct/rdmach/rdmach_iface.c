@@ -119,6 +119,7 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         attr->bandwidth.shared    = wire->bandwidth;
         attr->overhead            = 75e-9;
     }
+    uct_rdmach_amo_query(iface, attr);
     return UCS_OK;
 }
 
@@ -208,6 +209,9 @@ static unsigned uct_rdmach_iface_progress_wire(uct_iface_h tl_iface)
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
     unsigned count            = iface->wire->ops->progress(iface->wire);
 
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->amo_stalled))) {
+        count += uct_rdmach_amo_progress(iface);
+    }
     return count + uct_rdmach_iface_poll(iface);
 }
 
@@ -229,6 +233,9 @@ static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
         return status;
     }
     ret = iface->wire->ops->flush(iface->wire, NULL, comp);
+    if (iface->amo_inflight != 0) {
+        return UCS_INPROGRESS;   /* a loop's next step may still come (rdmach_amo.c) */
+    }
     return (ret == RDMACH_WIRE_INPROGRESS) ? UCS_INPROGRESS :
            uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
 }
@@ -355,6 +362,11 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     if (wire_ops->progress != NULL) {
         self->super.super.super.ops.iface_progress = uct_rdmach_iface_progress_wire;
     }
+    status = uct_rdmach_amo_init(self);
+    if (status != UCS_OK) {
+        self->wire->ops->close(self->wire);
+        goto err_free;
+    }
 
     self->poller.nhot           = 0;
     self->poller.hot_max        = ucs_min(config->hot_max, config->max_peers);
@@ -385,6 +397,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_rdmach_iface_t)
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucx_ext_iface_cleanup(&self->x);
     self->wire->ops->close(self->wire);
+    uct_rdmach_amo_cleanup(self);
     ucs_free(self->bounce);
     ucs_free(self->poller.rx);
     ucs_free(self->poller.hot);
@@ -433,7 +446,13 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     UCX_EXT_OPS_AM(uct_rdmach_ep),
     .ep_am_zcopy              = UCX_EXT_UNSUPPORTED(uct_ep_am_zcopy_func_t),
     UCX_EXT_OPS_RMA(uct_rdmach_ep),
-    UCX_EXT_OPS_NO_ATOMICS,
+    /* device atomics where the wire has them (rdmach_amo.c); the caps tell UCP */
+    .ep_atomic_cswap64        = uct_rdmach_ep_atomic_cswap64,
+    .ep_atomic_cswap32        = uct_rdmach_ep_atomic_cswap32,
+    .ep_atomic32_post         = uct_rdmach_ep_atomic32_post,
+    .ep_atomic64_post         = uct_rdmach_ep_atomic64_post,
+    .ep_atomic32_fetch        = uct_rdmach_ep_atomic32_fetch,
+    .ep_atomic64_fetch        = uct_rdmach_ep_atomic64_fetch,
     UCX_EXT_OPS_NO_TAG,
     .ep_get_address           = uct_rdmach_ep_get_address,
     .ep_connect_to_ep         = uct_rdmach_ep_connect_to_ep,

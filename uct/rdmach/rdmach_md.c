@@ -154,6 +154,13 @@ static ucs_status_t uct_rdmach_mem_reg(uct_md_h tl_md, void *address, size_t len
     memh->super.address = (uintptr_t)address;
     memh->super.length  = length;
     if (md->wire != NULL) {
+        /* widened to 8-byte boundaries (the same pages): a 32-bit device atomic works on the
+         * aligned word that holds it, also at the region's edge (rdmach_amo.c) */
+        memh->super.address = ucs_align_down_pow2((uintptr_t)address, 8);
+        memh->super.length  = ucs_align_up_pow2((uintptr_t)address + length, 8) -
+                              memh->super.address;
+        address             = (void*)memh->super.address;
+        length              = memh->super.length;
         ret = md->wire->mem_reg(md->domain, address, length, &memh->reg, &memh->key);
         if (ret != 0) {
             ucs_error("rdmach: cannot register %zu bytes at %p: %s%s", length, address,

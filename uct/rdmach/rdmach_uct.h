@@ -21,6 +21,7 @@
 #include <uct/sm/base/sm_iface.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
+#include <ucs/datastruct/queue.h>
 #include <ucs/time/time.h>
 #include <errno.h>
 
@@ -75,6 +76,8 @@ typedef struct uct_rdmach_rkey {
 
 /* ---- iface ---- */
 
+typedef struct uct_rdmach_amo uct_rdmach_amo_t;
+
 typedef struct uct_rdmach_iface_config {
     ucx_ext_sm_iface_config_t super;
     unsigned              ring_size;
@@ -102,6 +105,13 @@ typedef struct uct_rdmach_iface {
     size_t                max_short;     /* am_short payload incl. the 8-byte header */
     rdmach_poller_t       poller;
     void                  *bounce;       /* chunk_size staging for bcopy near the ring end */
+    uct_rdmach_amo_t      *amo_pool;     /* device atomics in flight (NULL: none) */
+    uct_rdmach_amo_t      *amo_free;
+    unsigned              amo_inflight;
+    struct {                             /* the last value seen of recent words: a loop's */
+        uint64_t          word, value;   /* first guess (rdmach_amo.c) */
+    }                     amo_seen[64];
+    ucs_queue_head_t      amo_stalled;   /* their steps waiting for wire resources */
 } uct_rdmach_iface_t;
 
 UCS_CLASS_DECLARE(uct_rdmach_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -140,6 +150,7 @@ typedef struct uct_rdmach_ep {
     rdmach_tx_t          tx;
     uint32_t             ring_id;
     rdmach_wire_peer_t   *peer;       /* the receiving iface, for RMA and flush */
+    uint32_t             amo_busy;    /* device atomics in flight (rdmach_amo.c) */
 } uct_rdmach_ep_t;
 
 UCX_EXT_EP_CLASS_DECLARE(uct_rdmach_ep_t);
@@ -156,5 +167,50 @@ ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_
 
 /* Room in the ring for the largest record (the pending queue's test, see ucx_ext_base.h). */
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep);
+
+/* The remote key of an access of length bytes at remote_addr, or NULL (logged): it must name
+ * this peer (its process on shared memory) and a region holding the whole access. */
+static UCS_F_ALWAYS_INLINE const uct_rdmach_rkey_t *
+uct_rdmach_ep_key(uct_rdmach_ep_t *ep, const char *op, size_t length, uint64_t remote_addr,
+                  uct_rkey_t rkey)
+{
+    const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
+
+    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->pid != ep->super.pid) ||
+                     (remote_addr < key->address) ||
+                     (remote_addr + length > key->address + key->length))) {
+        ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's region",
+                  op, length, remote_addr);
+        return NULL;
+    }
+    return key;
+}
+
+/* ---- device atomics (rdmach_amo.c): on a wire whose device has them ---- */
+
+ucs_status_t uct_rdmach_amo_init(uct_rdmach_iface_t *iface);
+void uct_rdmach_amo_cleanup(uct_rdmach_iface_t *iface);
+void uct_rdmach_amo_query(uct_rdmach_iface_t *iface, uct_iface_attr_t *attr);
+unsigned uct_rdmach_amo_progress(uct_rdmach_iface_t *iface);
+void uct_rdmach_amo_ep_cleanup(uct_rdmach_ep_t *ep);
+
+ucs_status_t uct_rdmach_ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode, uint64_t value,
+                                         uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_rdmach_ep_atomic32_post(uct_ep_h tl_ep, unsigned opcode, uint32_t value,
+                                         uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_rdmach_ep_atomic64_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                          uint64_t value, uint64_t *result,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_atomic32_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                          uint32_t value, uint32_t *result,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare, uint64_t swap,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uint64_t *result, uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_atomic_cswap32(uct_ep_h tl_ep, uint32_t compare, uint32_t swap,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uint32_t *result, uct_completion_t *comp);
 
 #endif

@@ -64,11 +64,12 @@ typedef struct rdmach_wire_dev {
 
 /* What a network wire did, so that a test can tell it carried the traffic (shm: all 0). */
 typedef struct rdmach_wire_stats {
-    uint64_t posts, rdma_reads, completions, failures;
+    uint64_t posts, rdma_reads, completions, failures, atomics;
 } rdmach_wire_stats_t;
 
 /* Their names in the transport's counters file, in field order. */
-#define RDMACH_WIRE_COUNTERS(_) _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures)
+#define RDMACH_WIRE_COUNTERS(_) \
+    _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {
@@ -114,6 +115,7 @@ typedef struct rdmach_wire {
     double                  bandwidth;    /* bytes/s */
     double                  latency;      /* s */
     size_t                  max_inline;   /* bytes a WRITE carries without registration */
+    int                     atomics;      /* the device does atomic64 (RC: atomic_cap) */
     rdmach_wire_params_t    params;
 } rdmach_wire_t;
 
@@ -249,6 +251,17 @@ struct rdmach_wire_ops {
                        uint32_t rkey, size_t len, void (*unpack)(void *arg, const void *data,
                                                                  size_t len),
                        void *arg, void *comp);
+
+    /* Device atomic on the 8-byte aligned word at remote_addr in the peer: compare-and-swap
+     * (cswap: the word becomes swap if it equals compare_add) or fetch-and-add (of
+     * compare_add). The word's previous value lands in *result, then complete(comp).
+     * RDMACH_WIRE_INPROGRESS, or -errno (-EAGAIN: no resources now). Never calls complete()
+     * itself, so the glue may post from a completion. NULL (or wire->atomics == 0): none.
+     * RC: IBV_WR_ATOMIC_CMP_AND_SWP / IBV_WR_ATOMIC_FETCH_AND_ADD into a registered bounce
+     * buffer; the value is in host byte order (rxe, mlx5). */
+    int  (*atomic64)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, uint64_t remote_addr,
+                     uint32_t rkey, int cswap, uint64_t compare_add, uint64_t swap,
+                     uint64_t *result, void *comp);
 
     /* Completions to poll, from the iface's progress; returns how many. NULL: none.
      * shm: NULL.

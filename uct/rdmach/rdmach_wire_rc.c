@@ -45,6 +45,7 @@
 #define RC_SEQ_MASK      ((1ull << RC_SEQ_BITS) - 1)
 #define RC_MAX_RD_ATOMIC 16
 #define RC_BOUNCES       16     /* bcopy reads and writes in flight per iface */
+#define RC_AMO_SLOTS     64     /* device atomics in flight per iface (their old values) */
 
 /* the glue's counters, or a sink when it keeps none */
 static rdmach_wire_stats_t rdmach_rc_stats_sink;
@@ -91,6 +92,8 @@ typedef struct rdmach_rc_op {
     void     *arg;
     size_t   len;
     int      bounce;        /* the bounce buffer it holds until done, or -1 */
+    int      amo;           /* the atomic result slot it holds until done, or -1 */
+    uint64_t *result;       /* where that slot's value goes */
 } rdmach_rc_op_t;
 
 typedef struct rdmach_rc_wire rdmach_rc_wire_t;
@@ -142,6 +145,9 @@ struct rdmach_rc_wire {
     struct ibv_mr        *bounce_mr;
     int                  bounce_free[RC_BOUNCES];
     int                  nbounce_free;
+    uint64_t             *amo;           /* RC_AMO_SLOTS registered result words, after the */
+    int                  amo_free[RC_AMO_SLOTS];   /* bounce buffers, in bounce_mr */
+    int                  namo_free;
 };
 
 static const rdmach_ring_ops_t rdmach_rc_ring_ops;
@@ -422,16 +428,21 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     }
     memset(w->doorbells, 0, db_size);
     w->bounce_size = params->geom.slot_size * (size_t)params->geom.max_span;
-    if (posix_memalign(&w->bounce, 4096, w->bounce_size * RC_BOUNCES) != 0) {
+    if (posix_memalign(&w->bounce, 4096, w->bounce_size * RC_BOUNCES +
+                                         RC_AMO_SLOTS * sizeof(uint64_t)) != 0) {
         w->bounce = NULL;
         goto err_free;
     }
     for (w->nbounce_free = 0; w->nbounce_free < RC_BOUNCES; ++w->nbounce_free) {
         w->bounce_free[w->nbounce_free] = RC_BOUNCES - 1 - w->nbounce_free;
     }
+    w->amo = (uint64_t*)((uint8_t*)w->bounce + w->bounce_size * RC_BOUNCES);
+    for (w->namo_free = 0; w->namo_free < RC_AMO_SLOTS; ++w->namo_free) {
+        w->amo_free[w->namo_free] = RC_AMO_SLOTS - 1 - w->namo_free;
+    }
     w->db_mr     = ibv_reg_mr(w->dom->pd, w->doorbells, db_size, RDMACH_RC_ACCESS);
-    w->bounce_mr = ibv_reg_mr(w->dom->pd, w->bounce, w->bounce_size * RC_BOUNCES,
-                              RDMACH_RC_ACCESS);
+    w->bounce_mr = ibv_reg_mr(w->dom->pd, w->bounce, w->bounce_size * RC_BOUNCES +
+                              RC_AMO_SLOTS * sizeof(uint64_t), RDMACH_RC_ACCESS);
     if ((w->db_mr == NULL) || (w->bounce_mr == NULL)) {
         RC_LOG(w, 1, "rdmach: cannot register memory on %s: %s (check ulimit -l)",
                params->dev_name, strerror(errno));
@@ -450,6 +461,9 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     w->super.bandwidth   = 1e9;
     w->super.latency     = 2e-6;
     w->super.max_inline  = rdmach_rc_probe_inline(w);
+    /* 64-bit fetch-and-add and compare-and-swap: every HCA that has atomics, rxe included */
+    w->super.atomics     = (w->dom->attr.atomic_cap != IBV_ATOMIC_NONE) &&
+                           (w->dom->attr.max_qp_rd_atom > 0);
     *wire_p              = &w->super;
     return 0;
 
@@ -568,6 +582,12 @@ static void rdmach_rc_deliver(rdmach_rc_conn_t *c)
                 op->unpack(op->arg, rdmach_rc_bounce(w, op->bounce), op->len);
             }
             w->bounce_free[w->nbounce_free++] = op->bounce;
+        }
+        if (op->amo >= 0) {
+            if (!c->failed) {
+                *op->result = w->amo[op->amo];
+            }
+            w->amo_free[w->namo_free++] = op->amo;
         }
         if (op->comp != NULL) {
             w->super.params.complete(op->comp, c->failed ? -ECONNRESET : 0);
@@ -999,6 +1019,7 @@ static void rdmach_rc_push_op(rdmach_rc_conn_t *c, uint64_t seq, void *comp, int
     op->unpack = unpack;
     op->arg    = arg;
     op->len    = len;
+    op->amo    = -1;
 }
 
 /* A read into an unregistered buffer goes through a bounce buffer: copied out at the end. */
@@ -1117,6 +1138,49 @@ static int rdmach_rc_get_unpack(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
                               remote_addr, rkey, len, 0, unpack, arg, comp);
 }
 
+/* A device atomic on the peer's word, its old value into one of our registered result
+ * slots, copied to *result when the WR completes. Polls nothing: resources short = -EAGAIN. */
+static int rdmach_rc_atomic64(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                              uint64_t remote_addr, uint32_t rkey, int cswap,
+                              uint64_t compare_add, uint64_t swap, uint64_t *result, void *comp)
+{
+    rdmach_rc_wire_t *w   = (rdmach_rc_wire_t*)wire;
+    rdmach_rc_conn_t *c   = (rdmach_rc_conn_t*)peer;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uint64_t seq;
+    int slot;
+
+    if (c->failed) {
+        return -ECONNRESET;
+    }
+    if (!w->super.atomics || (remote_addr & 7) || (comp == NULL)) {
+        return -EINVAL;
+    }
+    if ((rdmach_rc_sq_free(c) < 1) || (w->cq_free < 2) || (w->namo_free == 0) ||
+        (c->op_tail - c->op_head >= RC_OPS_MAX)) {
+        return -EAGAIN;
+    }
+    slot = w->amo_free[--w->namo_free];
+    memset(&wr, 0, sizeof(wr));
+    rdmach_rc_write_wr(&wr, &sge, &w->amo[slot], sizeof(uint64_t), w->bounce_mr->lkey, 0, 0, 0);
+    wr.opcode                = cswap ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.wr.atomic.remote_addr = remote_addr;
+    wr.wr.atomic.rkey        = rkey;
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap        = swap;
+    seq = rdmach_rc_post(c, &wr, 1, 1);
+    if (seq == 0) {
+        w->amo_free[w->namo_free++] = slot;
+        return (errno == ENOMEM) ? -EAGAIN : -errno;
+    }
+    STATS(w, atomics)++;
+    rdmach_rc_push_op(c, seq, comp, -1, NULL, NULL, 0);
+    c->ops[(c->op_tail - 1) % RC_OPS_MAX].amo    = slot;
+    c->ops[(c->op_tail - 1) % RC_OPS_MAX].result = result;
+    return RDMACH_WIRE_INPROGRESS;
+}
+
 static unsigned rdmach_rc_progress(rdmach_wire_t *wire)
 {
     return rdmach_rc_poll((rdmach_rc_wire_t*)wire, 1);
@@ -1228,6 +1292,7 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .ring           = {rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot},
     .rma            = rdmach_rc_rma,
     .get_unpack     = rdmach_rc_get_unpack,
+    .atomic64       = rdmach_rc_atomic64,
     .progress       = rdmach_rc_progress,
     .check          = rdmach_rc_check,
     .flush          = rdmach_rc_flush

@@ -1,0 +1,387 @@
+/*
+ * rdmach device atomics, on a wire whose device has them (RC verbs).
+ *
+ * UCP 1.13.1 selects device atomics only from a transport that offers the whole op set for
+ * each size the application asked for (ucp_worker_init_device_atomics: ADD, AND, OR, XOR, and
+ * fetching also SWAP and CSWAP; MPICH and Open MPI ask for 32 and 64 bits). InfiniBand, and
+ * rxe, have two: 64-bit fetch-and-add and compare-and-swap. The rest is built from them:
+ *  - 64-bit add (posted or fetching) and compare-and-swap: one device atomic each, and so is
+ *    a 32-bit add on the upper half of its word (added shifted, the carry leaves the word);
+ *  - 64-bit and/or/xor/swap, and every 32-bit op (on the aligned 8-byte word that holds the
+ *    operand): a compare-and-swap loop. The word is read by a device fetch-and-add of 0, the
+ *    new word computed, and swapped in if the word still holds what was read; if another
+ *    writer changed it meanwhile, the swap returns the new contents and the loop goes again
+ *    from there.
+ * A loop's first step is a read unless the iface has seen the word lately (its last value
+ * from an earlier step): then it tries the compare-and-swap against that value at once, one
+ * round trip when the guess holds (a counter that one origin bumps), and no more than the
+ * read would cost when it does not, since the failed swap returns the word.
+ * Every step is a device atomic on the target's memory, so these ops are atomic against each
+ * other and the device's own from every peer, which is what UCP's device atomic mode promises
+ * (as on any HCA, not against the target CPU's plain stores). The other half of a 32-bit
+ * operand's word is compared too, so a put there between read and swap costs one more round
+ * and is never lost. The md registers regions widened to 8-byte boundaries so that the word
+ * of a 32-bit operand at a region's edge is always inside it.
+ *
+ * An operation in flight is a request from the iface's fixed pool, driven by the wire's
+ * completions (no allocation, no waiting). A step the wire cannot take now (-EAGAIN) waits in
+ * the iface's stalled queue for the next progress. While its atomics are in flight an ep
+ * answers flush with NO_RESOURCE (UCP queues the flush as pending and the ep dispatches it
+ * once they are done), because a loop's next step is posted after any flush WRITE would be.
+ */
+#include "rdmach_uct.h"
+
+#include <uct/api/uct.h>
+
+#define UCT_RDMACH_AMO_POOL 256   /* atomics in flight per iface (the wire holds 64 of them) */
+
+#define UCT_RDMACH_AMO_OPS \
+    (UCS_BIT(UCT_ATOMIC_OP_ADD) | UCS_BIT(UCT_ATOMIC_OP_AND) | UCS_BIT(UCT_ATOMIC_OP_OR) | \
+     UCS_BIT(UCT_ATOMIC_OP_XOR))
+#define UCT_RDMACH_AMO_FOPS \
+    (UCT_RDMACH_AMO_OPS | UCS_BIT(UCT_ATOMIC_OP_SWAP) | UCS_BIT(UCT_ATOMIC_OP_CSWAP))
+
+struct uct_rdmach_amo {
+    uct_completion_t  comp;       /* each step's, from the wire */
+    ucs_queue_elem_t  stalled;
+    uct_rdmach_amo_t  *next_free;
+    uct_rdmach_ep_t   *ep;
+    uct_completion_t  *user_comp;
+    void              *result;    /* uint32_t* or uint64_t*; NULL for a posted op */
+    uint64_t          word;       /* remote address of the 8-byte word */
+    uint32_t          rkey;
+    uint8_t           op;         /* UCT_ATOMIC_OP_* */
+    uint8_t           bits;       /* 32 or 64 */
+    uint8_t           shift;      /* of a 32-bit operand in its word */
+    uint8_t           direct;     /* one device atomic does it all */
+    uint64_t          value;      /* operand; swap for CSWAP */
+    uint64_t          compare;    /* CSWAP */
+    uint64_t          fetched;    /* the word before the last step (the wire's result) */
+    uint64_t          expect;     /* what the last compare-and-swap expected; reading: none */
+    int               reading;
+};
+
+static void uct_rdmach_amo_step_done(uct_completion_t *self);
+
+#define UCT_RDMACH_AMO_SEEN(_iface, _word) \
+    (&(_iface)->amo_seen[((_word) >> 3) % ucs_static_array_size((_iface)->amo_seen)])
+
+/* The word's value after a step that returned fetched, as far as this iface knows. */
+static void uct_rdmach_amo_saw(uct_rdmach_amo_t *req, uint64_t value)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(req->ep->super.super.super.iface,
+                                               uct_rdmach_iface_t);
+
+    UCT_RDMACH_AMO_SEEN(iface, req->word)->word  = req->word;
+    UCT_RDMACH_AMO_SEEN(iface, req->word)->value = value;
+}
+
+ucs_status_t uct_rdmach_amo_init(uct_rdmach_iface_t *iface)
+{
+    unsigned i;
+
+    ucs_queue_head_init(&iface->amo_stalled);
+    memset(iface->amo_seen, 0xff, sizeof(iface->amo_seen));   /* no word is at ~0 */
+    iface->amo_inflight = 0;
+    iface->amo_free = NULL;
+    iface->amo_pool = NULL;
+    if ((iface->wire->ops->atomic64 == NULL) || !iface->wire->atomics) {
+        return UCS_OK;
+    }
+    iface->amo_pool = ucs_calloc(UCT_RDMACH_AMO_POOL, sizeof(*iface->amo_pool), "rdmach amo");
+    if (iface->amo_pool == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < UCT_RDMACH_AMO_POOL; ++i) {
+        iface->amo_pool[i].next_free = iface->amo_free;
+        iface->amo_free              = &iface->amo_pool[i];
+    }
+    return UCS_OK;
+}
+
+void uct_rdmach_amo_cleanup(uct_rdmach_iface_t *iface)
+{
+    ucs_free(iface->amo_pool);
+}
+
+void uct_rdmach_amo_query(uct_rdmach_iface_t *iface, uct_iface_attr_t *attr)
+{
+    if (iface->amo_pool == NULL) {
+        return;
+    }
+    attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+    attr->cap.atomic32.op_flags   = UCT_RDMACH_AMO_OPS;
+    attr->cap.atomic32.fop_flags  = UCT_RDMACH_AMO_FOPS;
+    attr->cap.atomic64.op_flags   = UCT_RDMACH_AMO_OPS;
+    attr->cap.atomic64.fop_flags  = UCT_RDMACH_AMO_FOPS;
+}
+
+/* The operand's bits of a word, and a word with them replaced. */
+static UCS_F_ALWAYS_INLINE uint64_t uct_rdmach_amo_get(const uct_rdmach_amo_t *req,
+                                                       uint64_t word)
+{
+    return (req->bits == 64) ? word : (uint32_t)(word >> req->shift);
+}
+
+static UCS_F_ALWAYS_INLINE uint64_t uct_rdmach_amo_set(const uct_rdmach_amo_t *req,
+                                                       uint64_t word, uint64_t v)
+{
+    uint64_t mask;
+
+    if (req->bits == 64) {
+        return v;
+    }
+    mask = (uint64_t)UINT32_MAX << req->shift;
+    return (word & ~mask) | (((uint64_t)(uint32_t)v << req->shift) & mask);
+}
+
+static uint64_t uct_rdmach_amo_apply(const uct_rdmach_amo_t *req, uint64_t old)
+{
+    switch (req->op) {
+    case UCT_ATOMIC_OP_ADD:   return old + req->value;
+    case UCT_ATOMIC_OP_AND:   return old & req->value;
+    case UCT_ATOMIC_OP_OR:    return old | req->value;
+    case UCT_ATOMIC_OP_XOR:   return old ^ req->value;
+    case UCT_ATOMIC_OP_SWAP:  return req->value;
+    case UCT_ATOMIC_OP_CSWAP: return (old == req->compare) ? req->value : old;
+    default:                  return old;
+    }
+}
+
+static void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(req->ep->super.super.super.iface,
+                                               uct_rdmach_iface_t);
+    uct_completion_t *comp    = req->user_comp;
+
+    if ((status == UCS_OK) && (req->result != NULL)) {
+        if (req->bits == 64) {
+            *(uint64_t*)req->result = old;
+        } else {
+            *(uint32_t*)req->result = (uint32_t)old;
+        }
+    }
+    --req->ep->amo_busy;
+    --iface->amo_inflight;
+    req->next_free  = iface->amo_free;
+    iface->amo_free = req;
+    if (comp != NULL) {
+        uct_invoke_completion(comp, status);
+    }
+}
+
+/* Posts the request's next device atomic: the direct one, the read (fetch-and-add 0), or the
+ * compare-and-swap of fetched to its new value. */
+static int uct_rdmach_amo_post(uct_rdmach_amo_t *req)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(req->ep->super.super.super.iface,
+                                               uct_rdmach_iface_t);
+    rdmach_wire_t *wire       = iface->wire;
+    int cswap;
+    uint64_t a, b;
+
+    if (req->direct) {
+        cswap = (req->op == UCT_ATOMIC_OP_CSWAP);
+        a     = cswap ? req->compare : (req->value << req->shift);
+        b     = req->value;
+    } else if (req->reading) {
+        cswap = 0;
+        a     = 0;
+        b     = 0;
+    } else {
+        cswap = 1;
+        a     = req->expect;
+        b     = uct_rdmach_amo_set(req, req->expect,
+                                   uct_rdmach_amo_apply(req, uct_rdmach_amo_get(req,
+                                                                                req->expect)));
+    }
+    req->comp.func   = uct_rdmach_amo_step_done;
+    req->comp.count  = 1;
+    req->comp.status = UCS_OK;
+    return wire->ops->atomic64(wire, req->ep->peer, req->word, req->rkey, cswap, a, b,
+                               &req->fetched, &req->comp);
+}
+
+/* A step posted from a completion: -EAGAIN waits for the next progress. */
+static void uct_rdmach_amo_continue(uct_rdmach_amo_t *req)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(req->ep->super.super.super.iface,
+                                               uct_rdmach_iface_t);
+    int ret                   = uct_rdmach_amo_post(req);
+
+    if (ret == RDMACH_WIRE_INPROGRESS) {
+        return;
+    } else if (ret == -EAGAIN) {
+        ucs_queue_push(&iface->amo_stalled, &req->stalled);
+        return;
+    }
+    uct_rdmach_amo_finish(req, 0, uct_rdmach_wire_status(ret, UCS_ERR_ENDPOINT_TIMEOUT));
+}
+
+static void uct_rdmach_amo_step_done(uct_completion_t *self)
+{
+    uct_rdmach_amo_t *req = ucs_container_of(self, uct_rdmach_amo_t, comp);
+    uint64_t cur, old, new;
+
+    if (self->status != UCS_OK) {
+        uct_rdmach_amo_finish(req, 0, self->status);
+        return;
+    }
+    cur = req->fetched;   /* the word before this step */
+    old = uct_rdmach_amo_get(req, cur);
+    new = uct_rdmach_amo_set(req, cur, uct_rdmach_amo_apply(req, old));
+    if (req->direct || (!req->reading && (cur == req->expect))) {
+        uct_rdmach_amo_saw(req, new);                 /* done: it holds new now */
+        uct_rdmach_amo_finish(req, old, UCS_OK);
+        return;
+    }
+    /* the word as it is now (read, or what foiled the swap): again from there */
+    uct_rdmach_amo_saw(req, cur);
+    if (new == cur) {
+        uct_rdmach_amo_finish(req, old, UCS_OK);   /* nothing to write: the read was atomic */
+        return;
+    }
+    req->reading = 0;
+    req->expect  = cur;
+    uct_rdmach_amo_continue(req);
+}
+
+unsigned uct_rdmach_amo_progress(uct_rdmach_iface_t *iface)
+{
+    unsigned count = 0;
+    uct_rdmach_amo_t *req;
+
+    while (!ucs_queue_is_empty(&iface->amo_stalled)) {
+        req = ucs_queue_head_elem_non_empty(&iface->amo_stalled, uct_rdmach_amo_t, stalled);
+        if (uct_rdmach_amo_post(req) == -EAGAIN) {
+            break;
+        }
+        ucs_queue_pull_non_empty(&iface->amo_stalled);
+        ++count;
+    }
+    return count;
+}
+
+/* The ep goes away: its stalled steps end as canceled (those in the wire end through it). */
+void uct_rdmach_amo_ep_cleanup(uct_rdmach_ep_t *ep)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
+    ucs_queue_iter_t iter;
+    uct_rdmach_amo_t *req;
+
+    ucs_queue_for_each_safe(req, iter, &iface->amo_stalled, stalled) {
+        if (req->ep == ep) {
+            ucs_queue_del_iter(&iface->amo_stalled, iter);
+            uct_rdmach_amo_finish(req, 0, UCS_ERR_CANCELED);
+        }
+    }
+}
+
+static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned bits,
+                                         uint64_t value, uint64_t compare, uint64_t remote_addr,
+                                         uct_rkey_t rkey, void *result, uct_completion_t *comp)
+{
+    uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
+    uint64_t word             = remote_addr & ~(uint64_t)7;
+    const uct_rdmach_rkey_t *key;
+    uct_rdmach_amo_t *req;
+    int ret;
+
+    if (ucs_unlikely(iface->amo_pool == NULL)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (ucs_unlikely(remote_addr & (bits / 8 - 1))) {
+        ucs_error("rdmach: %u-bit atomic at unaligned address 0x%" PRIx64, bits, remote_addr);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    key = uct_rdmach_ep_key(ep, "atomic", sizeof(uint64_t), word, rkey);
+    if (key == NULL) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((ep->peer == NULL) || (iface->amo_free == NULL) ||
+        !ucs_queue_is_empty(&iface->amo_stalled)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    req             = iface->amo_free;
+    iface->amo_free = req->next_free;
+    req->ep         = ep;
+    req->user_comp  = comp;
+    req->result     = result;
+    req->word       = word;
+    req->rkey       = key->key;
+    req->op         = (uint8_t)op;
+    req->bits       = (uint8_t)bits;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    req->shift      = (uint8_t)((remote_addr - word) * 8);
+#else
+    req->shift      = (uint8_t)((4 - (remote_addr - word)) * 8);
+#endif
+    req->value      = value;
+    req->compare    = compare;
+    req->direct     = ((bits == 64) &&
+                       ((op == UCT_ATOMIC_OP_ADD) || (op == UCT_ATOMIC_OP_CSWAP))) ||
+                      ((op == UCT_ATOMIC_OP_ADD) && (req->shift == 32));
+    /* a word seen lately: compare-and-swap against its last value at once */
+    req->reading    = !req->direct && (UCT_RDMACH_AMO_SEEN(iface, word)->word != word);
+    req->expect     = req->reading ? 0 : UCT_RDMACH_AMO_SEEN(iface, word)->value;
+    ++ep->amo_busy;
+    ++iface->amo_inflight;
+    UCT_RDMACH_COUNT(tx_atomic, 1);
+
+    ret = uct_rdmach_amo_post(req);
+    if (ret == RDMACH_WIRE_INPROGRESS) {
+        /* a posted op is done as far as the caller goes: flush waits for it */
+        return (result == NULL) ? UCS_OK : UCS_INPROGRESS;
+    }
+    --ep->amo_busy;
+    --iface->amo_inflight;
+    req->next_free  = iface->amo_free;
+    iface->amo_free = req;
+    return (ret == -EAGAIN) ? UCS_ERR_NO_RESOURCE :
+           uct_rdmach_wire_status(ret, UCS_ERR_ENDPOINT_TIMEOUT);
+}
+
+ucs_status_t uct_rdmach_ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode, uint64_t value,
+                                         uint64_t remote_addr, uct_rkey_t rkey)
+{
+    return uct_rdmach_amo_start(tl_ep, opcode, 64, value, 0, remote_addr, rkey, NULL, NULL);
+}
+
+ucs_status_t uct_rdmach_ep_atomic32_post(uct_ep_h tl_ep, unsigned opcode, uint32_t value,
+                                         uint64_t remote_addr, uct_rkey_t rkey)
+{
+    return uct_rdmach_amo_start(tl_ep, opcode, 32, value, 0, remote_addr, rkey, NULL, NULL);
+}
+
+ucs_status_t uct_rdmach_ep_atomic64_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                          uint64_t value, uint64_t *result,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    return uct_rdmach_amo_start(tl_ep, opcode, 64, value, 0, remote_addr, rkey, result, comp);
+}
+
+ucs_status_t uct_rdmach_ep_atomic32_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                          uint32_t value, uint32_t *result,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    return uct_rdmach_amo_start(tl_ep, opcode, 32, value, 0, remote_addr, rkey, result, comp);
+}
+
+ucs_status_t uct_rdmach_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare, uint64_t swap,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uint64_t *result, uct_completion_t *comp)
+{
+    return uct_rdmach_amo_start(tl_ep, UCT_ATOMIC_OP_CSWAP, 64, swap, compare, remote_addr,
+                                rkey, result, comp);
+}
+
+ucs_status_t uct_rdmach_ep_atomic_cswap32(uct_ep_h tl_ep, uint32_t compare, uint32_t swap,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uint32_t *result, uct_completion_t *comp)
+{
+    return uct_rdmach_amo_start(tl_ep, UCT_ATOMIC_OP_CSWAP, 32, swap, compare, remote_addr,
+                                rkey, result, comp);
+}
