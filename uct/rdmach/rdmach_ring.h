@@ -18,7 +18,10 @@
  *
  * A wire decides where the bytes go: on shared memory the sender stores straight into the mapped
  * remote ring (post_record == NULL); an RDMA wire builds the record in a local shadow and posts an
- * RDMA write of the span (post_record != NULL), the tail update likewise (post_tail). These two
+ * RDMA write of the span (post_record != NULL), the tail update likewise (post_tail). A wire
+ * whose device may place a write's bytes in any order can gate the receiver (rx->avail): a
+ * record is read only once the wire has counted it in, e.g. from the completion of an RDMA
+ * write with immediate, which the device reports after the whole write is placed. These
  * hooks are the only wire calls on the message path; the rest of a wire (set-up, addresses,
  * RMA, progress) is its table in rdmach_wire.h.
  *
@@ -112,6 +115,8 @@ typedef struct rdmach_rx {
     uint32_t                idle_polls;   /* consecutive empty polls while hot */
     uint16_t                active;       /* claimed and set up */
     uint16_t                hot;          /* in the poller's hot list (private copy of rx_hot) */
+    uint32_t                *avail;       /* records the wire counted in as fully placed;
+                                           * NULL: the mark alone tells (mapped memory) */
     const rdmach_ring_ops_t *ops;
     void                    *wire_ctx;
 } rdmach_rx_t;
@@ -262,8 +267,12 @@ static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, const rdmach_geom_t *geom
         rdmach_rec_hdr_t *hdr  = (rdmach_rec_hdr_t*)(rx->slots + (size_t)index * geom->slot_size);
         uint32_t span, length;
 
-        if (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) != rx->pos + 1) {
+        if (((rx->avail != NULL) && (*rx->avail == 0)) ||
+            (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) != rx->pos + 1)) {
             break;
+        }
+        if (rx->avail != NULL) {
+            --*rx->avail;
         }
         span   = hdr->nslots;
         length = hdr->length;

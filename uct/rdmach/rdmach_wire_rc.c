@@ -26,6 +26,7 @@
 #include "rdmach_wire.h"
 
 #include <infiniband/verbs.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@
 #define RC_SIGNAL_EVERY  32u    /* unsignalled WRs between two signalled ones */
 #define RC_OPS_MAX       256u   /* signalled operations (RMA, flush) in flight per QP */
 #define RC_CQ_SIZE       4096   /* shared by the QPs of an iface */
+#define RC_SRQ_DEPTH     2048   /* receive WQEs that records with immediate consume */
 #define RC_POLL_BATCH    16
 #define RC_TIMEOUT       16     /* 4.096 us << 16 = 268 ms per try, 8 tries: a dead peer
                                  * fails its connection in about 2 s */
@@ -75,6 +77,7 @@ typedef struct rdmach_rc_dev_addr {
 /* Ep address: the QP, and where its peer writes (all in our block but the doorbell). */
 typedef struct rdmach_rc_ep_addr {
     uint32_t qpn;
+    uint32_t ring_id;       /* our rx ring: the immediate of the records written into it */
     uint32_t rkey;          /* of the block */
     uint64_t ring;          /* our rx ctl; the slots follow it */
     uint64_t shadow_ctl;    /* our shadow ctl: the peer's receiver writes rx_hot there */
@@ -104,6 +107,8 @@ typedef struct rdmach_rc_conn {
     void               *ep_ctx;
     struct ibv_qp      *qp;
     uint32_t           ring_id;
+    uint32_t           r_ring;        /* the peer's ring id for us (the records' immediate) */
+    uint32_t           rx_avail;      /* records into our ring counted in by their CQE */
     int                connected, failed, closed, dirty;
     /* the block */
     uint8_t            *block;
@@ -131,6 +136,12 @@ struct rdmach_rc_wire {
     struct ibv_port_attr port_attr;
     rdmach_rc_dev_addr_t dev_addr;
     struct ibv_cq        *cq;
+    /* records as one RDMA WRITE with immediate each: the receive completion (from a shared
+     * receive queue) says the whole record is placed; without an SRQ two WRITEs, mark last */
+    struct ibv_srq       *srq;
+    struct ibv_cq        *rcq;
+    uint32_t             srq_depth;
+    uint32_t             srq_repost;     /* receive WQEs consumed, to post again */
     int                  cq_free;        /* CQEs we may still cause */
     int                  cq_size;
     uint32_t             sq_depth;       /* WRs per QP: a full ring's records fit */
@@ -348,11 +359,12 @@ static struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inl
     for (i = 0; (qp == NULL) && (i < sizeof(inline_try) / sizeof(inline_try[0])); ++i) {
         memset(&init, 0, sizeof(init));
         init.send_cq             = w->cq;
-        init.recv_cq             = w->cq;
+        init.recv_cq             = (w->srq != NULL) ? w->rcq : w->cq;
+        init.srq                 = w->srq;
         init.qp_type             = IBV_QPT_RC;
         init.sq_sig_all          = 0;
         init.cap.max_send_wr     = w->sq_depth;
-        init.cap.max_recv_wr     = 1;
+        init.cap.max_recv_wr     = (w->srq != NULL) ? 0 : 1;
         init.cap.max_send_sge    = 1;
         init.cap.max_recv_sge    = 1;
         init.cap.max_inline_data = inline_try[i];
@@ -362,6 +374,64 @@ static struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inl
         *max_inline = init.cap.max_inline_data;
     }
     return qp;
+}
+
+/* Receive WQEs without buffers into the SRQ: a WRITE with immediate consumes one. */
+static int rdmach_rc_srq_post(rdmach_rc_wire_t *w, uint32_t n)
+{
+    struct ibv_recv_wr wr[32], *bad;
+    uint32_t i, k;
+
+    while (n > 0) {
+        k = RC_MIN(n, 32u);
+        memset(wr, 0, sizeof(wr[0]) * k);
+        for (i = 0; i < k; ++i) {
+            wr[i].next = (i + 1 < k) ? &wr[i + 1] : NULL;
+        }
+        if (ibv_post_srq_recv(w->srq, wr, &bad) != 0) {
+            return -1;
+        }
+        n -= k;
+    }
+    return 0;
+}
+
+/* The SRQ and its CQ; a device without SRQs keeps records as two WRITEs. */
+static void rdmach_rc_srq_open(rdmach_rc_wire_t *w)
+{
+    struct ibv_srq_init_attr attr;
+
+    w->srq_depth = RC_MIN(RC_SRQ_DEPTH, (uint32_t)w->dom->attr.max_srq_wr);
+    if (w->srq_depth < 64) {
+        return;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.attr.max_wr  = w->srq_depth;
+    attr.attr.max_sge = 1;
+    w->rcq = ibv_create_cq(w->dom->ctx, (int)w->srq_depth, NULL, NULL, 0);
+    w->srq = (w->rcq != NULL) ? ibv_create_srq(w->dom->pd, &attr) : NULL;
+    if ((w->srq == NULL) || (rdmach_rc_srq_post(w, w->srq_depth) != 0)) {
+        RC_LOG(w, 0, "rdmach: no shared receive queue on this device (%s): records go as "
+               "two RDMA WRITEs", strerror(errno));
+        if (w->srq != NULL) {
+            ibv_destroy_srq(w->srq);
+            w->srq = NULL;
+        }
+        if (w->rcq != NULL) {
+            ibv_destroy_cq(w->rcq);
+            w->rcq = NULL;
+        }
+    }
+}
+
+static void rdmach_rc_srq_close(rdmach_rc_wire_t *w)
+{
+    if (w->srq != NULL) {
+        ibv_destroy_srq(w->srq);
+    }
+    if (w->rcq != NULL) {
+        ibv_destroy_cq(w->rcq);
+    }
 }
 
 /* What a WRITE carries inline on this device: known from a QP, so one is made and dropped. */
@@ -427,6 +497,7 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
         goto err_free;
     }
     memset(w->doorbells, 0, db_size);
+    rdmach_rc_srq_open(w);
     w->bounce_size = params->geom.slot_size * (size_t)params->geom.max_span;
     if (posix_memalign(&w->bounce, 4096, w->bounce_size * RC_BOUNCES +
                                          RC_AMO_SLOTS * sizeof(uint64_t)) != 0) {
@@ -468,6 +539,7 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     return 0;
 
 err_free:
+    rdmach_rc_srq_close(w);
     if (w->db_mr != NULL) {
         ibv_dereg_mr(w->db_mr);
     }
@@ -510,6 +582,7 @@ static void rdmach_rc_close(rdmach_wire_t *wire)
     }
     ibv_dereg_mr(w->db_mr);
     ibv_dereg_mr(w->bounce_mr);
+    rdmach_rc_srq_close(w);
     ibv_destroy_cq(w->cq);
     free(w->bounce);
     free(w->doorbells);
@@ -735,6 +808,18 @@ static void rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, si
         return;   /* the connection failed: its ep reports it */
     }
     memset(wr, 0, sizeof(wr));
+    if (c->w->srq != NULL) {
+        /* one WRITE with immediate: the receiver reads the record once its completion
+         * arrives (which also rings the ring's doorbell there): one packet, no doorbell */
+        rdmach_rc_write_wr(&wr[0], &sge[0], (void*)rec, (uint32_t)bytes, c->mr->lkey, raddr,
+                           c->r_rkey, bytes <= inl);
+        wr[0].opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr[0].imm_data = htonl(c->r_ring);
+        if (rdmach_rc_post(c, wr, 1, 0) == 0) {
+            rdmach_rc_fail(c, -errno);
+        }
+        return;
+    }
     rdmach_rc_write_wr(&wr[n], &sge[n], (uint8_t*)rec + mark, (uint32_t)(bytes - mark),
                        c->mr->lkey, raddr + mark, c->r_rkey, bytes - mark <= inl);
     ++n;
@@ -779,6 +864,9 @@ static void rdmach_rc_post_hot(void *ctx, uint32_t hot)
 {
     rdmach_rc_conn_t *c = ctx;
 
+    if (c->w->srq != NULL) {
+        return;   /* records ring the doorbell through their completion: no sender asks */
+    }
     rdmach_rc_post_value(c, &hot, sizeof(hot),
                          c->r_shadow_ctl + offsetof(rdmach_ring_ctl_t, rx_hot));
 }
@@ -875,6 +963,7 @@ static void rdmach_rc_ep_pack_addr(const rdmach_wire_peer_t *peer, void *buf)
 
     memset(&addr, 0, sizeof(addr));
     addr.qpn        = c->qp->qp_num;
+    addr.ring_id    = c->ring_id;
     addr.rkey       = c->mr->rkey;
     addr.ring       = (uintptr_t)c->rx_ctl;
     addr.shadow_ctl = (uintptr_t)c->sh_ctl;
@@ -952,6 +1041,7 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     c->r_doorbell   = addr.doorbell;
     c->r_rkey       = addr.rkey;
     c->r_db_rkey    = addr.db_rkey;
+    c->r_ring       = addr.ring_id;
     c->connected    = 1;
 
     /* our sender: records built in the shadow; rx_hot arrives in the shadow ctl */
@@ -987,6 +1077,9 @@ static int rdmach_rc_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx)
         return 0;
     }
     rdmach_rx_init(rx, (uint8_t*)(c->rx_ctl + 1), c->rx_ctl, NULL, &rdmach_rc_ring_ops, c);
+    if (w->srq != NULL) {
+        rx->avail = &c->rx_avail;   /* a record is read once its completion counted it in */
+    }
     return 1;
 }
 
@@ -1181,9 +1274,47 @@ static int rdmach_rc_atomic64(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     return RDMACH_WIRE_INPROGRESS;
 }
 
+/* Completions of records written into our rings: count each in for its ring (the immediate
+ * names it; a peer's claim is checked against the QP it came on) and ring its doorbell. */
+static unsigned rdmach_rc_poll_recv(rdmach_rc_wire_t *w)
+{
+    struct ibv_wc wc[RC_POLL_BATCH];
+    rdmach_rc_conn_t *c;
+    uint32_t id;
+    int i, n;
+
+    n = ibv_poll_cq(w->rcq, RC_POLL_BATCH, wc);
+    for (i = 0; i < n; ++i) {
+        ++w->srq_repost;
+        if (wc[i].status != IBV_WC_SUCCESS) {
+            continue;   /* its QP broke: the send side reports the connection */
+        }
+        id = ntohl(wc[i].imm_data);
+        c  = (id < w->next_ring) ? w->conns[id] : NULL;
+        if ((wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) || (c == NULL) ||
+            (c->qp->qp_num != wc[i].qp_num)) {
+            if (w->super.params.stats != NULL) {
+                w->super.params.stats->corrupt++;
+            }
+            continue;
+        }
+        ++c->rx_avail;
+        w->doorbells[id] = 1;
+    }
+    if ((w->srq_repost >= 32) || ((n == 0) && (w->srq_repost != 0))) {
+        if (rdmach_rc_srq_post(w, w->srq_repost) == 0) {
+            w->srq_repost = 0;
+        }
+    }
+    return (n > 0) ? (unsigned)n : 0;
+}
+
 static unsigned rdmach_rc_progress(rdmach_wire_t *wire)
 {
-    return rdmach_rc_poll((rdmach_rc_wire_t*)wire, 1);
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    unsigned count      = (w->srq != NULL) ? rdmach_rc_poll_recv(w) : 0;
+
+    return count + rdmach_rc_poll(w, 1);
 }
 
 /* A signalled zero-byte WRITE (to the credit line: it writes nothing). */
