@@ -5,22 +5,118 @@
  *    of an IB rkey). It is uct/common's register-only md.
  *  - one per domain of a wire that has them ("rdmach_<hca>" for RC): registration is the wire's
  *    (ibv_reg_mr), the packed rkey carries the wire's 32-bit key, and the HCA checks it too.
+ *    Registrations go through UCX's registration cache (ucs_rcache, as UCX's ib md does): a
+ *    buffer registered again is found, not pinned again, and unmapping memory invalidates
+ *    its regions. UCP then sees the cache's lookup cost as the registration cost and moves
+ *    large messages by zero copy from a lower size on.
  * Both pack the same rkey layout, so the component unpacks either.
  */
 #include "rdmach_uct.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
+#include <ucm/api/ucm.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* The process-wide counters block lives with the md, the transport's root object: iface, ep
  * and module all count into it, and none of them depends on another for it. */
 uct_rdmach_counters_t uct_rdmach_counters;
 
+typedef struct uct_rdmach_md_config {
+    uct_md_config_t        super;
+    int                    rcache;
+    uct_md_rcache_config_t rcache_config;
+} uct_rdmach_md_config_t;
+
 static ucs_config_field_t uct_rdmach_md_config_table[] = {
     {"", "", NULL, 0, UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"RCACHE", "y",
+     "Cache the memory registrations of a verbs domain (UCX's registration cache; the\n"
+     "RCACHE_* variables below tune it). n: register and deregister on every request.",
+     ucs_offsetof(uct_rdmach_md_config_t, rcache), UCS_CONFIG_TYPE_BOOL},
+
+    {"", "", NULL, ucs_offsetof(uct_rdmach_md_config_t, rcache_config),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+
     {NULL}
 };
+
+/* A cached registration: the rcache's region, then our memh. */
+typedef struct uct_rdmach_rcache_region {
+    ucs_rcache_region_t super;
+    uct_rdmach_memh_t   memh;
+} uct_rdmach_rcache_region_t;
+
+static ucs_status_t uct_rdmach_rcache_mem_reg(void *context, ucs_rcache_t *rcache, void *arg,
+                                              ucs_rcache_region_t *rregion, uint16_t flags)
+{
+    uct_rdmach_md_t *md                = context;
+    uct_rdmach_rcache_region_t *region = ucs_derived_of(rregion, uct_rdmach_rcache_region_t);
+    uct_rdmach_memh_t *memh            = &region->memh;
+    int ret;
+
+    memh->super.address = rregion->super.start;
+    memh->super.length  = rregion->super.end - rregion->super.start;
+    ret = md->wire->mem_reg(md->domain, (void*)memh->super.address, memh->super.length,
+                            &memh->reg, &memh->key);
+    if (ret != 0) {
+        if (!(flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS)) {
+            ucs_error("rdmach: cannot register %zu bytes at 0x%lx: %s%s", memh->super.length,
+                      memh->super.address, strerror(-ret),
+                      (ret == -ENOMEM) ? " (check ulimit -l)" : "");
+        }
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+static void uct_rdmach_rcache_mem_dereg(void *context, ucs_rcache_t *rcache,
+                                        ucs_rcache_region_t *rregion)
+{
+    uct_rdmach_md_t *md = context;
+
+    md->wire->mem_dereg(ucs_derived_of(rregion, uct_rdmach_rcache_region_t)->memh.reg);
+}
+
+static void uct_rdmach_rcache_dump(void *context, ucs_rcache_t *rcache,
+                                   ucs_rcache_region_t *rregion, char *buf, size_t max)
+{
+    snprintf(buf, max, "key 0x%x", ucs_derived_of(rregion, uct_rdmach_rcache_region_t)->memh.key);
+}
+
+static ucs_rcache_ops_t uct_rdmach_rcache_ops = {
+    .mem_reg     = uct_rdmach_rcache_mem_reg,
+    .mem_dereg   = uct_rdmach_rcache_mem_dereg,
+    .dump_region = uct_rdmach_rcache_dump
+};
+
+/* The domain md's cache; without one (UCX_RDMACH_RCACHE=n, or it cannot be made) every
+ * registration is the wire's own. */
+static void uct_rdmach_md_rcache_init(uct_rdmach_md_t *md, const uct_rdmach_md_config_t *config)
+{
+    ucs_rcache_params_t params;
+    ucs_status_t status;
+
+    md->rcache = NULL;
+    if (!config->rcache) {
+        return;
+    }
+    uct_md_set_rcache_params(&params, &config->rcache_config);
+    params.region_struct_size = sizeof(uct_rdmach_rcache_region_t);
+    params.max_alignment      = ucs_get_page_size();
+    params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
+    params.context            = md;
+    params.ops                = &uct_rdmach_rcache_ops;
+    status = ucs_rcache_create(&params, "rdmach", NULL, &md->rcache);
+    if (status != UCS_OK) {
+        ucs_diag("rdmach: no registration cache: %s", ucs_status_string(status));
+        md->rcache = NULL;
+        return;
+    }
+    md->rcache_overhead = uct_md_rcache_overhead(&config->rcache_config);
+}
 
 #define UCT_RDMACH_MD_MAX 16
 
@@ -75,8 +171,10 @@ static ucs_status_t uct_rdmach_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
 
     /* zero copy needs the local buffer registered too (the lkey): UCP then passes memh */
     attr->cap.flags |= UCT_MD_FLAG_NEED_MEMH;
-    /* registration pins pages and programs the HCA (ib md: about 16 us + 0.06 ns/byte) */
-    attr->reg_cost = ucs_linear_func_make(16e-6, 0.06e-9);
+    /* registration pins pages and programs the HCA (ib md: about 16 us + 0.06 ns/byte); a
+     * cached one costs the lookup */
+    attr->reg_cost = (md->rcache != NULL) ? ucs_linear_func_make(md->rcache_overhead, 0) :
+                                            ucs_linear_func_make(16e-6, 0.06e-9);
     return status;
 }
 
@@ -84,6 +182,9 @@ static void uct_rdmach_md_close(uct_md_h tl_md)
 {
     uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
 
+    if (md->rcache != NULL) {
+        ucs_rcache_destroy(md->rcache);
+    }
     md->wire->domain_close(md->domain);
     ucs_free(md);
 }
@@ -133,6 +234,7 @@ static ucs_status_t uct_rdmach_md_open(uct_component_t *component, const char *m
             md->super.ops        = &md->ops;
             md->super.component  = component;
             md->wire             = *w;
+            uct_rdmach_md_rcache_init(md, ucs_derived_of(config, uct_rdmach_md_config_t));
             *md_p                = &md->super;
             return UCS_OK;
         }
@@ -144,9 +246,19 @@ static ucs_status_t uct_rdmach_mem_reg(uct_md_h tl_md, void *address, size_t len
                                        unsigned flags, uct_mem_h *memh_p)
 {
     uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
+    ucs_rcache_region_t *rregion;
     uct_rdmach_memh_t *memh;
+    ucs_status_t status;
     int ret;
 
+    if (md->rcache != NULL) {
+        status = ucs_rcache_get(md->rcache, address, length, PROT_READ | PROT_WRITE, NULL,
+                                &rregion);
+        if (status == UCS_OK) {
+            *memh_p = &ucs_derived_of(rregion, uct_rdmach_rcache_region_t)->memh;
+        }
+        return status;
+    }
     memh = ucs_calloc(1, sizeof(*memh), "rdmach memh");
     if (memh == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -178,6 +290,11 @@ static ucs_status_t uct_rdmach_mem_dereg(uct_md_h tl_md, uct_mem_h tl_memh)
     uct_rdmach_md_t *md     = ucs_derived_of(tl_md, uct_rdmach_md_t);
     uct_rdmach_memh_t *memh = tl_memh;
 
+    if (md->rcache != NULL) {
+        ucs_rcache_region_put(md->rcache,
+                              &ucs_container_of(memh, uct_rdmach_rcache_region_t, memh)->super);
+        return UCS_OK;
+    }
     if ((md->wire != NULL) && (memh->reg != NULL)) {
         md->wire->mem_dereg(memh->reg);
     }
@@ -209,7 +326,7 @@ static int uct_rdmach_rkey_valid(const void *buffer)
 ucx_ext_component_t uct_rdmach_component = {
     UCX_EXT_COMPONENT_MDS(uct_rdmach_component, UCT_RDMACH_NAME, UCT_RDMACH_PREFIX,
                           uct_rdmach_query_md_resources, uct_rdmach_md_open,
-                          uct_rdmach_md_config_table, sizeof(uct_md_config_t)),
+                          uct_rdmach_md_config_table, sizeof(uct_rdmach_md_config_t)),
     .rkey_size  = sizeof(uct_rdmach_rkey_t),
     .reg_cost   = 0,
     .rkey_pack  = uct_rdmach_rkey_pack,

@@ -22,6 +22,7 @@
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/queue.h>
+#include <ucs/memory/rcache.h>
 #include <ucs/time/time.h>
 #include <errno.h>
 
@@ -54,6 +55,8 @@ typedef struct uct_rdmach_md {
     const rdmach_wire_ops_t *wire;
     rdmach_wire_domain_t    *domain;
     uct_md_query_func_t     shm_query;   /* uct/common's query, amended by the domain md */
+    ucs_rcache_t            *rcache;     /* a domain's registration cache, or NULL */
+    double                  rcache_overhead;
 } uct_rdmach_md_t;
 
 typedef struct uct_rdmach_memh {
