@@ -401,6 +401,12 @@ static const uint64_t bit_ops64[6] = {0xff00ff00ff00ff0full, 0x0000000f000000f0u
                                       0x7fffffffffffffffull, 0x8000000000000001ull};
 #define BIT_OPS_MASK(_bits) (((_bits) == 32) ? 0xffffffffull : ~0ull)
 
+/* Word 3 after the i-th of those (and, or, xor in turn) */
+static uint64_t bit_op(int i, uint64_t w, uint64_t v)
+{
+    return (i % 3 == 0) ? (w & v) : (i % 3 == 1) ? (w | v) : (w ^ v);
+}
+
 /* With reply != NULL the operation fetches (ADD becomes fetch-and-add): the nbx API has no
  * separate FADD opcode. */
 static ucs_status_t amo(up_t *u, ucp_atomic_op_t op, int bits, uint64_t value, uint64_t *reply,
@@ -478,7 +484,7 @@ static int amo_bits(up_t *u, int bits, uint64_t raddr, ucp_rkey_h rkey)
             if (i < 3) {
                 AMO_EXPECT("and/or/xor result", reply, w);
             }
-            w = (i % 3 == 0) ? (w & v) : (i % 3 == 1) ? (w | v) : (w ^ v);
+            w = bit_op(i, w, v);
         }
     }
 
@@ -526,11 +532,8 @@ int up_amo_case(up_t *u)
             uint64_t want64[4] = {init64[0] + 12, 0x1234567800000002ull,
                                   init64[2] + AMO_ADDS, init64[3]};
             for (i = 0; i < 6; ++i) {
-                uint64_t v32 = bit_ops64[i] & BIT_OPS_MASK(32), v64 = bit_ops64[i];
-                want32[3] = (i % 3 == 0) ? (want32[3] & v32) : (i % 3 == 1) ?
-                            (want32[3] | v32) : (want32[3] ^ v32);
-                want64[3] = (i % 3 == 0) ? (want64[3] & v64) : (i % 3 == 1) ?
-                            (want64[3] | v64) : (want64[3] ^ v64);
+                want32[3] = bit_op(i, want32[3], bit_ops64[i] & BIT_OPS_MASK(32));
+                want64[3] = bit_op(i, want64[3], bit_ops64[i]);
             }
             for (i = 0; i < 4; ++i) {
                 if (w32[i] != want32[i]) {

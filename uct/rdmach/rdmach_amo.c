@@ -148,6 +148,15 @@ static uint64_t uct_rdmach_amo_apply(const uct_rdmach_amo_t *req, uint64_t old)
     }
 }
 
+/* The request goes back to the pool; its ep and iface have one atomic less in flight. */
+static void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req)
+{
+    --req->ep->amo_busy;
+    --iface->amo_inflight;
+    req->next_free  = iface->amo_free;
+    iface->amo_free = req;
+}
+
 static void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(req->ep->super.super.super.iface,
@@ -161,10 +170,7 @@ static void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_statu
             *(uint32_t*)req->result = (uint32_t)old;
         }
     }
-    --req->ep->amo_busy;
-    --iface->amo_inflight;
-    req->next_free  = iface->amo_free;
-    iface->amo_free = req;
+    uct_rdmach_amo_release(iface, req);
     if (comp != NULL) {
         uct_invoke_completion(comp, status);
     }
@@ -334,10 +340,7 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
         /* a posted op is done as far as the caller goes: flush waits for it */
         return (result == NULL) ? UCS_OK : UCS_INPROGRESS;
     }
-    --ep->amo_busy;
-    --iface->amo_inflight;
-    req->next_free  = iface->amo_free;
-    iface->amo_free = req;
+    uct_rdmach_amo_release(iface, req);
     return (ret == -EAGAIN) ? UCS_ERR_NO_RESOURCE :
            uct_rdmach_wire_status(ret, UCS_ERR_ENDPOINT_TIMEOUT);
 }

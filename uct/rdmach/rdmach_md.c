@@ -43,6 +43,25 @@ static ucs_config_field_t uct_rdmach_md_config_table[] = {
     {NULL}
 };
 
+/* Registers memh's region [address, address + length) in the md's wire domain (logged
+ * unless silent). */
+static ucs_status_t uct_rdmach_md_wire_reg(uct_rdmach_md_t *md, uct_rdmach_memh_t *memh,
+                                           int silent)
+{
+    int ret = md->wire->mem_reg(md->domain, (void*)memh->super.address, memh->super.length,
+                                &memh->reg, &memh->key);
+
+    if (ret == 0) {
+        return UCS_OK;
+    }
+    if (!silent) {
+        ucs_error("rdmach: cannot register %zu bytes at 0x%lx: %s%s", memh->super.length,
+                  memh->super.address, strerror(-ret),
+                  (ret == -ENOMEM) ? " (check ulimit -l)" : "");
+    }
+    return UCS_ERR_IO_ERROR;
+}
+
 /* A cached registration: the rcache's region, then our memh. */
 typedef struct uct_rdmach_rcache_region {
     ucs_rcache_region_t super;
@@ -55,21 +74,10 @@ static ucs_status_t uct_rdmach_rcache_mem_reg(void *context, ucs_rcache_t *rcach
     uct_rdmach_md_t *md                = context;
     uct_rdmach_rcache_region_t *region = ucs_derived_of(rregion, uct_rdmach_rcache_region_t);
     uct_rdmach_memh_t *memh            = &region->memh;
-    int ret;
 
     memh->super.address = rregion->super.start;
     memh->super.length  = rregion->super.end - rregion->super.start;
-    ret = md->wire->mem_reg(md->domain, (void*)memh->super.address, memh->super.length,
-                            &memh->reg, &memh->key);
-    if (ret != 0) {
-        if (!(flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS)) {
-            ucs_error("rdmach: cannot register %zu bytes at 0x%lx: %s%s", memh->super.length,
-                      memh->super.address, strerror(-ret),
-                      (ret == -ENOMEM) ? " (check ulimit -l)" : "");
-        }
-        return UCS_ERR_IO_ERROR;
-    }
-    return UCS_OK;
+    return uct_rdmach_md_wire_reg(md, memh, flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS);
 }
 
 static void uct_rdmach_rcache_mem_dereg(void *context, ucs_rcache_t *rcache,
@@ -249,7 +257,6 @@ static ucs_status_t uct_rdmach_mem_reg(uct_md_h tl_md, void *address, size_t len
     ucs_rcache_region_t *rregion;
     uct_rdmach_memh_t *memh;
     ucs_status_t status;
-    int ret;
 
     if (md->rcache != NULL) {
         status = ucs_rcache_get(md->rcache, address, length, PROT_READ | PROT_WRITE, NULL,
@@ -271,14 +278,10 @@ static ucs_status_t uct_rdmach_mem_reg(uct_md_h tl_md, void *address, size_t len
         memh->super.address = ucs_align_down_pow2((uintptr_t)address, 8);
         memh->super.length  = ucs_align_up_pow2((uintptr_t)address + length, 8) -
                               memh->super.address;
-        address             = (void*)memh->super.address;
-        length              = memh->super.length;
-        ret = md->wire->mem_reg(md->domain, address, length, &memh->reg, &memh->key);
-        if (ret != 0) {
-            ucs_error("rdmach: cannot register %zu bytes at %p: %s%s", length, address,
-                      strerror(-ret), (ret == -ENOMEM) ? " (check ulimit -l)" : "");
+        status = uct_rdmach_md_wire_reg(md, memh, 0);
+        if (status != UCS_OK) {
             ucs_free(memh);
-            return UCS_ERR_IO_ERROR;
+            return status;
         }
     }
     *memh_p = memh;

@@ -668,13 +668,18 @@ static void rdmach_rc_deliver(rdmach_rc_conn_t *c)
     }
 }
 
+/* The connection of ring id (from a completion or a peer's immediate: checked), or NULL. */
+static inline rdmach_rc_conn_t *rdmach_rc_conn(const rdmach_rc_wire_t *w, uint32_t id)
+{
+    return (id < w->next_ring) ? w->conns[id] : NULL;
+}
+
 /* Polls the CQ; deliver == 0 (inside an operation): only advances the completed sequences,
  * and the operations they finish are delivered by the next progress. */
 static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
 {
     struct ibv_wc wc[RC_POLL_BATCH];
     rdmach_rc_conn_t *c;
-    uint32_t id;
     int i, n;
 
     n = ibv_poll_cq(w->cq, RC_POLL_BATCH, wc);
@@ -682,8 +687,7 @@ static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
         if (w->cq_free < w->cq_size) {
             ++w->cq_free;   /* a QP in error completes unsignalled WRs too */
         }
-        id = (uint32_t)(wc[i].wr_id >> RC_SEQ_BITS);
-        c  = (id < w->next_ring) ? w->conns[id] : NULL;
+        c = rdmach_rc_conn(w, (uint32_t)(wc[i].wr_id >> RC_SEQ_BITS));
         if (c == NULL) {
             continue;
         }
@@ -804,13 +808,13 @@ static void rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, si
     struct ibv_sge sge[3];
     unsigned n = 0;
 
-    if (c->failed || (rdmach_rc_wait_room(c, 3) != 0)) {
+    if (c->failed || (rdmach_rc_wait_room(c, (c->w->srq != NULL) ? 1 : 3) != 0)) {
         return;   /* the connection failed: its ep reports it */
     }
-    memset(wr, 0, sizeof(wr));
     if (c->w->srq != NULL) {
         /* one WRITE with immediate: the receiver reads the record once its completion
          * arrives (which also rings the ring's doorbell there): one packet, no doorbell */
+        memset(&wr[0], 0, sizeof(wr[0]));
         rdmach_rc_write_wr(&wr[0], &sge[0], (void*)rec, (uint32_t)bytes, c->mr->lkey, raddr,
                            c->r_rkey, bytes <= inl);
         wr[0].opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -820,6 +824,7 @@ static void rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, si
         }
         return;
     }
+    memset(wr, 0, sizeof(wr));
     rdmach_rc_write_wr(&wr[n], &sge[n], (uint8_t*)rec + mark, (uint32_t)(bytes - mark),
                        c->mr->lkey, raddr + mark, c->r_rkey, bytes - mark <= inl);
     ++n;
@@ -1071,7 +1076,7 @@ static void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
 static int rdmach_rc_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx)
 {
     rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
-    rdmach_rc_conn_t *c = (id < w->next_ring) ? w->conns[id] : NULL;
+    rdmach_rc_conn_t *c = rdmach_rc_conn(w, id);
 
     if ((c == NULL) || (__atomic_load_n(&c->rx_ctl->owner, __ATOMIC_ACQUIRE) == 0)) {
         return 0;
@@ -1100,9 +1105,10 @@ static void rdmach_rc_fail(rdmach_rc_conn_t *c, int err)
 /* ---- RMA, progress, flush ---- */
 
 /* Queues a completion for the WR of sequence seq. */
-static void rdmach_rc_push_op(rdmach_rc_conn_t *c, uint64_t seq, void *comp, int bounce,
-                              void (*unpack)(void*, const void*, size_t), void *arg,
-                              size_t len)
+static rdmach_rc_op_t *rdmach_rc_push_op(rdmach_rc_conn_t *c, uint64_t seq, void *comp,
+                                         int bounce,
+                                         void (*unpack)(void*, const void*, size_t),
+                                         void *arg, size_t len)
 {
     rdmach_rc_op_t *op = &c->ops[c->op_tail++ % RC_OPS_MAX];
 
@@ -1113,6 +1119,7 @@ static void rdmach_rc_push_op(rdmach_rc_conn_t *c, uint64_t seq, void *comp, int
     op->arg    = arg;
     op->len    = len;
     op->amo    = -1;
+    return op;
 }
 
 /* A read into an unregistered buffer goes through a bounce buffer: copied out at the end. */
@@ -1241,6 +1248,7 @@ static int rdmach_rc_atomic64(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     rdmach_rc_conn_t *c   = (rdmach_rc_conn_t*)peer;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
+    rdmach_rc_op_t *op;
     uint64_t seq;
     int slot;
 
@@ -1268,9 +1276,9 @@ static int rdmach_rc_atomic64(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
         return (errno == ENOMEM) ? -EAGAIN : -errno;
     }
     STATS(w, atomics)++;
-    rdmach_rc_push_op(c, seq, comp, -1, NULL, NULL, 0);
-    c->ops[(c->op_tail - 1) % RC_OPS_MAX].amo    = slot;
-    c->ops[(c->op_tail - 1) % RC_OPS_MAX].result = result;
+    op         = rdmach_rc_push_op(c, seq, comp, -1, NULL, NULL, 0);
+    op->amo    = slot;
+    op->result = result;
     return RDMACH_WIRE_INPROGRESS;
 }
 
@@ -1290,7 +1298,7 @@ static unsigned rdmach_rc_poll_recv(rdmach_rc_wire_t *w)
             continue;   /* its QP broke: the send side reports the connection */
         }
         id = ntohl(wc[i].imm_data);
-        c  = (id < w->next_ring) ? w->conns[id] : NULL;
+        c  = rdmach_rc_conn(w, id);
         if ((wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) || (c == NULL) ||
             (c->qp->qp_num != wc[i].qp_num)) {
             if (w->super.params.stats != NULL) {
