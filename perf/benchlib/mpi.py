@@ -17,19 +17,21 @@ def launcher():
     return None
 
 
-def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None):
-    """(cmd, env) for an MPICH run of nranks ranks with the transport t (UCX_TLS=<tls>,self).
+def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None, impl="mpich"):
+    """(cmd, env) for an MPI run of nranks ranks with the transport t (UCX_TLS=<tls>,self).
     Uses mpi_glue/launch when it exists, else mpiexec.mpich -genv (LD_PRELOAD to the ranks only,
     never into mpiexec itself). counters: UCX_EXT_COUNTERS_DIR of the ranks; launch_timeout:
-    the launcher's own limit (it ends the MPI job itself)."""
+    the launcher's own limit (it ends the MPI job itself); impl: mpich, or openmpi (only
+    through the launcher)."""
     env = base_env(ctx.preload)
     if ctx.pin:  # rank r on CPU r (the MPI programs are not ours: pin them from outside)
-        prog_args = ["/bin/sh", "-c", 'exec taskset -c "$(( ${PMI_RANK:-0} %% %d ))" "$0" "$@"'
-                     % (os.cpu_count() or 1)] + list(prog_args)
+        rank = "${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}"   # MPICH's Hydra, Open MPI
+        prog_args = ["/bin/sh", "-c", 'exec taskset -c "$(( %s %% %d ))" "$0" "$@"'
+                     % (rank, os.cpu_count() or 1)] + list(prog_args)
     rank_env = t.env(ctx, mpi=True)
     if launcher():
         env["UCXEXT_BUILD"] = ctx.build
-        cmd = [LAUNCH, "--tl", t.tls + ",self", "-n", nranks]
+        cmd = [LAUNCH, "--impl", impl, "--tl", t.tls + ",self", "-n", nranks]
         if launch_timeout:
             cmd += ["--timeout", launch_timeout]
         cmd += ["--env", "UCX_WARN_UNUSED_ENV_VARS=n"]
@@ -43,6 +45,8 @@ def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None):
         if t.ours and rank_env.get("LD_PRELOAD"):
             cmd += ["--env", "LD_PRELOAD=" + rank_env["LD_PRELOAD"]]
         return cmd + ["--"] + prog_args, env
+    if impl != "mpich":
+        raise MeasureError("%s needs mpi_glue/launch" % impl)
     cmd = ["mpiexec.mpich", "-n", nranks, "-genv", "UCX_TLS", rank_env["UCX_TLS"],
            "-genv", "UCX_WARN_UNUSED_ENV_VARS", "n"]
     for k, v in t.extra_env.items():
@@ -73,8 +77,8 @@ def parse_csv_rows(text, first_col):
     return rows
 
 
-def mpi_run(ctx, t, prog_args, first_col, timeout):
-    cmd, env = mpi_cmd(ctx, t, prog_args)
+def mpi_run(ctx, t, prog_args, first_col, timeout, impl="mpich"):
+    cmd, env = mpi_cmd(ctx, t, prog_args, impl=impl)
     rc, out, err = run(cmd, env, timeout)
     rows = parse_csv_rows(out, first_col)
     if rc != 0 or not rows:

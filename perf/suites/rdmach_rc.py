@@ -11,8 +11,16 @@ Run it in the guest, results copied back to the host:
        port):                          tag_lat 8 B, tag_bw 64 KiB and 1 MiB, put_lat 8 B,
                                        get 64 KiB, atomic fetch-add 8 B and 4 B,
                                        compare-swap 8 B (round-trip latency)
-  MPI (Debian MPICH, mpi_glue/pingpong, same UCX settings): latency 8 B and 64 KiB,
+  MPI (same UCX settings), as users measure it, under both MPIs (mpi = Debian's MPICH
+       4.0.2 ch4:ucx, ompi = Open MPI 4.1.4 pml/osc ucx):
+       mpi_glue/pingpong               latency 8 B and 64 KiB (MPICH), 8 B (Open MPI),
                                        ping-pong bandwidth 1 MiB
+       perf/mpi_rotbuf (MPICH)         windowed bandwidth (16 in flight) 64 KiB and 1 MiB
+       perf/mpi_osc_lat                one-sided latency under lock_all + flush, as OSU's
+                                       osu_{put,get,fop,cas}_latency: put and get 8 B,
+                                       Fetch_and_op and Compare_and_swap on an int64
+                                       (Open MPI's osc ucx uses rdmach's device atomics
+                                       there; MPICH's ch4:ucx its own active messages)
 Prints medians, the ratio rdmach / rc_verbs with the spread of the per-repetition ratios
 (latency: lower is better; bandwidth: higher), writes raw.csv, summary.csv and ratios.png.
 Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
@@ -26,7 +34,7 @@ import sys
 
 from benchlib import fmt_size
 from benchlib.env import Ctx, Transport
-from benchlib.mpi import find_pingpong, mpi_run
+from benchlib.mpi import find_rotbuf, mpi_run
 from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log
@@ -50,7 +58,15 @@ FIGURES = [
     ("ucp", "ucp_fadd", 8, []), ("ucp", "ucp_fadd", 4, []), ("ucp", "ucp_cswap", 8, []),
     ("mpi", "pingpong_lat", 8, []), ("mpi", "pingpong_lat", 65536, []),
     ("mpi", "pingpong_bw", 1 << 20, []),
+    ("mpi", "window_bw", 65536, []), ("mpi", "window_bw", 1 << 20, []),
+    ("mpi", "osc_put_lat", 8, []), ("mpi", "osc_get_lat", 8, []),
+    ("mpi", "osc_fop_lat", 8, []),
+    ("ompi", "pingpong_lat", 8, []), ("ompi", "pingpong_bw", 1 << 20, []),
+    ("ompi", "osc_put_lat", 8, []), ("ompi", "osc_get_lat", 8, []),
+    ("ompi", "osc_fop_lat", 8, []), ("ompi", "osc_cas_lat", 8, []),
 ]
+MPI_KINDS = {"mpi": ("mpich", "mpich"), "ompi": ("openmpi", "ompi")}   # launch --impl, suffix
+OSC_RUNS = {}   # (rep, kind, transport) -> mpi_osc_lat's rows by op
 
 
 def add_arguments(p):
@@ -81,11 +97,40 @@ def transports():
     return both
 
 
-def one(ctx, t, kind, test, size, extra, quick, timeout):
-    if kind == "mpi":
-        rows = mpi_run(ctx, t, [ctx.meta["pingpong"], "-s", str(size), "--csv", "-", "-i",
-                                "200" if quick else "500"], "bytes", timeout * 4)
+def mpi_program(ctx, kind, name):
+    """The MPI program `name` built for kind's MPI, or None."""
+    impl, suffix = MPI_KINDS[kind]
+    if name == "rotbuf":
+        return find_rotbuf(ctx) if impl == "mpich" else None
+    d = "perf" if name == "mpi_osc_lat" else "mpi_glue"
+    p = os.path.join(ctx.build, d, "%s.%s" % (name, suffix))
+    return p if os.access(p, os.X_OK) else None
+
+
+def one_mpi(ctx, t, kind, test, size, quick, timeout, rep):
+    impl = MPI_KINDS[kind][0]
+    if test.startswith("pingpong"):
+        rows = mpi_run(ctx, t, [mpi_program(ctx, kind, "pingpong"), "-s", str(size), "--csv",
+                                "-", "-i", "200" if quick else "500"], "bytes", timeout * 4,
+                       impl=impl)
         return float(rows[0]["bw_MBps" if is_bw(test) else "lat_us_median"])
+    if test == "window_bw":
+        rows = mpi_run(ctx, t, [mpi_program(ctx, kind, "rotbuf"), "-s", str(size), "-m", "bw",
+                                "-b", "16M" if quick else "64M", "--csv"], "test", timeout * 4,
+                       impl=impl)
+        return float(rows[0]["bw_MBps_p50"])
+    # one mpi_osc_lat run per transport, MPI and repetition gives all its ops
+    key = (rep, kind, t.name)
+    if key not in OSC_RUNS:
+        OSC_RUNS[key] = {r["op"]: r for r in mpi_run(
+            ctx, t, [mpi_program(ctx, kind, "mpi_osc_lat"), "-s", "8", "-i",
+                     "300" if quick else "1000", "--csv"], "op", timeout * 4, impl=impl)}
+    return float(OSC_RUNS[key][test.split("_")[1]]["lat_us_median"])
+
+
+def one(ctx, t, kind, test, size, extra, quick, timeout, rep=0):
+    if kind in MPI_KINDS:
+        return one_mpi(ctx, t, kind, test, size, quick, timeout, rep)
     env = t.env(ctx)
     n = iters(test, size, quick)
     r = perftest(env, test, size, n, max(10, n // 10), uct=t.uct if kind == "uct" else None,
@@ -112,16 +157,18 @@ def run(args):
         return in_guest(args)
     ctx = Ctx(args, NAME)
     reps = args.reps or (3 if args.quick else 5)
-    ctx.meta["pingpong"] = find_pingpong(ctx)
     who = transports()
     raw = []   # (rep, figure index, transport, value)
     for rep in range(reps):
         for i, (kind, test, size, extra) in enumerate(FIGURES):
-            if kind == "mpi" and not ctx.meta["pingpong"]:
+            prog = {"window_bw": "rotbuf"}.get(test, "mpi_osc_lat" if test.startswith("osc")
+                                                 else "pingpong")
+            if kind in MPI_KINDS and not mpi_program(ctx, kind, prog):
+                log("rdmach-rc: no %s for %s: %s skipped" % (prog, kind, test))
                 continue
             for t in rotated(who, rep + i):
                 try:
-                    v = one(ctx, t, kind, test, size, extra, args.quick, args.timeout)
+                    v = one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep)
                 except MeasureError as e:
                     log("rdmach-rc: %s %s %s %s: %s" % (kind, test, fmt_size(size), t.name, e))
                     continue

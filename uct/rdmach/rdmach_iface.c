@@ -77,6 +77,19 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "doorbells, which costs less per call the more peers are connected.",
      ucs_offsetof(uct_rdmach_iface_config_t, poll_all), UCS_CONFIG_TYPE_BOOL},
 
+    {"RC_TIMEOUT", "268ms",
+     "On a verbs port: how long an RC QP waits for an acknowledgement before it resends\n"
+     "(rounded up to the 4.096 us << n steps of InfiniBand's local ACK timeout). Together\n"
+     "with RC_RETRY_COUNT it bounds how soon a dead peer fails its endpoint.",
+     ucs_offsetof(uct_rdmach_iface_config_t, rc_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RC_RETRY_COUNT", "6",
+     "On a verbs port: resends of an unacknowledged RC packet before the QP fails and its\n"
+     "endpoint with it (0-7). rdma_rxe (Soft-RoCE) reads 7 as \"resend forever\": then a\n"
+     "dead peer is never detected, but a lossy Ethernet cannot exhaust the budget (UCX's\n"
+     "rc_verbs does the same by default).",
+     ucs_offsetof(uct_rdmach_iface_config_t, rc_retry_count), UCS_CONFIG_TYPE_UINT},
+
     {NULL}
 };
 
@@ -279,6 +292,8 @@ static const ucx_ext_knob_t uct_rdmach_knobs[] = {
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, UINT_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "EAGER_LIMIT", eager_limit, SIZE, 1, SIZE_MAX),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RC_TIMEOUT", rc_timeout, DOUBLE, 8e-6, 8000.0),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RC_RETRY_COUNT", rc_retry_count, UINT, 0, 7),
 };
 
 UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
@@ -347,6 +362,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     wire_params.log       = uct_rdmach_wire_log;
     wire_params.complete  = uct_rdmach_wire_complete;
     wire_params.failed    = uct_rdmach_wire_failed;
+    wire_params.net_timeout     = config->rc_timeout;
+    wire_params.net_retry_count = config->rc_retry_count;
     ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {
         status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);

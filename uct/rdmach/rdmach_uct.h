@@ -94,6 +94,8 @@ typedef struct uct_rdmach_iface_config {
     unsigned              hot_max;
     unsigned              rx_budget;
     int                   poll_all;
+    double                rc_timeout;
+    unsigned              rc_retry_count;
 } uct_rdmach_iface_config_t;
 
 typedef struct uct_rdmach_iface {

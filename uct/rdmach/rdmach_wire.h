@@ -90,6 +90,10 @@ typedef struct rdmach_wire_params {
     /* A connection (ep_open's ep_ctx) failed (err: -errno): its QP broke or its peer died.
      * Called from the wire's progress, once per connection. */
     void              (*failed)(void *ep_ctx, int err);
+    /* A network wire's reliability (RC: the QPs' local ACK timeout and retry count, which
+     * bound how soon a dead peer fails its connection); shm ignores them */
+    double            net_timeout;      /* s */
+    unsigned          net_retry_count;  /* 0-7 */
 } rdmach_wire_params_t;
 
 /* A message through params.log (error != 0: an error, else a diagnostic); _wire is the

@@ -39,9 +39,6 @@
 #define RC_CQ_SIZE       4096   /* shared by the QPs of an iface */
 #define RC_SRQ_DEPTH     2048   /* receive WQEs that records with immediate consume */
 #define RC_POLL_BATCH    16
-#define RC_TIMEOUT       16     /* 4.096 us << 16 = 268 ms per try, 8 tries: a dead peer
-                                 * fails its connection in about 2 s */
-#define RC_RETRY_CNT     6      /* not 7: rdma_rxe reads 7 as "retry forever" */
 #define RC_RNR_RETRY     7
 #define RC_SEQ_BITS      40
 #define RC_SEQ_MASK      ((1ull << RC_SEQ_BITS) - 1)
@@ -980,6 +977,21 @@ static void rdmach_rc_ep_pack_addr(const rdmach_wire_peer_t *peer, void *buf)
     memcpy(buf, &addr, sizeof(addr));
 }
 
+/* InfiniBand's local ACK timeout is 4.096 us << exp (exp 0: wait forever, which we never
+ * ask for): the smallest exp that waits at least t seconds (t <= 0: 268 ms). */
+static uint8_t rdmach_rc_timeout_exp(double t)
+{
+    uint8_t exp = 1;
+
+    if (t <= 0) {
+        return 16;
+    }
+    while ((exp < 31) && ((4.096e-6 * (double)(1ull << exp)) < t)) {
+        ++exp;
+    }
+    return exp;
+}
+
 static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
                                 const void *dev_addr, const void *ep_addr, rdmach_tx_t *tx)
 {
@@ -1028,8 +1040,8 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     }
     memset(&attr, 0, sizeof(attr));
     attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = RC_TIMEOUT;
-    attr.retry_cnt     = RC_RETRY_CNT;
+    attr.timeout       = rdmach_rc_timeout_exp(w->super.params.net_timeout);
+    attr.retry_cnt     = RC_MIN(w->super.params.net_retry_count, 7u);
     attr.rnr_retry     = RC_RNR_RETRY;
     attr.sq_psn        = 0;
     attr.max_rd_atomic = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);
