@@ -90,6 +90,13 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "rc_verbs does the same by default).",
      ucs_offsetof(uct_rdmach_iface_config_t, rc_retry_count), UCS_CONFIG_TYPE_UINT},
 
+    {"RC_SRQ", "y",
+     "On a verbs port with shared receive queues: a record is one RDMA WRITE with immediate,\n"
+     "read once its receive completion arrives (which also rings the ring's doorbell). n:\n"
+     "as on a device without SRQ, two WRITEs (fields and payload, then the mark) and a\n"
+     "doorbell WRITE when the receiver asks for it. Senders follow each receiver's choice.",
+     ucs_offsetof(uct_rdmach_iface_config_t, rc_srq), UCS_CONFIG_TYPE_BOOL},
+
     {NULL}
 };
 
@@ -364,6 +371,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     wire_params.failed    = uct_rdmach_wire_failed;
     wire_params.net_timeout     = config->rc_timeout;
     wire_params.net_retry_count = config->rc_retry_count;
+    wire_params.net_srq         = config->rc_srq;
     ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {
         status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);

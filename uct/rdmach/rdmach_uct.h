@@ -96,6 +96,7 @@ typedef struct uct_rdmach_iface_config {
     int                   poll_all;
     double                rc_timeout;
     unsigned              rc_retry_count;
+    int                   rc_srq;
 } uct_rdmach_iface_config_t;
 
 typedef struct uct_rdmach_iface {

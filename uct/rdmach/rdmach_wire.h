@@ -25,9 +25,11 @@
  * Each entry says what the shared-memory wire does ("shm:") and what the InfiniBand RC verbs
  * wire does ("RC:", rdmach_wire_rc.c). The RC design in short: a connection's rings, shadow
  * and credit line live in one registered block; the sender builds records in the shadow and
- * RDMA-writes each as header fields and payload, then the mark (two WRITEs on one QP, placed in
- * order, so the mark lands last); the receiver RDMA-writes its tail into the sender's credit line, and its rx_hot
- * into the sender's shadow ctl, which tells the sender when to chain a doorbell WRITE.
+ * RDMA-writes each, as one WRITE with immediate to a receiver with a shared receive queue (it
+ * reads the record once the completion counted it in), else as header fields and payload,
+ * then the mark (two WRITEs on one QP, placed in order, so the mark lands last); the receiver
+ * RDMA-writes its tail into the sender's credit line (and, without SRQ, its rx_hot into the
+ * sender's shadow ctl, which tells the sender when to chain a doorbell WRITE).
  */
 #ifndef RDMACH_WIRE_H
 #define RDMACH_WIRE_H
@@ -94,6 +96,9 @@ typedef struct rdmach_wire_params {
      * bound how soon a dead peer fails its connection); shm ignores them */
     double            net_timeout;      /* s */
     unsigned          net_retry_count;  /* 0-7 */
+    int               net_srq;          /* RC: records into our rings as WRITEs with
+                                         * immediate, counted in by a shared receive
+                                         * queue's completions, where the device has one */
 } rdmach_wire_params_t;
 
 /* A message through params.log (error != 0: an error, else a diagnostic); _wire is the

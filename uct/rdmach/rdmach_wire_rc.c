@@ -8,10 +8,14 @@
  *   [ rx ctl | rx slots ][ shadow ctl | credit line ][ shadow slots ]
  *
  *  - rx: the ring the peer RDMA-writes records into; we poll its marks like shared memory.
- *  - shadow: where we build the records of the ring we send into (the peer's rx), before two
- *    WRITEs carry each one: header fields and payload, then the 8-byte mark, inline. RC places
- *    the WRITEs of a QP in order, so the mark is the last to land. A doorbell byte WRITE
- *    follows when the peer's receiver told us (through our shadow ctl) that the ring is cold.
+ *  - shadow: where we build the records of the ring we send into (the peer's rx). Where the
+ *    peer receives through a shared receive queue (its ep address says so: RC_SRQ, and a
+ *    device with SRQs), one RDMA WRITE with immediate (the ring id) carries a record, and
+ *    the peer reads it once its receive completion counted it in: rdma_rxe places a WRITE's
+ *    bytes in no defined order, so the mark alone cannot tell. Else two WRITEs carry it:
+ *    header fields and payload, then the 8-byte mark, inline; RC places the WRITEs of a QP
+ *    in order, so the mark is the last to land, and a doorbell byte WRITE follows when the
+ *    peer's receiver told us (through our shadow ctl) that the ring is cold.
  *  - credit line: the peer's receiver writes its tail here (lazy, one inline WRITE per
  *    LAZY_TAIL of the ring); it is our sender's tail copy.
  *
@@ -83,7 +87,13 @@ typedef struct rdmach_rc_ep_addr {
     uint32_t db_rkey;
     uint32_t slot_size;
     uint32_t nslots;
+    uint8_t  flags;         /* RDMACH_RC_ADDR_* */
 } __attribute__((packed)) rdmach_rc_ep_addr_t;
+
+/* We receive records through a shared receive queue: write them with immediate (one WRITE),
+ * not as fields and payload then the mark. The sender follows the receiver's choice, so
+ * ends with and without SRQ (UCX_RDMACH_RC_SRQ, or devices without one) talk. */
+#define RDMACH_RC_ADDR_IMM 0x1
 
 typedef struct rdmach_rc_op {
     uint64_t seq;           /* done when the QP completed this WR */
@@ -107,6 +117,7 @@ typedef struct rdmach_rc_conn {
     uint32_t           r_ring;        /* the peer's ring id for us (the records' immediate) */
     uint32_t           rx_avail;      /* records into our ring counted in by their CQE */
     int                connected, failed, closed, dirty;
+    int                imm;           /* the peer reads records by their completion */
     /* the block */
     uint8_t            *block;
     size_t             block_size;
@@ -399,7 +410,7 @@ static void rdmach_rc_srq_open(rdmach_rc_wire_t *w)
     struct ibv_srq_init_attr attr;
 
     w->srq_depth = RC_MIN(RC_SRQ_DEPTH, (uint32_t)w->dom->attr.max_srq_wr);
-    if (w->srq_depth < 64) {
+    if (!w->super.params.net_srq || (w->srq_depth < 64)) {
         return;
     }
     memset(&attr, 0, sizeof(attr));
@@ -805,10 +816,10 @@ static void rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, si
     struct ibv_sge sge[3];
     unsigned n = 0;
 
-    if (c->failed || (rdmach_rc_wait_room(c, (c->w->srq != NULL) ? 1 : 3) != 0)) {
+    if (c->failed || (rdmach_rc_wait_room(c, c->imm ? 1 : 3) != 0)) {
         return;   /* the connection failed: its ep reports it */
     }
-    if (c->w->srq != NULL) {
+    if (c->imm) {
         /* one WRITE with immediate: the receiver reads the record once its completion
          * arrives (which also rings the ring's doorbell there): one packet, no doorbell */
         memset(&wr[0], 0, sizeof(wr[0]));
@@ -974,6 +985,7 @@ static void rdmach_rc_ep_pack_addr(const rdmach_wire_peer_t *peer, void *buf)
     addr.db_rkey    = w->db_mr->rkey;
     addr.slot_size  = c->super.geom.slot_size;
     addr.nslots     = c->super.geom.nslots;
+    addr.flags      = (w->srq != NULL) ? RDMACH_RC_ADDR_IMM : 0;
     memcpy(buf, &addr, sizeof(addr));
 }
 
@@ -1058,6 +1070,7 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     c->r_doorbell   = addr.doorbell;
     c->r_rkey       = addr.rkey;
     c->r_db_rkey    = addr.db_rkey;
+    c->imm          = !!(addr.flags & RDMACH_RC_ADDR_IMM);
     c->r_ring       = addr.ring_id;
     c->connected    = 1;
 
