@@ -219,7 +219,7 @@ def plot(ctx, rows):
     plt = pyplot()
     if plt is None or not rows:
         return
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.28 * len(rows)))
     labels = ["%s %s %s" % (r[0], r[1], fmt_size(int(r[2]))) for r in rows]
     ratios = [float(r[6]) for r in rows]
     lo = [float(r[6]) - float(r[7]) for r in rows]
@@ -227,5 +227,6 @@ def plot(ctx, rows):
     ax.barh(labels, ratios, xerr=[lo, hi], color="#4477aa")
     ax.axvline(1.0, color="k", lw=0.8)
     ax.set_xlabel("rdmach / rc_verbs (latency: lower is better; bandwidth: higher)")
-    ax.set_title("rdmach RC wire vs rc_verbs, Soft-RoCE under qemu TCG (medians, spread)")
+    ax.set_title("rdmach RC wire vs rc_verbs, Soft-RoCE under qemu TCG\n(medians, spread of "
+                 "the per-repetition ratios)", fontsize=10)
     save(plt, fig, ctx.path("ratios.png"))
