@@ -200,6 +200,37 @@ TEST(RdmachRing, BackPressureAtFullRingNeverOverwrites)
     }
 }
 
+TEST(RdmachRing, BogusCreditIsIgnoredNeverOverwritesUnread)
+{
+    Conn c(64, 16, 100, 0.25);
+    uint8_t byte = 0;
+
+    while (c.send(1, &byte, 1)) {
+        ++byte;
+    }
+    // a credit ahead of what was sent, or behind what the receiver already returned, would
+    // make the sender's free count wrap and overwrite unread records: the sender ignores it
+    for (uint64_t bogus : {uint64_t(17), uint64_t(1) << 40, ~uint64_t(0)}) {
+        __atomic_store_n(&c.tail_copy, bogus, __ATOMIC_RELEASE);
+        EXPECT_FALSE(c.send(1, &byte, 1)) << "tail " << bogus;
+        EXPECT_EQ(0u, c.tx.cached_tail);
+    }
+    __atomic_store_n(&c.tail_copy, 0, __ATOMIC_RELEASE);
+    EXPECT_EQ(4u, c.poll(4));              // honest credit flows again
+    EXPECT_EQ(4u, c.tail_copy);
+    EXPECT_TRUE(c.send(1, &byte, 1));
+    __atomic_store_n(&c.tail_copy, 2, __ATOMIC_RELEASE);   // backwards: ignored
+    while (c.send(1, &byte, 1)) {
+    }
+    EXPECT_EQ(4u, c.tx.cached_tail);
+    while (c.poll() != 0) {
+    }
+    ASSERT_EQ(20u, c.msgs.size()) << "16, then the 4 slots the honest credit returned";
+    for (unsigned i = 0; i < 20; ++i) {
+        EXPECT_EQ(static_cast<uint8_t>(i < 16 ? i : 16), c.msgs[i][0]);
+    }
+}
+
 TEST(RdmachRing, LazyTailWritesOncePerFraction)
 {
     Conn c(64, 256, 100, 0.25);

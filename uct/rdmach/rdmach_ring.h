@@ -162,9 +162,17 @@ static inline uint64_t rdmach_tx_free(const rdmach_tx_t *tx)
     return tx->geom.nslots - (tx->head - tx->cached_tail);
 }
 
+/* The receiver's tail only moves forward and never past what we sent: any other value (a
+ * corrupt or hostile peer's credit write) is ignored, so such a peer stalls its own connection
+ * but never makes us overwrite records it has not read. Off the fast path: only when short of
+ * room. */
 static inline void rdmach_tx_refresh_tail(rdmach_tx_t *tx)
 {
-    tx->cached_tail = __atomic_load_n(tx->tail_copy, __ATOMIC_ACQUIRE);
+    uint64_t tail = __atomic_load_n(tx->tail_copy, __ATOMIC_ACQUIRE);
+
+    if ((tail - tx->cached_tail) <= (tx->head - tx->cached_tail)) {
+        tx->cached_tail = tail;
+    }
 }
 
 /* Slots from head to the ring end. */
