@@ -1308,7 +1308,9 @@ static int rdmach_rc_atomic64(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
 }
 
 /* Completions of records written into our rings: count each in for its ring (the immediate
- * names it; a peer's claim is checked against the QP it came on) and ring its doorbell. */
+ * names it; a peer's claim is checked against the QP it came on) and ring its doorbell. A
+ * record is at least its header: a shorter write with immediate (a broken peer's) is counted
+ * as corrupt, not in, or it would let a later record be read before all of it landed. */
 static unsigned rdmach_rc_poll_recv(rdmach_rc_wire_t *w)
 {
     struct ibv_wc wc[RC_POLL_BATCH];
@@ -1325,7 +1327,7 @@ static unsigned rdmach_rc_poll_recv(rdmach_rc_wire_t *w)
         id = ntohl(wc[i].imm_data);
         c  = rdmach_rc_conn(w, id);
         if ((wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) || (c == NULL) ||
-            (c->qp->qp_num != wc[i].qp_num)) {
+            (c->qp->qp_num != wc[i].qp_num) || (wc[i].byte_len < sizeof(rdmach_rec_hdr_t))) {
             if (w->super.params.stats != NULL) {
                 w->super.params.stats->corrupt++;
             }
