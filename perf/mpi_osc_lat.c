@@ -19,11 +19,12 @@
  * the median over iterations, because a shared 2-core VM preempts).
  */
 #include <mpi.h>
-#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mpi_bench.h"
 
 #define MAX_SIZES 32
 
@@ -31,25 +32,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "mpi_osc_lat: %s\n", what);
     MPI_Abort(MPI_COMM_WORLD, 2);
-}
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-
-    switch (toupper((unsigned char)*end)) {
-    case 'K': v *= 1024.0; break;
-    case 'M': v *= 1024.0 * 1024.0; break;
-    default: break;
-    }
-    return (size_t)v;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-    return (x > y) - (x < y);
 }
 
 typedef enum { OP_PUT, OP_GET, OP_FOP, OP_CAS, OP_COUNT } op_t;
@@ -110,7 +92,7 @@ int main(int argc, char **argv)
             nsizes = 0;
             for (tok = strtok_r(list, ",", &save); tok && (nsizes < MAX_SIZES);
                  tok = strtok_r(NULL, ",", &save)) {
-                sizes[nsizes] = parse_size(tok);
+                sizes[nsizes] = mpi_bench_parse_size(tok);
                 if ((sizes[nsizes] == 0) || (sizes[nsizes] > (1u << 30))) {
                     die("-s sizes must be 1 byte to 1 GiB");
                 }
@@ -206,12 +188,12 @@ int main(int argc, char **argv)
                     MPI_Abort(MPI_COMM_WORLD, 1);
                 }
                 MPI_Win_unlock_all(win);
-                qsort(t, (size_t)iters, sizeof(double), cmp_double);
+                double p50 = mpi_bench_median(t, iters);
                 if (csv) {
-                    printf("%s,%zu,%.3f,%.3f\n", op_names[i], size, t[iters / 2], sum / iters);
+                    printf("%s,%zu,%.3f,%.3f\n", op_names[i], size, p50, sum / iters);
                 } else {
                     printf("%-4s %8zu bytes  median %9.3f us  mean %9.3f us\n", op_names[i],
-                           size, t[iters / 2], sum / iters);
+                           size, p50, sum / iters);
                 }
                 fflush(stdout);
             }

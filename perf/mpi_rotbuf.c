@@ -27,34 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
-#include <ctype.h>
+
+#include "mpi_bench.h"
 
 #define MAX_SIZES 64
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    switch (toupper((unsigned char)*end)) {
-    case 'K': v *= 1024.0; break;
-    case 'M': v *= 1024.0 * 1024.0; break;
-    case 'G': v *= 1024.0 * 1024.0 * 1024.0; break;
-    default: break;
-    }
-    return (size_t)v;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static long clamp_l(double v, long lo, long hi)
 {
@@ -85,13 +61,13 @@ int main(int argc, char **argv)
             char *dup = strdup(v), *save = NULL;
             for (char *t = strtok_r(dup, ",", &save); t && nsizes < MAX_SIZES;
                  t = strtok_r(NULL, ",", &save))
-                sizes[nsizes++] = parse_size(t);
+                sizes[nsizes++] = mpi_bench_parse_size(t);
             free(dup);
         } else if (!strcmp(o, "-i")) iters_opt = atol(v);
-        else if (!strcmp(o, "-b")) budget = parse_size(v);
+        else if (!strcmp(o, "-b")) budget = mpi_bench_parse_size(v);
         else if (!strcmp(o, "-w")) warm_opt = atol(v);
         else if (!strcmp(o, "-W")) window = atoi(v);
-        else if (!strcmp(o, "-p")) pool = parse_size(v);
+        else if (!strcmp(o, "-p")) pool = mpi_bench_parse_size(v);
         else if (!strcmp(o, "-m")) {
             do_lat = !strcmp(v, "lat") || !strcmp(v, "both");
             do_bw  = !strcmp(v, "bw") || !strcmp(v, "both");
@@ -162,7 +138,7 @@ int main(int argc, char **argv)
             }
             if (rank == 0) {
                 double avg = total / (double)iters * 0.5e6;
-                double p50 = median(t, iters) * 0.5e6;
+                double p50 = mpi_bench_median(t, iters) * 0.5e6;
                 double bw = (double)size / (p50 * 1e-6) / 1e6;
                 if (csv)
                     printf("lat,%zu,%zu,%zu,%ld,%.4f,%.4f,%.2f,%.2f\n", size, pool, slots, iters,
@@ -208,7 +184,7 @@ int main(int argc, char **argv)
             }
             if (rank == 0) {
                 double bytes = (double)size * window;
-                double p50 = median(t, iters);
+                double p50 = mpi_bench_median(t, iters);
                 double bw = bytes / p50 / 1e6;
                 double bwo = bytes * (double)iters / total / 1e6;
                 double lat = p50 / window * 1e6;

@@ -97,6 +97,13 @@ def transports():
     return both
 
 
+def mpi_program_name(test):
+    """Which MPI program measures an MPI figure."""
+    if test == "window_bw":
+        return "rotbuf"
+    return "mpi_osc_lat" if test.startswith("osc") else "pingpong"
+
+
 def mpi_program(ctx, kind, name):
     """The MPI program `name` built for kind's MPI, or None."""
     impl, suffix = MPI_KINDS[kind]
@@ -108,14 +115,14 @@ def mpi_program(ctx, kind, name):
 
 
 def one_mpi(ctx, t, kind, test, size, quick, timeout, rep):
-    impl = MPI_KINDS[kind][0]
+    impl, prog = MPI_KINDS[kind][0], mpi_program(ctx, kind, mpi_program_name(test))
     if test.startswith("pingpong"):
-        rows = mpi_run(ctx, t, [mpi_program(ctx, kind, "pingpong"), "-s", str(size), "--csv",
+        rows = mpi_run(ctx, t, [prog, "-s", str(size), "--csv",
                                 "-", "-i", "200" if quick else "500"], "bytes", timeout * 4,
                        impl=impl)
         return float(rows[0]["bw_MBps" if is_bw(test) else "lat_us_median"])
     if test == "window_bw":
-        rows = mpi_run(ctx, t, [mpi_program(ctx, kind, "rotbuf"), "-s", str(size), "-m", "bw",
+        rows = mpi_run(ctx, t, [prog, "-s", str(size), "-m", "bw",
                                 "-b", "16M" if quick else "64M", "--csv"], "test", timeout * 4,
                        impl=impl)
         return float(rows[0]["bw_MBps_p50"])
@@ -123,7 +130,7 @@ def one_mpi(ctx, t, kind, test, size, quick, timeout, rep):
     key = (rep, kind, t.name)
     if key not in OSC_RUNS:
         OSC_RUNS[key] = {r["op"]: r for r in mpi_run(
-            ctx, t, [mpi_program(ctx, kind, "mpi_osc_lat"), "-s", "8", "-i",
+            ctx, t, [prog, "-s", "8", "-i",
                      "300" if quick else "1000", "--csv"], "op", timeout * 4, impl=impl)}
     return float(OSC_RUNS[key][test.split("_")[1]]["lat_us_median"])
 
@@ -161,8 +168,7 @@ def run(args):
     raw = []   # (rep, figure index, transport, value)
     for rep in range(reps):
         for i, (kind, test, size, extra) in enumerate(FIGURES):
-            prog = {"window_bw": "rotbuf"}.get(test, "mpi_osc_lat" if test.startswith("osc")
-                                                 else "pingpong")
+            prog = mpi_program_name(test)
             if kind in MPI_KINDS and not mpi_program(ctx, kind, prog):
                 log("rdmach-rc: no %s for %s: %s skipped" % (prog, kind, test))
                 continue
