@@ -293,3 +293,22 @@ TEST(RdmachWireShm, RmaReadsAndWritesThePeer)
     iov = {local, 8, nullptr};
     EXPECT_EQ(-EFAULT, b.ops->rma(b.w, peer, &iov, 1, 8, 0, 8, 0, nullptr)) << "bad address";
 }
+
+// An iface that closes while its process lives on (an MPI process after MPI_Finalize): its
+// senders keep their mapping, and the wire tells them the peer has closed (the glue then fails
+// their eps); a later connection to it is refused as to a process that is gone.
+TEST(RdmachWireShm, ACloseIsSeenByPeersThatStillMapTheSegment)
+{
+    Wire tx_side;
+    auto *rx_side = new Wire(4, 8, 0x77);
+    std::vector<uint8_t> addr = rx_side->addr;
+    rdmach_wire_peer_t *peer = nullptr;
+
+    ASSERT_NE(nullptr, tx_side.ops->peer_closed);
+    ASSERT_EQ(0, tx_side.ops->attach(tx_side.w, addr.data(), &peer));
+    EXPECT_EQ(0, tx_side.ops->peer_closed(tx_side.w, peer));
+    delete rx_side;
+    EXPECT_EQ(1, tx_side.ops->peer_closed(tx_side.w, peer));
+    rdmach_wire_peer_t *again = nullptr;
+    EXPECT_EQ(-ENOENT, tx_side.ops->attach(tx_side.w, addr.data(), &again));
+}

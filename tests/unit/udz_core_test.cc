@@ -540,6 +540,41 @@ TEST(UdzAm, SendIovByReference)
     EXPECT_EQ(0u, a->sends_done.count(&big));
 }
 
+// An ep destroyed with sends by reference in flight: they take their data in, complete at once,
+// and are still delivered whole (the caller's buffers were overwritten right after).
+TEST(UdzAm, AbsorbedSendsCompleteNowAndStillArrive)
+{
+    Harness h(21);
+    h.net.imp.loss = 0.2;
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    std::vector<std::vector<uint8_t>> bufs(8);
+    size_t delivered = 0;
+    b->on_am = [&](udz_peer_t *, uint8_t id, const uint8_t *d, size_t len) {
+        ASSERT_EQ(delivered, (size_t)id);
+        ASSERT_EQ(8 + 300u, len);
+        for (size_t i = 0; i < 300; ++i) {
+            ASSERT_EQ((uint8_t)(i + id), d[8 + i]) << "message " << (int)id << " byte " << i;
+        }
+        delivered++;
+    };
+    for (size_t n = 0; n < bufs.size(); ++n) {
+        bufs[n].resize(300);
+        for (size_t i = 0; i < 300; ++i) bufs[n][i] = (uint8_t)(i + n);
+        uint64_t hdr = n;
+        struct iovec iov = {bufs[n].data(), bufs[n].size()};
+        ASSERT_EQ(0, udz_send_iov(a->core, pab, (uint8_t)n, &hdr, 8, &iov, 1, &bufs[n]));
+    }
+    udz_peer_absorb(a->core, pab);
+    EXPECT_EQ(bufs.size(), a->send_done_calls) << "every send completed at once";
+    for (auto &v : bufs) {
+        std::fill(v.begin(), v.end(), 0xee);      // the caller reuses its buffers
+    }
+    ASSERT_TRUE(h.run_until([&] { return delivered == bufs.size(); }));
+    h.run_until([] { return false; }, 10 * h.cfg.rto_ns);
+    EXPECT_EQ(bufs.size(), a->send_done_calls) << "and never again";
+}
+
 TEST(UdzPut, WrittenAndRefused)
 {
     Harness h(21);

@@ -269,6 +269,19 @@ TEST(UnimemHal, SenderIdsAreUniqueAndBounded)
         EXPECT_EQ(i, id);
     }
     EXPECT_EQ(-ENOSPC, unimem_hal_dest_sender_id(dest, &id));
+    // an id given back is handed out again: connection churn never runs out of ids
+    unimem_hal_dest_sender_id_release(dest, 1);
+    ASSERT_EQ(0, unimem_hal_dest_sender_id(dest, &id));
+    EXPECT_EQ(1u, id);
+    EXPECT_EQ(-ENOSPC, unimem_hal_dest_sender_id(dest, &id));
+    unimem_hal_dest_sender_id_release(dest, 99);    // not an id: ignored
+    for (uint32_t i = 0; i < 3; ++i) {
+        unimem_hal_dest_sender_id_release(dest, i);
+    }
+    for (uint32_t i = 0; i < 100000; ++i) {
+        ASSERT_EQ(0, unimem_hal_dest_sender_id(dest, &id));
+        unimem_hal_dest_sender_id_release(dest, id);
+    }
     unimem_hal_dest_release(dest);
 }
 
@@ -426,5 +439,23 @@ TEST(UnimemHal, PdidRefusal)
     rewrite_pdid(m.addr, kPdid);
     EXPECT_EQ(0, unimem_hal_send(dest, &msg, 1));
     unimem_hal_zdma_close(ch);
+    unimem_hal_dest_release(dest);
+}
+
+// A mailbox detached while its process lives on (an MPI process after MPI_Finalize): a sender's
+// destination still maps it and reads it closed (the glue then fails its eps); resolving it
+// again is refused as a mailbox that is gone.
+TEST(UnimemHal, ADetachedMailboxReadsClosed)
+{
+    Hal h;
+    auto *m = new Mbox(h.hal, 64);
+    unimem_hal_mbox_addr_t addr = m->addr;
+    unimem_hal_dest_t *dest, *again;
+
+    ASSERT_EQ(0, unimem_hal_dest_resolve(h.hal, &addr, &dest));
+    EXPECT_EQ(0, unimem_hal_dest_closed(dest));
+    delete m;
+    EXPECT_EQ(1, unimem_hal_dest_closed(dest));
+    EXPECT_EQ(-ENOENT, unimem_hal_dest_resolve(h.hal, &addr, &again)) << "known dest";
     unimem_hal_dest_release(dest);
 }

@@ -7,6 +7,7 @@
 #include "ucx_ext_sys.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -61,6 +62,24 @@ ucs_status_t ucx_ext_config_check(const char *tl, const char *prefix, const void
 
 /* ---- iface part ---- */
 
+ucs_status_t ucx_ext_iface_check_params(const uct_iface_params_t *params, const char *tl)
+{
+    size_t align, offset;
+    ucs_status_t status;
+
+    /* Active messages are handed to the callback in place (no UCT_CB_PARAM_FLAG_DESC), so
+     * there is nothing to align; a bad request is still refused as UCX's own transports do. */
+    status = uct_iface_param_am_alignment(params, 1, 0, 0, &align, &offset);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if ((align == 0) || !ucs_is_pow2(align)) {
+        ucs_error("%s: AM alignment %zu is not a power of 2", tl, align);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
 void ucx_ext_iface_init(ucx_ext_iface_t *x, uct_base_iface_t *uct, const char *tl,
                         ucx_ext_tx_counters_t *cnt, int (*tx_ready)(ucx_ext_ep_t*),
                         double peer_check_interval)
@@ -72,6 +91,9 @@ void ucx_ext_iface_init(ucx_ext_iface_t *x, uct_base_iface_t *uct, const char *t
     x->dispatching         = NULL;
     x->peer_check_interval = ucs_time_from_sec(peer_check_interval);
     x->next_peer_check     = 0;
+    x->peer_closed         = NULL;
+    x->next_closed_check   = 0;
+    x->err_pending         = 0;
     ucs_arbiter_init(&x->arbiter);
     ucs_list_head_init(&x->eps);
 }
@@ -81,18 +103,34 @@ void ucx_ext_iface_cleanup(ucx_ext_iface_t *x)
     ucs_arbiter_cleanup(&x->arbiter);
 }
 
+/* A pending request's private part: its arbiter element first (as uct_pending_req_priv_arb_elem
+ * has it), then pending_add's flags. */
+typedef struct {
+    ucs_arbiter_elem_t elem;
+    unsigned           flags;
+} ucx_ext_pending_priv_t;
+
+typedef struct {
+    unsigned count;
+    int      async;     /* from an async progress: only requests added with CB_FLAG_ASYNC */
+} ucx_ext_dispatch_t;
+
 static ucs_arbiter_cb_result_t ucx_ext_pending_cb(ucs_arbiter_t *arbiter,
                                                   ucs_arbiter_group_t *group,
                                                   ucs_arbiter_elem_t *elem, void *arg)
 {
-    ucx_ext_ep_t *ep = ucs_container_of(group, ucx_ext_ep_t, arb_group);
-    unsigned *count  = arg;
+    ucx_ext_ep_t *ep       = ucs_container_of(group, ucx_ext_ep_t, arb_group);
+    ucx_ext_dispatch_t *d  = arg;
+    unsigned *count        = &d->count;
     uct_pending_req_t *req;
     ucs_status_t status;
 
     /* the room any op may need: a request that would fail again is not even called */
     if (ep->blocked || ((ep->x->tx_ready != NULL) && !ep->x->tx_ready(ep))) {
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+    }
+    if (d->async && !(((ucx_ext_pending_priv_t*)elem)->flags & UCT_CB_FLAG_ASYNC)) {
+        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;    /* the application's thread calls it */
     }
     req                = ucs_container_of(elem, uct_pending_req_t, priv);
     ep->x->dispatching = ep;
@@ -129,15 +167,38 @@ static void ucx_ext_iface_check_peers(ucx_ext_iface_t *x)
     }
 }
 
+void ucx_ext_iface_check_closed(ucx_ext_iface_t *x)
+{
+    ucx_ext_ep_t *ep;
+
+    x->next_closed_check = ucs_get_time() + x->peer_check_interval;
+    ucs_list_for_each(ep, &x->eps, list) {
+        if (!ep->failed && x->peer_closed(ep)) {
+            ucs_diag("%s ep %p: the peer iface has closed", x->tl, ep);
+            ucx_ext_ep_set_failed(ep, UCS_ERR_CONNECTION_RESET);
+        }
+    }
+}
+
 unsigned ucx_ext_iface_progress_pending(ucx_ext_iface_t *x)
 {
-    unsigned count = 0;
+    ucx_ext_dispatch_t d = {0, 0};
 
     if (!ucs_arbiter_is_empty(&x->arbiter)) {
-        ucs_arbiter_dispatch(&x->arbiter, 1, ucx_ext_pending_cb, &count);
+        ucs_arbiter_dispatch(&x->arbiter, 1, ucx_ext_pending_cb, &d);
     }
     ucx_ext_iface_check_peers(x);
-    return count;
+    return d.count;
+}
+
+unsigned ucx_ext_iface_progress_pending_async(ucx_ext_iface_t *x)
+{
+    ucx_ext_dispatch_t d = {0, 1};
+
+    if (!ucs_arbiter_is_empty(&x->arbiter)) {
+        ucs_arbiter_dispatch(&x->arbiter, 1, ucx_ext_pending_cb, &d);
+    }
+    return d.count;
 }
 
 /* ---- ep ---- */
@@ -168,6 +229,7 @@ UCS_CLASS_CLEANUP_FUNC(ucx_ext_ep_t)
     ucs_arbiter_group_cleanup(&self->arb_group);
     if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
         ucs_callbackq_remove_safe(&self->x->uct->worker->super.progress_q, self->err_cb_id);
+        --self->x->err_pending;
     }
     ucs_list_del(&self->list);
 }
@@ -179,6 +241,7 @@ static unsigned ucx_ext_ep_err_progress(void *arg)
     ucx_ext_ep_t *ep = arg;
 
     ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    --ep->x->err_pending;
     uct_iface_handle_ep_err(ep->super.super.iface, &ep->super.super, ep->err_status);
     return 1;
 }
@@ -197,6 +260,7 @@ void ucx_ext_ep_set_failed(ucx_ext_ep_t *ep, ucs_status_t status)
     ep->err_cb_id = ucs_callbackq_add_safe(&ep->x->uct->worker->super.progress_q,
                                            ucx_ext_ep_err_progress, ep,
                                            UCS_CALLBACKQ_FLAG_ONESHOT);
+    ++ep->x->err_pending;
 }
 
 int ucx_ext_ep_peer_alive(ucx_ext_ep_t *ep)
@@ -204,10 +268,13 @@ int ucx_ext_ep_peer_alive(ucx_ext_ep_t *ep)
     if (ep->failed) {
         return 0;
     }
-    if ((ep->pid == 0) || ucx_ext_proc_alive(ep->pid, ep->start_time)) {
+    if ((ep->pid != 0) && !ucx_ext_proc_alive(ep->pid, ep->start_time)) {
+        ucs_diag("%s ep %p: peer process %d is gone", ep->x->tl, ep, (int)ep->pid);
+    } else if ((ep->x->peer_closed != NULL) && ep->x->peer_closed(ep)) {
+        ucs_diag("%s ep %p: the peer iface has closed", ep->x->tl, ep);
+    } else {
         return 1;
     }
-    ucs_diag("%s ep %p: peer process %d is gone", ep->x->tl, ep, (int)ep->pid);
     ucx_ext_ep_set_failed(ep, UCS_ERR_CONNECTION_RESET);
     return 0;
 }
@@ -230,6 +297,8 @@ ucs_status_t ucx_ext_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsi
         !ep->blocked && ep->x->tx_ready(ep)) {
         return UCS_ERR_BUSY;
     }
+    UCS_STATIC_ASSERT(sizeof(ucx_ext_pending_priv_t) <= UCT_PENDING_REQ_PRIV_LEN);
+    ((ucx_ext_pending_priv_t*)req->priv)->flags = flags;
     uct_pending_req_arb_group_push(&ep->arb_group, req);
     ucs_arbiter_group_schedule(&ep->x->arbiter, &ep->arb_group);
     ep->x->cnt->pending_add++;

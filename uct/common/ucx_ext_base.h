@@ -82,7 +82,17 @@ typedef struct ucx_ext_iface {
     ucs_list_link_t        eps;
     ucs_time_t             peer_check_interval;
     ucs_time_t             next_peer_check;
+    /* Has the peer iface behind ep closed, while its process may live on (an MPI process
+     * after MPI_Finalize)? Its memory stays mapped, so nothing else tells. Set after init;
+     * NULL: the transport cannot tell, or judges its peers itself. */
+    int                  (*peer_closed)(ucx_ext_ep_t *ep);
+    ucs_time_t             next_closed_check;
+    unsigned               err_pending;     /* eps whose error handler is scheduled */
 } ucx_ext_iface_t;
+
+/* The iface parameters every transport checks the same way (AM alignment), right after the
+ * base class init. */
+ucs_status_t ucx_ext_iface_check_params(const uct_iface_params_t *params, const char *tl);
 
 /* peer_check_interval: seconds between liveness checks of the processes that eps wait on;
  * 0 for a transport whose peers are not local processes (it judges them itself). */
@@ -100,12 +110,25 @@ static UCS_F_ALWAYS_INLINE int ucx_ext_iface_has_pending(ucx_ext_iface_t *x)
  * waited on are alive. Called from progress only while something waits (pending requests,
  * blocked eps), so an idle iface pays nothing. Returns the number of requests that went out. */
 unsigned ucx_ext_iface_progress_pending(ucx_ext_iface_t *x);
+/* The same from a transport's async progress (its async context held): only requests added
+ * with UCT_CB_FLAG_ASYNC are called there, as UCX's ud does. */
+unsigned ucx_ext_iface_progress_pending_async(ucx_ext_iface_t *x);
 
-/* The flush rule: requests still queued are not issued yet. UCS_INPROGRESS while any is
- * (UCP's worker flush takes UCS_ERR_NO_RESOURCE from an iface as a failure), else UCS_OK. */
+/* Looks for eps whose peer iface has closed (peer_closed), at most every peer_check_interval. */
+void ucx_ext_iface_check_closed(ucx_ext_iface_t *x);
+
+/* The flush rule: requests still queued are not issued yet. UCS_INPROGRESS while any is:
+ * UCP's worker flush completes at the first UCS_OK from every iface without flushing eps,
+ * and an RMA op UCP queued here is not counted anywhere else (UCS_ERR_NO_RESOURCE is taken
+ * as a failure). Also while a failure found here waits for its error handler, and a flush
+ * is where a peer whose iface closed is found: its ops complete into memory nobody reads. */
 static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_flush_queued(ucx_ext_iface_t *x)
 {
-    return ucx_ext_iface_has_pending(x) ? UCS_INPROGRESS : UCS_OK;
+    if (ucs_unlikely(x->peer_closed != NULL) && (ucs_get_time() >= x->next_closed_check)) {
+        ucx_ext_iface_check_closed(x);
+    }
+    return (ucx_ext_iface_has_pending(x) || ucs_unlikely(x->err_pending != 0)) ?
+           UCS_INPROGRESS : UCS_OK;
 }
 
 /* ---- ep ---- */
@@ -140,7 +163,8 @@ static UCS_F_ALWAYS_INLINE int ucx_ext_ep_must_queue(ucx_ext_ep_t *ep)
 /* Counts the refusal; with UCT_SEND_FLAG_PEER_CHECK also checks the peer. */
 ucs_status_t ucx_ext_ep_no_resource(ucx_ext_ep_t *ep, unsigned flags);
 
-/* 1 while the peer process lives (always 1 without a pid); else fails the ep once. */
+/* 1 while the peer process lives (always 1 without a pid) and its iface is open (as far as
+ * peer_closed tells); else fails the ep once. */
 int ucx_ext_ep_peer_alive(ucx_ext_ep_t *ep);
 
 /* Fails the ep once: the iface's error handler runs from the worker's progress queue with

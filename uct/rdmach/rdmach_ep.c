@@ -19,8 +19,9 @@ static void uct_rdmach_ep_unconnected(uct_rdmach_ep_t *ep, const rdmach_geom_t *
     static uint64_t tail;
     static uint8_t doorbell;
 
-    rdmach_tx_init(&ep->tx, geom, NULL, &ctl, &doorbell, &tail, &ops, NULL);
-    ep->tx.head = geom->nslots;
+    ep->tx = &ep->own_tx;
+    rdmach_tx_init(ep->tx, geom, NULL, &ctl, &doorbell, &tail, &ops, NULL);
+    ep->tx->head = geom->nslots;
 }
 
 /* Connect ep to ep: the wire opens our end now, ep_connect_to_ep joins it with the peer's. */
@@ -52,6 +53,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     rdmach_wire_t *wire       = iface->wire;
     rdmach_wire_peer_t *peer;
     rdmach_wire_addr_t info;
+    uct_rdmach_conn_t *conn;
     uint32_t id;
     int ret;
 
@@ -73,15 +75,23 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     }
     UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, info.pid);
 
-    if (wire->next_credit >= wire->max_rings) {
-        ucs_error("rdmach: iface %p has made %u connections, UCX_RDMACH_MAX_PEERS allows no more",
-                  iface, wire->next_credit);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-
     ret = wire->ops->attach(wire, params->iface_addr, &peer);
     if (ret != 0) {
         return uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
+    }
+    ucs_list_for_each(conn, &iface->conns, list) {
+        if (conn->peer == peer) {
+            self->tx      = &conn->tx;      /* the ring this iface has there already */
+            self->ring_id = conn->ring_id;
+            self->peer    = peer;
+            return UCS_OK;
+        }
+    }
+
+    if (wire->next_credit >= wire->max_rings) {
+        ucs_error("rdmach: iface %p has reached %u peer ifaces, UCX_RDMACH_MAX_PEERS allows "
+                  "no more", iface, wire->next_credit);
+        return UCS_ERR_EXCEEDS_LIMIT;
     }
 
     /* the receiver's geometry rules; our largest record must fit its largest span */
@@ -93,14 +103,24 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNREACHABLE;
     }
 
-    ret = wire->ops->claim(wire, peer, &self->tx, &id);
-    if (ret == -ENOSPC) {
-        ucs_error("rdmach: peer %s accepts no more connections (its UCX_RDMACH_MAX_PEERS=%u)",
-                  info.name, peer->max_rings);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    } else if (ret != 0) {
+    conn = ucs_malloc(sizeof(*conn), "rdmach_conn");
+    if (conn == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ret = wire->ops->claim(wire, peer, &conn->tx, &id);
+    if (ret != 0) {
+        ucs_free(conn);
+        if (ret == -ENOSPC) {
+            ucs_error("rdmach: peer %s accepts no more connections (its "
+                      "UCX_RDMACH_MAX_PEERS=%u)", info.name, peer->max_rings);
+            return UCS_ERR_EXCEEDS_LIMIT;
+        }
         return uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
     }
+    conn->peer    = peer;
+    conn->ring_id = id;
+    ucs_list_add_tail(&iface->conns, &conn->list);
+    self->tx      = &conn->tx;
     self->ring_id = id;
     self->peer    = peer;
     ucs_debug("rdmach ep %p: ring %u of %s, credit line %u", self, id, info.name,
@@ -113,7 +133,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_rdmach_ep_t)
     rdmach_wire_t *wire = ucs_derived_of(self->super.super.super.iface,
                                          uct_rdmach_iface_t)->wire;
 
-    /* the ring is not reused: its receiver may still be draining it */
+    /* a shared ring stays with the iface (uct_rdmach_conn_t) */
     uct_rdmach_amo_ep_cleanup(self);
     if ((wire->ops->ep_close != NULL) && (self->peer != NULL)) {
         wire->ops->ep_close(wire, self->peer);   /* ends its atomics in flight too */
@@ -142,7 +162,7 @@ ucs_status_t uct_rdmach_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t
     if (wire->ops->ep_connect == NULL) {
         return UCS_ERR_UNSUPPORTED;
     }
-    ret = wire->ops->ep_connect(wire, ep->peer, dev_addr, ep_addr, &ep->tx);
+    ret = wire->ops->ep_connect(wire, ep->peer, dev_addr, ep_addr, ep->tx);
     if (ret != 0) {
         return uct_rdmach_wire_status(ret, UCS_ERR_UNREACHABLE);
     }
@@ -169,14 +189,14 @@ ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                      ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short, "am_short");
 
     rec = ucx_ext_ep_must_queue(&ep->super) ? NULL :
-          rdmach_tx_reserve(&ep->tx, length + sizeof(header));
+          rdmach_tx_reserve(ep->tx, length + sizeof(header));
     if (ucs_unlikely(rec == NULL)) {
         return ucx_ext_ep_no_resource(&ep->super, 0);
     }
     data = (uint8_t*)(rec + 1);
     *(uint64_t*)data = header;
     memcpy(data + sizeof(header), payload, length);
-    rdmach_tx_commit(&ep->tx, rec, id, length + sizeof(header));
+    rdmach_tx_commit(ep->tx, rec, id, length + sizeof(header));
 
     UCT_RDMACH_COUNT(tx_am_short, 1);
     UCT_RDMACH_COUNT(tx_bytes, length + sizeof(header));
@@ -195,13 +215,13 @@ ucs_status_t uct_rdmach_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_io
     UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short,
                      "am_short_iov");
 
-    rec = ucx_ext_ep_must_queue(&ep->super) ? NULL : rdmach_tx_reserve(&ep->tx, length);
+    rec = ucx_ext_ep_must_queue(&ep->super) ? NULL : rdmach_tx_reserve(ep->tx, length);
     if (ucs_unlikely(rec == NULL)) {
         return ucx_ext_ep_no_resource(&ep->super, 0);
     }
     ucs_iov_iter_init(&iov_iter);
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
-    rdmach_tx_commit(&ep->tx, rec, id, (uint32_t)length);
+    rdmach_tx_commit(ep->tx, rec, id, (uint32_t)length);
 
     UCT_RDMACH_COUNT(tx_am_short, 1);
     UCT_RDMACH_COUNT(tx_bytes, length);
@@ -213,8 +233,8 @@ ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
     uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    uint32_t max_span         = ep->tx.geom.max_span;
-    uint32_t to_end           = rdmach_tx_to_end(&ep->tx);
+    uint32_t max_span         = ep->tx->geom.max_span;
+    uint32_t to_end           = rdmach_tx_to_end(ep->tx);
     rdmach_rec_hdr_t *rec;
     size_t length;
 
@@ -225,24 +245,24 @@ ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
 
     /* the packer may advance the caller's state, so room is ensured before it runs */
     if (ucs_likely(to_end >= max_span)) {
-        if (ucs_unlikely(!rdmach_tx_ensure(&ep->tx, max_span))) {
+        if (ucs_unlikely(!rdmach_tx_ensure(ep->tx, max_span))) {
             return ucx_ext_ep_no_resource(&ep->super, flags);
         }
-        rec    = (rdmach_rec_hdr_t*)rdmach_tx_slot(&ep->tx, ep->tx.geom.nslots - to_end);
+        rec    = (rdmach_rec_hdr_t*)rdmach_tx_slot(ep->tx, ep->tx->geom.nslots - to_end);
         length = pack_cb(rec + 1, arg);
     } else {
         /* near the ring end the length decides whether a pad is needed: pack aside first */
-        if (ucs_unlikely(!rdmach_tx_ensure(&ep->tx, to_end + max_span))) {
+        if (ucs_unlikely(!rdmach_tx_ensure(ep->tx, to_end + max_span))) {
             return ucx_ext_ep_no_resource(&ep->super, flags);
         }
         length = pack_cb(iface->bounce, arg);
-        rec    = rdmach_tx_reserve(&ep->tx, length);
+        rec    = rdmach_tx_reserve(ep->tx, length);
         ucs_assert(rec != NULL);
         memcpy(rec + 1, iface->bounce, length);
     }
     ucs_assertv(length <= iface->chunk_size, "am_bcopy length %zu > chunk %zu", length,
                 iface->chunk_size);
-    rdmach_tx_commit(&ep->tx, rec, id, (uint32_t)length);
+    rdmach_tx_commit(ep->tx, rec, id, (uint32_t)length);
 
     UCT_RDMACH_COUNT(tx_am_bcopy, 1);
     UCT_RDMACH_COUNT(tx_bytes, length);
@@ -302,6 +322,8 @@ ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigne
     uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
     rdmach_wire_iov_t local = {(void*)buffer, length, NULL};
 
+    UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->put_max_short,
+                     "put_short");
     if (length == 0) {
         return UCS_OK;
     }
@@ -415,12 +437,20 @@ ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_
     return (wire->ops->check(wire, ep->peer) == -EAGAIN) ? UCS_ERR_NO_RESOURCE : UCS_OK;
 }
 
+int uct_rdmach_ep_peer_closed(ucx_ext_ep_t *x_ep)
+{
+    uct_rdmach_ep_t *ep = ucs_derived_of(x_ep, uct_rdmach_ep_t);
+    rdmach_wire_t *wire = ucs_derived_of(x_ep->super.super.iface, uct_rdmach_iface_t)->wire;
+
+    return (ep->peer != NULL) && wire->ops->peer_closed(wire, ep->peer);
+}
+
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep)
 {
     uct_rdmach_ep_t *rep = ucs_derived_of(ep, uct_rdmach_ep_t);
 
     /* a flush waits for the device atomics in flight (see uct_rdmach_ep_flush) */
-    return rdmach_tx_has_room(&rep->tx) && (rep->amo_busy == 0);
+    return rdmach_tx_has_room(rep->tx) && (rep->amo_busy == 0);
 }
 
 /* Requests still in the pending queue are not issued yet; what was issued is complete in the

@@ -109,7 +109,7 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         /* below EAGER_LIMIT messages go eagerly, pipelined through the ring */
         .rndv_floor    = iface->eager_limit,
         /* put/get are the wire's RDMA write/read (process_vm_writev/readv on shm) */
-        .put_max_short = iface->max_short,
+        .put_max_short = iface->put_max_short,
         .max_bcopy     = iface->chunk_size,
         /* below it the receiver asks for the data (RTR) and the sender pipelines it through
          * the ring; put's floor too, else rendezvous falls back to put_zcopy */
@@ -129,7 +129,6 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         attr->cap.flags          &= ~(uint64_t)UCT_IFACE_FLAG_CONNECT_TO_IFACE;
         attr->cap.flags          |= UCT_IFACE_FLAG_CONNECT_TO_EP;
         attr->ep_addr_len         = wire->ops->ep_addr_len;
-        attr->cap.put.max_short   = ucs_min(attr->cap.put.max_short, wire->max_inline);
         attr->cap.put.min_zcopy   = iface->zcopy_thresh;
         attr->cap.get.min_zcopy   = iface->zcopy_thresh;
         attr->cap.put.max_iov     = ucs_min(attr->cap.put.max_iov, RDMACH_WIRE_MAX_IOV);
@@ -318,6 +317,11 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_rdmach_iface_ops,
                               &uct_base_iface_internal_ops, md, worker, params, tl_config);
 
+    status = ucx_ext_iface_check_params(params, UCT_RDMACH_NAME);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     wire_ops = ucs_derived_of(md, uct_rdmach_md_t)->wire;
     if (wire_ops == NULL) {
         wire_ops = rdmach_wire_find(params->mode.device.dev_name);
@@ -343,6 +347,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->eager_limit         = config->eager_limit;   /* auto: resolved with the wire */
     self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
     self->wire                = NULL;
+    ucs_list_head_init(&self->conns);
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
                        &uct_rdmach_counters.tx, uct_rdmach_ep_tx_ready,
                        config->super.peer_check_interval);
@@ -377,12 +382,17 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
         status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);
         goto err_free;
     }
-    self->next_ring = self->wire->next_ring;
+    self->next_ring     = self->wire->next_ring;
+    self->put_max_short = (wire_ops->ep_addr_len != 0) ?
+                          ucs_min(self->max_short, self->wire->max_inline) : self->max_short;
     if (config->eager_limit == UCS_MEMUNITS_AUTO) {
         self->eager_limit = (wire_ops->ep_addr_len != 0) ? UCS_KBYTE * 256 : UCS_MBYTE * 2;
     }
     if (config->zcopy_thresh == UCS_MEMUNITS_AUTO) {
         self->zcopy_thresh = (wire_ops->ep_addr_len != 0) ? 0 : UCS_MBYTE * 16;
+    }
+    if (wire_ops->peer_closed != NULL) {
+        self->x.peer_closed = uct_rdmach_ep_peer_closed;
     }
     if (wire_ops->progress != NULL) {
         self->super.super.super.ops.iface_progress = uct_rdmach_iface_progress_wire;
@@ -418,9 +428,14 @@ err_free:
 
 UCS_CLASS_CLEANUP_FUNC(uct_rdmach_iface_t)
 {
+    uct_rdmach_conn_t *conn, *tmp;
+
     uct_base_iface_progress_disable(&self->super.super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucx_ext_iface_cleanup(&self->x);
+    ucs_list_for_each_safe(conn, tmp, &self->conns, list) {
+        ucs_free(conn);
+    }
     self->wire->ops->close(self->wire);
     uct_rdmach_amo_cleanup(self);
     ucs_free(self->bounce);

@@ -107,6 +107,10 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
         munmap(base, size);
         return -EPROTO;
     }
+    if (expect.closed) {
+        munmap(base, size);
+        return -ENOENT;     /* its iface closed (its process lives on) */
+    }
 
     rdmach_shm_seg_init(seg, base, size, -1, &expect);
     return 0;

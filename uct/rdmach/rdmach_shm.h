@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
-#define RDMACH_SHM_VERSION 1
+#define RDMACH_SHM_VERSION 2
 
 typedef struct rdmach_shm_hdr {
     uint64_t          magic;
@@ -38,6 +38,8 @@ typedef struct rdmach_shm_hdr {
     uint64_t          doorbells_off, credits_off, rings_off, ring_stride, size;
     char              pad[RDMACH_CACHE_LINE];
     volatile uint32_t next_ring;       /* senders claim ring ids with fetch-and-add */
+    volatile uint32_t closed;          /* set by the owner's iface at close: its process may
+                                        * live on, and the segment with its senders' maps */
 } rdmach_shm_hdr_t;
 
 /* One credit line: the tail copy of one outgoing connection. */
@@ -88,6 +90,18 @@ static inline rdmach_ring_ctl_t *rdmach_shm_ring_ctl(const rdmach_shm_seg_t *seg
 static inline uint8_t *rdmach_shm_ring_slots(const rdmach_shm_seg_t *seg, uint32_t id)
 {
     return (uint8_t*)(rdmach_shm_ring_ctl(seg, id) + 1);
+}
+
+/* Has the segment's owner closed it (a peer's segment we still map)? */
+static inline int rdmach_shm_closed(const rdmach_shm_seg_t *seg)
+{
+    return __atomic_load_n(&seg->hdr->closed, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Marks our own segment closed for the peers that still map it. */
+static inline void rdmach_shm_close_mark(rdmach_shm_seg_t *seg)
+{
+    __atomic_store_n(&seg->hdr->closed, 1, __ATOMIC_RELEASE);
 }
 
 /* Rings senders have claimed so far: a shared counter, so clamped to what exists. */

@@ -109,6 +109,7 @@ typedef struct uct_rdmach_iface {
     size_t                zcopy_thresh;  /* rendezvous by get_zcopy from this size */
     size_t                eager_limit;   /* eager below this size (UCP's rndv floor) */
     size_t                max_short;     /* am_short payload incl. the 8-byte header */
+    size_t                put_max_short; /* max_short, on a network wire the inline WRITE */
     rdmach_poller_t       poller;
     void                  *bounce;       /* chunk_size staging for bcopy near the ring end */
     uct_rdmach_amo_t      *amo_pool;     /* device atomics in flight (NULL: none) */
@@ -118,6 +119,7 @@ typedef struct uct_rdmach_iface {
         uint64_t          word, value;   /* first guess (rdmach_amo.c) */
     }                     amo_seen[64];
     ucs_queue_head_t      amo_stalled;   /* their steps waiting for wire resources */
+    ucs_list_link_t       conns;         /* rings claimed in peer ifaces (uct_rdmach_conn_t) */
 } uct_rdmach_iface_t;
 
 UCS_CLASS_DECLARE(uct_rdmach_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -151,9 +153,22 @@ static inline ucs_status_t uct_rdmach_wire_status(int err, ucs_status_t fallback
 
 /* ---- ep ---- */
 
+/* The sending side of one ring claimed in a peer iface (connect to iface). UCT's eps to an
+ * iface carry nothing of their own on the wire, so every ep of this iface to that peer iface
+ * sends into the same ring (records are whole messages; eps are only queues in front of it),
+ * and the ring stays ours until this iface closes: any number of eps, and connect/disconnect
+ * churn between two ifaces, take one ring and one credit line. */
+typedef struct uct_rdmach_conn {
+    rdmach_tx_t          tx;
+    ucs_list_link_t      list;
+    rdmach_wire_peer_t   *peer;
+    uint32_t             ring_id;
+} uct_rdmach_conn_t;
+
 typedef struct uct_rdmach_ep {
     ucx_ext_ep_t         super;       /* pending group, peer process watch (uct/common) */
-    rdmach_tx_t          tx;
+    rdmach_tx_t          *tx;         /* &own_tx (ep to ep) or the shared conn's */
+    rdmach_tx_t          own_tx;
     uint32_t             ring_id;
     rdmach_wire_peer_t   *peer;       /* the receiving iface, for RMA and flush */
     uint32_t             amo_busy;    /* device atomics in flight (rdmach_amo.c) */
@@ -170,6 +185,9 @@ ucs_status_t uct_rdmach_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t
                                          const uct_ep_addr_t *ep_addr);
 
 ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+
+/* The wire says the peer's iface has closed (ucx_ext_iface_t.peer_closed). */
+int uct_rdmach_ep_peer_closed(ucx_ext_ep_t *ep);
 
 /* Room in the ring for the largest record (the pending queue's test, see ucx_ext_base.h). */
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep);

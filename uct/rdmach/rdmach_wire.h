@@ -287,6 +287,13 @@ struct rdmach_wire_ops {
      * shm: NULL.
      * RC: a signalled zero-byte WRITE behind the unsignalled ones; done at its completion. */
     int  (*flush)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, void *comp);
+
+    /* Has the peer's iface closed while its process lives on (an MPI process after
+     * MPI_Finalize)? 1 or 0; the glue then fails the eps to it. NULL: never tells.
+     * shm: the closed word its owner sets in its segment's header at close (we keep the
+     * segment mapped, and records into it would go unread).
+     * RC: NULL: a closed peer's QP is gone, so the next operation or check fails. */
+    int  (*peer_closed)(const rdmach_wire_t *wire, const rdmach_wire_peer_t *peer);
 };
 
 /* The shared-memory wire (rdmach_wire_shm.c) and the InfiniBand RC verbs wire

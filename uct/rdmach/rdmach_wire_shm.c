@@ -97,6 +97,7 @@ static void rdmach_shm_close(rdmach_wire_t *wire)
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
     unsigned i;
 
+    rdmach_shm_close_mark(&w->seg);     /* before anything goes: peers may still look */
     for (i = 0; i < w->npeers; ++i) {
         rdmach_shm_detach(&w->peers[i].seg);
     }
@@ -141,6 +142,9 @@ static int rdmach_shm_peer(rdmach_shm_wire_t *w, pid_t pid, int32_t fd, uint64_t
     for (i = 0; i < w->npeers; ++i) {
         peer = &w->peers[i];
         if ((peer->seg.pid == pid) && (peer->fd == fd) && (peer->seg_id == seg_id)) {
+            if (rdmach_shm_closed(&peer->seg)) {
+                return -ENOENT;     /* that iface has closed since */
+            }
             *peer_p = peer;
             return 0;
         }
@@ -266,6 +270,12 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                               len, write);
 }
 
+static int rdmach_shm_peer_closed(const rdmach_wire_t *wire, const rdmach_wire_peer_t *peer)
+{
+    (void)wire;
+    return rdmach_shm_closed(&((const rdmach_shm_peer_t*)peer)->seg);
+}
+
 const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .name           = "shm",
     .query_domains  = NULL,           /* the register-only md */
@@ -286,5 +296,6 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .get_unpack     = NULL,           /* process_vm_readv: complete at return */
     .progress       = NULL,
     .check          = NULL,
-    .flush          = NULL
+    .flush          = NULL,
+    .peer_closed    = rdmach_shm_peer_closed
 };

@@ -9,7 +9,9 @@
  * of the transport holds the same context (UCS_ASYNC_BLOCK, recursive), so the core is never
  * entered twice at once - the scheme of UCX's own ud transport. Whatever the core reports
  * from the async thread for the application (other active messages, completions, peer
- * failures) is queued and handed over by the next progress call, in order.
+ * failures) is queued and handed over by the next progress call, in order. Pending requests
+ * added with UCT_CB_FLAG_ASYNC (by an async handler that found no room) are dispatched from
+ * the timer too, as ud does; the others wait for the application's progress.
  */
 #include "udz_uct.h"
 
@@ -103,6 +105,23 @@ unsigned uct_udz_async_dispatch(uct_udz_iface_t *iface)
     return count;
 }
 
+void uct_udz_async_complete_now(uct_udz_iface_t *iface)
+{
+    uct_udz_deferred_t *d;
+
+    /* completions only: messages and peer failures keep their turn for progress */
+    ucs_queue_for_each_extract(d, &iface->async.deferred, queue,
+                               (d->type == UCT_UDZ_DEFER_GET_DONE) ||
+                               (d->type == UCT_UDZ_DEFER_SEND_DONE)) {
+        if (d->type == UCT_UDZ_DEFER_GET_DONE) {
+            uct_udz_iface_get_done(iface, d->ctx, d->status);
+        } else {
+            uct_invoke_completion((uct_completion_t*)d->ctx, uct_udz_status(d->status));
+        }
+        ucs_free(d);
+    }
+}
+
 static void uct_udz_async_timer(int id, ucs_event_set_types_t events, void *arg)
 {
     uct_udz_iface_t *iface = arg;
@@ -110,6 +129,7 @@ static void uct_udz_async_timer(int id, ucs_event_set_types_t events, void *arg)
     /* the async context is held here: no entry point runs at the same time */
     iface->async.in_timer = 1;
     udz_core_progress(iface->core, uct_udz_now_ns());
+    ucx_ext_iface_progress_pending_async(&iface->x);   /* requests added from async handlers */
     iface->async.in_timer = 0;
     UCT_UDZ_COUNT_OWN(async_ticks, 1);
 }

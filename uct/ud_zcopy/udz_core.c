@@ -42,6 +42,9 @@ static void deliver(udz_core_t *core, udz_peer_t *p, udz_hdr_t *h)
         break;
     case UDZ_T_PUT:
         put = payload;
+        if (h->len == sizeof(*put)) {
+            break;      /* an empty put: nothing to write, its key is not looked up */
+        }
         dst = core->uops->mem(core->user, put->addr, h->len - sizeof(*put), put->rkey, 1);
         if (dst == NULL) {
             core->cnt->zreq_refused++;

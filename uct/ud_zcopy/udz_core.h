@@ -154,6 +154,11 @@ unsigned udz_core_gets_in_flight(const udz_core_t *core);
 int udz_core_idle(const udz_core_t *core);
 /* Fails every get in flight to the peer with status (cancel). */
 void udz_peer_cancel(udz_core_t *core, udz_peer_t *peer, int status);
+/* Sends by reference to the peer still unacked (am_zcopy, put_zcopy) take their data in: the
+ * caller's buffers are its own again and their completions are called now with 0, as the data
+ * still goes, reliably. For an ep destroyed with sends in flight: UCT completes every
+ * operation of an ep by the time it is destroyed, and nothing may call back later. */
+void udz_peer_absorb(udz_core_t *core, udz_peer_t *peer);
 
 #ifdef __cplusplus
 }

@@ -39,14 +39,39 @@ UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
     return UCS_OK;
 }
 
+/* Another ep of this iface to the same peer (they share the core's peer state)? */
+static int uct_udz_ep_peer_shared(uct_udz_iface_t *iface, uct_udz_ep_t *self)
+{
+    ucx_ext_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->x.eps, list) {
+        if ((ep != &self->super) && (ucs_derived_of(ep, uct_udz_ep_t)->peer == self->peer)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Every operation of the ep completes by the time it is gone (UCT's rule, and the caller may
+ * free the completions right after): sends by reference keep their data and go on reliably,
+ * gets from a peer no other ep uses are cancelled, flushes complete as cancelled, and
+ * completions deferred by the async timer are delivered now. */
 UCS_CLASS_CLEANUP_FUNC(uct_udz_ep_t)
 {
     uct_udz_iface_t *iface = ucs_derived_of(self->super.super.super.iface, uct_udz_iface_t);
     uct_udz_flush_t *f, *tmp;
 
+    if (!udz_peer_is_failed(self->peer)) {
+        udz_peer_absorb(iface->core, self->peer);
+        if (!uct_udz_ep_peer_shared(iface, self)) {
+            udz_peer_cancel(iface->core, self->peer, -ECANCELED);
+        }
+    }
+    uct_udz_async_complete_now(iface);
     ucs_list_for_each_safe(f, tmp, &iface->flushes, list) {
         if (f->ep == self) {
             ucs_list_del(&f->list);
+            uct_invoke_completion(f->comp, UCS_ERR_CANCELED);
             ucs_free(f);
         }
     }
@@ -188,6 +213,7 @@ ucs_status_t uct_udz_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_PARAM(iovcnt <= UDZ_MAX_IOV, "iovcnt %zu > %d", iovcnt, UDZ_MAX_IOV);
+    UCT_CHECK_LENGTH(header_length, 0, UCT_UDZ_AM_MAX_HDR(iface), "am_zcopy header");
     for (i = 0; i < iovcnt; ++i) {
         if (uct_iov_get_length(&iov[i]) == 0) {
             continue;
@@ -224,7 +250,7 @@ ucs_status_t uct_udz_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned l
     UCT_CHECK_LENGTH(length, 0, iface->max_payload - sizeof(*put), "put_short");
     UCT_UDZ_EP_BEGIN(ep, iface, put, err, UCT_UDZ_RETURN);
     put->addr = remote_addr;
-    memcpy(put->rkey, (const void*)rkey, UDZ_RKEY_LEN);
+    udz_put_key(put, (length > 0) ? (const void*)rkey : NULL);
     memcpy(put + 1, buffer, length);
     udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
     UCT_UDZ_COUNT(tx_put_short, 1);
@@ -243,13 +269,13 @@ ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *
 
     UCT_UDZ_EP_BEGIN(ep, iface, put, err, UCT_UDZ_RETURN);
     put->addr = remote_addr;
-    memcpy(put->rkey, (const void*)rkey, UDZ_RKEY_LEN);
-    length = pack_cb(put + 1, arg);
+    length    = pack_cb(put + 1, arg);
     if (ucs_unlikely(length > iface->max_payload - sizeof(*put))) {
         udz_send_abort(iface->core);
         ucs_error("ud_zcopy: put_bcopy packed %zu bytes", length);
         return UCS_ERR_INVALID_PARAM;
     }
+    udz_put_key(put, (length > 0) ? (const void*)rkey : NULL);
     udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
     UCT_UDZ_COUNT(tx_put_bcopy, 1);
     UCT_UDZ_COUNT(tx_bytes, length);
@@ -375,14 +401,17 @@ ucs_status_t uct_udz_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     uint64_t token;
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* queued requests and gets end now; sends already in the stream cannot be taken out
+         * of it (the receiver waits for their sequence numbers): they complete when acked,
+         * or fail with the peer, and so does this flush */
         ucx_ext_ep_pending_purge(tl_ep, NULL, NULL);
         udz_peer_cancel(iface->core, ep->peer, -ECANCELED);
-        return UCS_OK;
-    }
-    if (uct_udz_ep_must_queue(ep)) {
+        if (ep->super.failed || udz_peer_is_failed(ep->peer)) {
+            return UCS_OK;
+        }
+    } else if (uct_udz_ep_must_queue(ep)) {
         return UCS_ERR_NO_RESOURCE;
-    }
-    if (ep->super.failed || udz_peer_is_failed(ep->peer)) {
+    } else if (ep->super.failed || udz_peer_is_failed(ep->peer)) {
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
     if (udz_flush_done(iface->core, ep->peer, &token, 1)) {

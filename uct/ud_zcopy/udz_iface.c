@@ -135,7 +135,7 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->cap.am.max_bcopy       = iface->max_payload;
     attr->cap.am.min_zcopy       = 0;
     attr->cap.am.max_zcopy       = iface->max_payload;
-    attr->cap.am.max_hdr         = ucs_min(iface->max_payload, 128);
+    attr->cap.am.max_hdr         = UCT_UDZ_AM_MAX_HDR(iface);
     attr->cap.am.max_iov         = UDZ_MAX_IOV;
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
@@ -246,10 +246,14 @@ void uct_udz_iface_get_done(void *user, void *ctx, int status)
         if (status == 0) {
             g->unpack_cb(g->arg, g->buf, g->length);
         }
-        uct_invoke_completion(g->comp, uct_udz_status(status));
+        if (g->comp != NULL) {
+            uct_invoke_completion(g->comp, uct_udz_status(status));
+        }
         return;
     }
-    uct_invoke_completion((uct_completion_t*)ctx, uct_udz_status(status));
+    if (ctx != NULL) {  /* UCT allows no completion: the caller flushes */
+        uct_invoke_completion((uct_completion_t*)ctx, uct_udz_status(status));
+    }
 }
 
 static void uct_udz_iface_send_done(void *user, void *ctx, int status)
@@ -353,8 +357,10 @@ static const ucx_ext_knob_t uct_udz_knobs[] = {
     UCX_EXT_KNOB(uct_udz_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, 1e18),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "RX_BATCH", rx_batch, UINT, 1, 64),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "MAX_PEERS", max_peers, UINT, 1, 1u << 24),
-    UCX_EXT_KNOB(uct_udz_iface_config_t, "RCVBUF", rcvbuf, SIZE, 4096, INT_MAX),
-    UCX_EXT_KNOB(uct_udz_iface_config_t, "SNDBUF", sndbuf, SIZE, 4096, INT_MAX),
+    /* socket buffers: any size, the kernel rounds a small one up to its minimum (a queue
+     * that fills at once is what UCX's own pending tests ask every transport for) */
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "RCVBUF", rcvbuf, SIZE, 1, INT_MAX),
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "SNDBUF", sndbuf, SIZE, 1, INT_MAX),
 };
 
 /* Every knob checked on its own, so the message names the variable. max_dgram: the wire's
@@ -427,6 +433,11 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_udz_iface_ops,
                               &uct_base_iface_internal_ops, md, worker, params,
                               tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_UDZ_NAME));
+
+    status = ucx_ext_iface_check_params(params, UCT_UDZ_NAME);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error("ud_zcopy: only UCT_IFACE_OPEN_MODE_DEVICE is supported");

@@ -15,6 +15,7 @@
 #define UDZ_PROTO_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define UDZ_MAGIC       0x5a75u     /* "uZ" */
 #define UDZ_VERSION     1
@@ -67,6 +68,17 @@ typedef struct udz_put {
     uint64_t addr;
     uint8_t  rkey[UDZ_RKEY_LEN];
 } __attribute__((packed)) udz_put_t;
+
+/* The key a put carries; NULL for an empty put, which the owner accepts without looking it up
+ * (a UCT caller may pass UCT_INVALID_RKEY with zero bytes). */
+static inline void udz_put_key(udz_put_t *put, const void *rkey)
+{
+    if (rkey != NULL) {
+        memcpy(put->rkey, rkey, UDZ_RKEY_LEN);
+    } else {
+        memset(put->rkey, 0, UDZ_RKEY_LEN);
+    }
+}
 
 typedef struct udz_zreq {
     uint32_t xfer_id;       /* chosen by the requester, echoed in every ZDATA */

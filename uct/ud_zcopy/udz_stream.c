@@ -216,7 +216,8 @@ int udz_send_iov(udz_core_t *core, udz_peer_t *peer, uint8_t am_id, const void *
     return udz_send_commit(core, UDZ_T_AM, am_id, hdr_len);
 }
 
-/* A put's header in a new send buffer: where it goes and the key the owner checks. */
+/* A put's header in a new send buffer: where it goes and the key the owner checks. rkey NULL:
+ * an empty put, which carries a zero key (UCT callers pass no valid key with zero bytes). */
 static udz_put_t *put_begin(udz_core_t *core, udz_peer_t *peer, uint64_t raddr,
                             const uint8_t *rkey, int *err)
 {
@@ -224,7 +225,7 @@ static udz_put_t *put_begin(udz_core_t *core, udz_peer_t *peer, uint64_t raddr,
 
     if (put != NULL) {
         put->addr = raddr;
-        memcpy(put->rkey, rkey, UDZ_RKEY_LEN);
+        udz_put_key(put, rkey);
     }
     return put;
 }
@@ -235,10 +236,15 @@ int udz_put_iov(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_
     udz_put_t *put;
     int err, i;
 
+    size_t total = 0;
+
     if (iovcnt > UDZ_MAX_IOV) {
         return -EMSGSIZE;
     }
-    put = put_begin(core, peer, raddr, rkey, &err);
+    for (i = 0; i < iovcnt; ++i) {
+        total += iov[i].iov_len;
+    }
+    put = put_begin(core, peer, raddr, (total > 0) ? rkey : NULL, &err);
     if (put == NULL) {
         return err;
     }
@@ -260,7 +266,7 @@ int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *r
     if (len > udz_core_max_payload(core) - sizeof(*put)) {
         return -EMSGSIZE;
     }
-    put = put_begin(core, peer, raddr, rkey, &err);
+    put = put_begin(core, peer, raddr, (len > 0) ? rkey : NULL, &err);
     if (put == NULL) {
         return err;
     }
@@ -345,6 +351,27 @@ void stream_peer_failed(udz_core_t *core, udz_peer_t *p)
     p->unacked_tail  = NULL;
     p->unacked_count = 0;
     p->ack_owed      = 0;
+}
+
+void udz_peer_absorb(udz_core_t *core, udz_peer_t *p)
+{
+    udz_skb_t *skb;
+    uint8_t *dst;
+    int i;
+
+    for (skb = p->unacked; skb != NULL; skb = skb->next) {
+        dst = (uint8_t*)skb->data + skb->len;   /* header + payload fit one datagram */
+        for (i = 0; i < skb->iovcnt; ++i) {
+            memcpy(dst, skb->iov[i].iov_base, skb->iov[i].iov_len);
+            dst      += skb->iov[i].iov_len;
+            skb->len += (uint32_t)skb->iov[i].iov_len;
+        }
+        skb->iovcnt = 0;
+        if (skb->has_ctx) {
+            skb->has_ctx = 0;
+            core->uops->send_done(core->user, skb->ctx, 0);
+        }
+    }
 }
 
 /* A peer stays on the active list while it has reliable packets in flight or owes an ack.

@@ -25,6 +25,8 @@
 
 /* ep_check's keepalive: an empty reliable message the receiver drops */
 #define UCT_UDZ_AM_ID_KEEPALIVE 0xff
+/* am_zcopy's header: copied into the datagram, the payload goes by reference */
+#define UCT_UDZ_AM_MAX_HDR(_iface) ucs_min((_iface)->max_payload, 128)
 
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
@@ -151,6 +153,8 @@ void         uct_udz_async_wrap_ops(uct_iface_ops_t *ops);
 ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h worker, double tick);
 void         uct_udz_async_cleanup(uct_udz_iface_t *iface);
 unsigned     uct_udz_async_dispatch(uct_udz_iface_t *iface);
+/* Delivers the deferred completions now (an ep going away), leaving messages in their turn. */
+void         uct_udz_async_complete_now(uct_udz_iface_t *iface);
 /* From the core's callbacks: 1 when the event was queued for the next progress (the timer
  * runs the core and the application's handler is not async-safe), else 0: handle it now. */
 int          uct_udz_async_defer_am(uct_udz_iface_t *iface, uint8_t am_id, const void *data,

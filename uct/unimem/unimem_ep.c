@@ -9,11 +9,44 @@
 #include <uct/base/uct_iov.inl>
 #include <errno.h>
 
+static uct_unimem_sender_t *uct_unimem_sender_get(uct_unimem_iface_t *iface,
+                                                  unimem_hal_dest_t *dest)
+{
+    uct_unimem_sender_t *s;
+
+    ucs_list_for_each(s, &iface->senders, list) {
+        if (s->dest == dest) {
+            ++s->refs;
+            return s;
+        }
+    }
+    s = ucs_malloc(sizeof(*s), "unimem_sender");
+    if (s == NULL) {
+        return NULL;
+    }
+    if (unimem_hal_dest_sender_id(dest, &s->id) != 0) {
+        ucs_free(s);
+        return NULL;
+    }
+    s->dest = dest;
+    s->refs = 1;
+    ucs_list_add_tail(&iface->senders, &s->list);
+    return s;
+}
+
+static void uct_unimem_sender_put(uct_unimem_sender_t *s)
+{
+    if (--s->refs == 0) {
+        unimem_hal_dest_sender_id_release(s->dest, s->id);
+        ucs_list_del(&s->list);
+        ucs_free(s);
+    }
+}
+
 UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(params->iface, uct_unimem_iface_t);
     const uct_unimem_iface_addr_t *addr;
-    uint32_t sender;
     int ret;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
@@ -43,23 +76,24 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
                  strerror(-ret));
         return UCS_ERR_UNREACHABLE;
     }
-    ret = unimem_hal_dest_sender_id(self->dest, &sender);
-    if (ret != 0) {
+    self->sender = uct_unimem_sender_get(iface, self->dest);
+    if (self->sender == NULL) {
         ucs_error("unimem: process %u's mailbox accepts no more senders (its "
                   "UCX_UNIMEM_MAX_SENDERS)", addr->mbox.proc);
         unimem_hal_dest_release(self->dest);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
-    self->sender_id = (uint16_t)sender;
+    self->sender_id = (uint16_t)self->sender->id;
     self->stash_len = 0;
     self->stash     = ucs_malloc(iface->seg_size, "unimem_stash");
     if (self->stash == NULL) {
+        uct_unimem_sender_put(self->sender);
         unimem_hal_dest_release(self->dest);
         return UCS_ERR_NO_MEMORY;
     }
     ucs_debug("unimem ep %p: mailbox %u of process %u, sender id %u", self, addr->mbox.index,
-              addr->mbox.proc, sender);
+              addr->mbox.proc, self->sender->id);
     return UCS_OK;
 }
 
@@ -69,6 +103,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_ep_t)
         ucs_list_del(&self->stash_list);
     }
     ucs_free(self->stash);
+    uct_unimem_sender_put(self->sender);
     unimem_hal_dest_release(self->dest);
 }
 
@@ -307,6 +342,8 @@ ucs_status_t uct_unimem_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigne
 {
     uct_unimem_ep_t *ep = ucs_derived_of(tl_ep, uct_unimem_ep_t);
 
+    UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_unimem_iface_t)->put_max_short,
+                     "put_short");
     if (length == 0) {
         return UCS_OK;
     }
@@ -390,6 +427,11 @@ static unsigned uct_unimem_ep_progress_stash(uct_unimem_iface_t *iface)
         }
     }
     return count;
+}
+
+int uct_unimem_ep_peer_closed(ucx_ext_ep_t *ep)
+{
+    return unimem_hal_dest_closed(ucs_derived_of(ep, uct_unimem_ep_t)->dest);
 }
 
 int uct_unimem_ep_tx_ready(ucx_ext_ep_t *ep)

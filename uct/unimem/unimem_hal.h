@@ -37,7 +37,9 @@
  *    another PDID is refused with -EACCES and moves no byte.
  *
  * Threading: a mailbox has one receiving thread; any number of threads and processes may send
- * to it concurrently. A zDMA channel is used by one thread at a time.
+ * to it concurrently. A zDMA channel may be posted to by several threads (ifaces of one
+ * process share channels once it owns all 8): tickets are taken atomically, and each thread
+ * waits only for its own.
  * Hot paths (send, recv, zDMA post) allocate nothing and take no lock; the emulation's send and
  * recv make no system call.
  */
@@ -117,9 +119,14 @@ int  unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *ad
                              unimem_hal_dest_t **dest_p);
 void unimem_hal_dest_release(unimem_hal_dest_t *dest);
 uint32_t unimem_hal_dest_proc(const unimem_hal_dest_t *dest);
+/* 1 once the mailbox's owner has detached it (its process may live on): nothing reads what
+ * is sent there any more. */
+int  unimem_hal_dest_closed(const unimem_hal_dest_t *dest);
 /* A sender id unique among the senders of that mailbox (the protocol tags fragments with it
  * so that the receiver reassembles each sender's stream apart). -ENOSPC beyond max_senders. */
 int  unimem_hal_dest_sender_id(unimem_hal_dest_t *dest, uint32_t *id_p);
+/* Gives an id back for another sender (after this sender's last message). */
+void unimem_hal_dest_sender_id_release(unimem_hal_dest_t *dest, uint32_t id);
 
 /* Sends n messages (1 <= n <= the mailbox's slots / 2), all or nothing: 0 or -EAGAIN (full).
  * -EACCES when the destination's PDID no longer matches. */

@@ -48,8 +48,13 @@
 #include <unistd.h>
 
 #define EMU_MAGIC      0x31304d454d494e55ull   /* "UNIMEM01" */
-#define EMU_VERSION    2
+#define EMU_VERSION    3
 #define EMU_PAGE       4096ul
+/* after the header page: one bit per sender id in use (UNIMEM_PROTO_MAX_SENDERS ids; pages
+ * beyond the ids a mailbox allows are never touched, so they cost no memory) */
+#define EMU_IDS_OFF    EMU_PAGE
+#define EMU_IDS_WORDS  (65536 / 64)
+#define EMU_DATA_OFF   (EMU_IDS_OFF + EMU_IDS_WORDS * 8)
 #define EMU_LINE       64
 #define EMU_MAX_SLOTS  (1u << 20)
 
@@ -66,8 +71,9 @@ typedef struct emu_hdr {
     char              pad0[EMU_LINE - 48];
     volatile uint64_t tail;              /* producers: next position to reserve */
     char              pad1[EMU_LINE - 8];
-    volatile uint32_t next_sender;       /* sender ids, by fetch-and-add */
-    char              pad2[EMU_LINE - 4];
+    uint32_t          reserved;
+    volatile uint32_t closed;            /* set at detach: the process may live on */
+    char              pad2[EMU_LINE - 8];
 } emu_hdr_t;
 
 _Static_assert(sizeof(emu_hdr_t) == 3 * EMU_LINE, "header layout");
@@ -101,6 +107,7 @@ struct unimem_hal_dest {
     unimem_hal_dest_t *next;
     int               refs;
     emu_hdr_t         *hdr;
+    volatile uint64_t *ids;              /* sender ids in use, a bit each */
     volatile uint64_t *seqs;
     unimem_msg_t      *msgs;
     uint64_t          mask;              /* private copies of the validated geometry */
@@ -187,7 +194,7 @@ static size_t emu_seqs_size(uint64_t nslots)
 
 static size_t emu_seg_size(uint64_t nslots)
 {
-    return EMU_PAGE + emu_seqs_size(nslots) + nslots * sizeof(unimem_msg_t);
+    return EMU_DATA_OFF + emu_seqs_size(nslots) + nslots * sizeof(unimem_msg_t);
 }
 
 static uint64_t emu_random(void)
@@ -212,7 +219,7 @@ int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_send
     void *base;
 
     if ((nslots < 2) || (nslots > EMU_MAX_SLOTS) || (nslots & (nslots - 1)) ||
-        (max_senders == 0)) {
+        (max_senders == 0) || (max_senders > EMU_IDS_WORDS * 64)) {
         return -EINVAL;
     }
 
@@ -242,8 +249,8 @@ int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_send
 
     mbox->hal    = hal;
     mbox->hdr    = base;
-    mbox->seqs   = (volatile uint64_t*)((char*)base + EMU_PAGE);
-    mbox->msgs   = (unimem_msg_t*)((char*)base + EMU_PAGE + emu_seqs_size(nslots));
+    mbox->seqs   = (volatile uint64_t*)((char*)base + EMU_DATA_OFF);
+    mbox->msgs   = (unimem_msg_t*)((char*)base + EMU_DATA_OFF + emu_seqs_size(nslots));
     mbox->head   = 0;
     mbox->nslots = nslots;
     mbox->mask   = nslots - 1;
@@ -278,6 +285,8 @@ err_index:
 
 void unimem_hal_mbox_detach(unimem_hal_mbox_t *mbox)
 {
+    /* senders keep their own mapping: they see the mailbox closed, not a process gone */
+    __atomic_store_n(&mbox->hdr->closed, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&emu_lock);
     mbox->hal->mbox_used &= ~(1ull << mbox->index);
     pthread_mutex_unlock(&emu_lock);
@@ -334,6 +343,10 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     for (dest = hal->dests; dest != NULL; dest = dest->next) {
         if ((dest->pid == (pid_t)addr->proc) && (dest->token == addr->token) &&
             (dest->cookie == addr->cookie)) {
+            if (unimem_hal_dest_closed(dest)) {
+                pthread_mutex_unlock(&emu_lock);
+                return -ENOENT;
+            }
             ++dest->refs;
             pthread_mutex_unlock(&emu_lock);
             *dest_p = dest;
@@ -352,6 +365,7 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     if ((hdr.magic != EMU_MAGIC) || (hdr.version != EMU_VERSION) ||
         (hdr.cookie != addr->cookie) || (hdr.pid != (int32_t)addr->proc) ||
         (hdr.nslots < 2) || (hdr.nslots > EMU_MAX_SLOTS) || (hdr.nslots & (hdr.nslots - 1)) ||
+        (hdr.max_senders == 0) || (hdr.max_senders > EMU_IDS_WORDS * 64) ||
         (emu_seg_size(hdr.nslots) > size)) {
         munmap(base, size);
         return -EPROTO;
@@ -359,6 +373,10 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     if (hdr.pdid != hal->pdid) {
         munmap(base, size);
         return -EACCES;
+    }
+    if (hdr.closed) {
+        munmap(base, size);
+        return -ENOENT;
     }
 
     dest = calloc(1, sizeof(*dest));
@@ -369,8 +387,9 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     dest->hal         = hal;
     dest->refs        = 1;
     dest->hdr         = base;
-    dest->seqs        = (volatile uint64_t*)((char*)base + EMU_PAGE);
-    dest->msgs        = (unimem_msg_t*)((char*)base + EMU_PAGE + emu_seqs_size(hdr.nslots));
+    dest->ids         = (volatile uint64_t*)((char*)base + EMU_IDS_OFF);
+    dest->seqs        = (volatile uint64_t*)((char*)base + EMU_DATA_OFF);
+    dest->msgs        = (unimem_msg_t*)((char*)base + EMU_DATA_OFF + emu_seqs_size(hdr.nslots));
     dest->nslots      = hdr.nslots;
     dest->mask        = hdr.nslots - 1;
     dest->max_senders = hdr.max_senders;
@@ -409,20 +428,47 @@ void unimem_hal_dest_release(unimem_hal_dest_t *dest)
     }
 }
 
+int unimem_hal_dest_closed(const unimem_hal_dest_t *dest)
+{
+    return __atomic_load_n(&dest->hdr->closed, __ATOMIC_ACQUIRE) != 0;
+}
+
 uint32_t unimem_hal_dest_proc(const unimem_hal_dest_t *dest)
 {
     return (uint32_t)dest->pid;
 }
 
+/* A free bit of the mailbox's id map, set by compare-and-swap: senders of every process
+ * claim from the same map, and give the id back when done, so connection churn never runs out
+ * of ids. The receiver keeps no state for an id between messages (each message is one
+ * contiguous all-or-nothing group), so an id may pass to another sender at once. */
 int unimem_hal_dest_sender_id(unimem_hal_dest_t *dest, uint32_t *id_p)
 {
-    uint32_t id = __atomic_fetch_add(&dest->hdr->next_sender, 1, __ATOMIC_RELAXED);
+    uint32_t words = (dest->max_senders + 63) / 64;
+    uint64_t w, bit, limit;
+    uint32_t i;
 
-    if (id >= dest->max_senders) {
-        return -ENOSPC;
+    for (i = 0; i < words; ++i) {
+        limit = ((i + 1) * 64 <= dest->max_senders) ? ~0ull :
+                (1ull << (dest->max_senders - i * 64)) - 1;
+        w     = __atomic_load_n(&dest->ids[i], __ATOMIC_RELAXED);
+        while ((~w & limit) != 0) {
+            bit = ~w & limit & (~(~w & limit) + 1);      /* lowest free bit */
+            if (__atomic_compare_exchange_n(&dest->ids[i], &w, w | bit, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
+                *id_p = i * 64 + (uint32_t)__builtin_ctzll(bit);
+                return 0;
+            }
+        }
     }
-    *id_p = id;
-    return 0;
+    return -ENOSPC;
+}
+
+void unimem_hal_dest_sender_id_release(unimem_hal_dest_t *dest, uint32_t id)
+{
+    if (id < dest->max_senders) {
+        __atomic_fetch_and(&dest->ids[id / 64], ~(1ull << (id % 64)), __ATOMIC_RELEASE);
+    }
 }
 
 /* ---- the packetizer ---- */
@@ -526,6 +572,7 @@ int unimem_hal_zdma_post(unimem_hal_zdma_t *ch, unimem_hal_dest_t *dest, int wri
                          uint64_t *ticket)
 {
     struct iovec liov[16], *lp = liov;
+    uint64_t done;
     int i, ret;
 
     /* the target's NI would refuse a transaction of another protection domain */
@@ -543,12 +590,18 @@ int unimem_hal_zdma_post(unimem_hal_zdma_t *ch, unimem_hal_dest_t *dest, int wri
     if (ret != 0) {
         return ret;
     }
-    *ticket       = ++ch->posted;
-    ch->completed = ch->posted;
+    /* complete at post; the ifaces of several threads may share the channel: tickets by
+     * fetch-and-add, and completed only moves forward */
+    *ticket = __atomic_add_fetch(&ch->posted, 1, __ATOMIC_RELAXED);
+    done    = __atomic_load_n(&ch->completed, __ATOMIC_RELAXED);
+    while ((done < *ticket) &&
+           !__atomic_compare_exchange_n(&ch->completed, &done, *ticket, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED)) {
+    }
     return 0;
 }
 
 uint64_t unimem_hal_zdma_completed(unimem_hal_zdma_t *ch)
 {
-    return ch->completed;
+    return __atomic_load_n(&ch->completed, __ATOMIC_ACQUIRE);
 }

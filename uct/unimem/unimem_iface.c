@@ -221,6 +221,11 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_unimem_iface_ops,
                               &uct_base_iface_internal_ops, tl_md, worker, params, tl_config);
 
+    status = ucx_ext_iface_check_params(params, UCT_UNIMEM_NAME);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     status = uct_unimem_iface_check_config(md, config);
     if (status != UCS_OK) {
         return status;
@@ -244,7 +249,9 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_UNIMEM_NAME,
                        &uct_unimem_counters.tx, uct_unimem_ep_tx_ready,
                        config->super.peer_check_interval);
+    self->x.peer_closed       = uct_unimem_ep_peer_closed;
     ucs_list_head_init(&self->stashed);
+    ucs_list_head_init(&self->senders);
 
     self->rx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->rx_budget, "unimem_rx_msgs");
     self->tx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->max_msgs, "unimem_tx_msgs");
@@ -272,8 +279,8 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
         goto err;
     }
 
-    ret = unimem_hal_zdma_open(self->hal, (config->zdma_channel == UCS_ULUNITS_AUTO) ? -1 :
-                               (int)config->zdma_channel, &self->zdma);
+    ret = uct_unimem_zdma_get(self->hal, (config->zdma_channel == UCS_ULUNITS_AUTO) ? -1 :
+                              (int)config->zdma_channel, &self->zdma);
     if (ret != 0) {
         ucs_error("unimem: cannot own a zDMA channel%s: %s", (ret == -EBUSY) ?
                   " (UCX_UNIMEM_ZDMA_CHANNEL is taken)" : "", strerror(-ret));
@@ -287,7 +294,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
 
 err:
     if (self->zdma != NULL) {
-        unimem_hal_zdma_close(self->zdma);
+        uct_unimem_zdma_put(self->zdma);
     }
     if (self->mbox != NULL) {
         unimem_hal_mbox_detach(self->mbox);
@@ -305,7 +312,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_iface_t)
     uct_base_iface_progress_disable(&self->super.super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucx_ext_iface_cleanup(&self->x);
-    unimem_hal_zdma_close(self->zdma);
+    uct_unimem_zdma_put(self->zdma);
     unimem_hal_mbox_detach(self->mbox);
     unimem_rx_cleanup(&self->rx);
     ucs_free(self->rx_msgs);

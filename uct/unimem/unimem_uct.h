@@ -115,6 +115,7 @@ typedef struct uct_unimem_iface {
     unimem_msg_t           *tx_msgs;       /* max_msgs messages */
     uint8_t                *bounce;        /* seg_size */
     ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
+    ucs_list_link_t        senders;        /* sender ids in use, one per mailbox reached */
     uct_unimem_zdma_wait_t *zwait;         /* ring of zdma_queue entries */
     unsigned               zwait_size, zwait_head, zwait_tail;
     uint64_t               zdma_last;      /* last ticket posted */
@@ -129,9 +130,20 @@ extern ucs_config_field_t uct_unimem_iface_config_table[];
 
 /* A message accepted while the mailbox filled waits in the ep's stash, and the ep is blocked
  * (super.blocked) until it is out. */
+/* This iface's sender id at one mailbox, shared by all its eps there (each message is one
+ * whole group, so their messages never mix), given back with the last of them: neither many
+ * eps nor connection churn use up the receiver's ids. */
+typedef struct uct_unimem_sender {
+    ucs_list_link_t      list;
+    unimem_hal_dest_t    *dest;
+    uint32_t             id;
+    unsigned             refs;
+} uct_unimem_sender_t;
+
 typedef struct uct_unimem_ep {
     ucx_ext_ep_t         super;       /* pending group, peer process watch (uct/common) */
     unimem_hal_dest_t    *dest;
+    uct_unimem_sender_t  *sender;
     uint16_t             sender_id;
     uint8_t              *stash;      /* seg_size */
     uint32_t             stash_len;
@@ -144,12 +156,20 @@ UCX_EXT_EP_CLASS_DECLARE(uct_unimem_ep_t);
 UCX_EXT_EP_AM_DECLARE(uct_unimem_ep);
 UCX_EXT_EP_RMA_DECLARE(uct_unimem_ep);
 
+/* The mailbox behind ep was detached by its owner (ucx_ext_iface_t.peer_closed). */
+int uct_unimem_ep_peer_closed(ucx_ext_ep_t *ep);
+
 /* Room in the mailbox for the largest message (the pending queue's test). */
 int uct_unimem_ep_tx_ready(ucx_ext_ep_t *ep);
 
 /* Progress of the send side: stashed messages, then the pending queue. */
 unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface);
 /* zDMA completions of a backend that completes asynchronously. */
+/* A zDMA channel for an iface (channel -1: any; shared once the process owns all) and its
+ * release; the HAL's open and close, counted per process. */
+int  uct_unimem_zdma_get(unimem_hal_t *hal, int channel, unimem_hal_zdma_t **ch_p);
+void uct_unimem_zdma_put(unimem_hal_zdma_t *ch);
+
 unsigned uct_unimem_iface_progress_zdma(uct_unimem_iface_t *iface);
 /* UCS_OK if ticket is complete, else UCS_INPROGRESS with comp called when it is (or
  * UCS_ERR_NO_RESOURCE when ZDMA_QUEUE transfers are already awaited). */
