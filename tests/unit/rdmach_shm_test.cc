@@ -312,3 +312,105 @@ TEST(RdmachWireShm, ACloseIsSeenByPeersThatStillMapTheSegment)
     rdmach_wire_peer_t *again = nullptr;
     EXPECT_EQ(-ENOENT, tx_side.ops->attach(tx_side.w, addr.data(), &again));
 }
+
+// Connection churn: a receiver takes back the ring of a sender that has closed (after
+// delivering what it wrote last), and a new sender claims that ring with nothing of the old
+// one left in it; a sender gives up its ring in a receiver that has closed, and its credit line
+// comes back. Memory and descriptors stay bounded however many peers come and go.
+namespace {
+struct Reaped {
+    rdmach_rx_t *rx;
+    const rdmach_geom_t *geom;
+    rdmach_rx_stats_t *stats;
+    Got got;
+    std::vector<uint32_t> ids;
+    static void drain(void *arg, uint32_t id)
+    {
+        auto *r = static_cast<Reaped*>(arg);
+        rdmach_rx_poll(r->rx, r->geom, 1000, &Got::cb, &r->got, r->stats);
+        memset(r->rx, 0, sizeof(*r->rx));
+        r->ids.push_back(id);
+    }
+};
+}  // namespace
+
+TEST(RdmachWireShm, ARingOfASenderThatClosedIsTakenBackAndClaimedAgain)
+{
+    Wire rx_side(1, 8, 0x11);      // one ring only: the second sender needs the first's back
+    rdmach_rx_t rx{};
+    Reaped r{&rx, &rx_side.params.geom, &rx_side.stats, {}, {}};
+    uint32_t id = 99;
+
+    ASSERT_NE(nullptr, rx_side.ops->reap);
+    {
+        Wire a(4, 8, 0x22);
+        rdmach_wire_peer_t *peer = nullptr;
+        rdmach_tx_t tx{};
+        ASSERT_EQ(0, a.ops->attach(a.w, rx_side.addr.data(), &peer));
+        ASSERT_EQ(0, a.ops->claim(a.w, peer, &tx, &id));
+        EXPECT_EQ(0u, id);
+        for (int i = 0; i < 50; ++i) {            // several laps: marks everywhere
+            ASSERT_TRUE(send(&tx, "old" + std::to_string(i)));
+            if (!rx.active) {
+                ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
+            }
+            rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &r.got, &rx_side.stats);
+            rdmach_rx_return_credit(&rx, &rx_side.stats);
+            rdmach_tx_refresh_tail(&tx);
+        }
+        ASSERT_TRUE(send(&tx, "last words"));
+        EXPECT_EQ(0u, rx_side.ops->reap(rx_side.w, 1, &Reaped::drain, &r)) << "a live sender";
+        Wire b(4, 8, 0x33);
+        rdmach_wire_peer_t *pb = nullptr;
+        rdmach_tx_t tb{};
+        ASSERT_EQ(0, b.ops->attach(b.w, rx_side.addr.data(), &pb));
+        EXPECT_EQ(-ENOSPC, b.ops->claim(b.w, pb, &tb, &id)) << "the one ring is taken";
+    }   // a and b close
+    r.got.msgs.clear();
+    EXPECT_EQ(1u, rx_side.ops->reap(rx_side.w, 1, &Reaped::drain, &r));
+    EXPECT_EQ((std::vector<uint32_t>{0}), r.ids);
+    EXPECT_EQ((std::vector<std::string>{"last words"}), r.got.msgs) << "delivered before reuse";
+    EXPECT_EQ(0u, rx_side.ops->reap(rx_side.w, 1, &Reaped::drain, &r)) << "taken back once";
+
+    Wire c(4, 8, 0x44);
+    rdmach_wire_peer_t *pc = nullptr;
+    rdmach_tx_t tc{};
+    ASSERT_EQ(0, c.ops->attach(c.w, rx_side.addr.data(), &pc));
+    ASSERT_EQ(0, c.ops->claim(c.w, pc, &tc, &id));
+    EXPECT_EQ(0u, id) << "the ring taken back";
+    r.got.msgs.clear();
+    for (int i = 0; i < 60; ++i) {
+        ASSERT_TRUE(send(&tc, "new" + std::to_string(i)));
+        if (!rx.active) {
+            ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
+        }
+        rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &r.got, &rx_side.stats);
+        rdmach_rx_return_credit(&rx, &rx_side.stats);
+        rdmach_tx_refresh_tail(&tc);
+    }
+    ASSERT_EQ(60u, r.got.msgs.size()) << "no record of the old sender read as the new one's";
+    for (int i = 0; i < 60; ++i) {
+        EXPECT_EQ("new" + std::to_string(i), r.got.msgs[i]);
+    }
+    EXPECT_EQ(0u, rx_side.stats.corrupt);
+}
+
+TEST(RdmachWireShm, ASenderGivesUpItsRingInAReceiverThatClosedAndGetsItsCreditLineBack)
+{
+    Wire tx_side(2, 8, 0x55);
+    rdmach_wire_peer_t *peer = nullptr;
+    rdmach_tx_t tx{};
+    uint32_t id;
+
+    for (int round = 0; round < 20; ++round) {
+        auto *rx_side = new Wire(4, 8, 0x100 + round);
+        ASSERT_EQ(0, tx_side.ops->attach(tx_side.w, rx_side->addr.data(), &peer));
+        ASSERT_EQ(0, tx_side.ops->claim(tx_side.w, peer, &tx, &id)) << "round " << round;
+        ASSERT_TRUE(send(&tx, "hi"));
+        EXPECT_EQ(0, tx_side.ops->peer_closed(tx_side.w, peer));
+        delete rx_side;
+        EXPECT_EQ(1, tx_side.ops->peer_closed(tx_side.w, peer));
+        tx_side.ops->unclaim(tx_side.w, peer, &tx);
+    }
+    EXPECT_EQ(1u, tx_side.w->next_credit) << "20 receivers one after another: one credit line";
+}

@@ -58,6 +58,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     int ret;
 
     self->peer     = NULL;
+    self->tx       = NULL;
     self->amo_busy = 0;
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
         UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, 0);
@@ -81,6 +82,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     }
     ucs_list_for_each(conn, &iface->conns, list) {
         if (conn->peer == peer) {
+            ++conn->refs;
             self->tx      = &conn->tx;      /* the ring this iface has there already */
             self->ring_id = conn->ring_id;
             self->peer    = peer;
@@ -88,11 +90,6 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
         }
     }
 
-    if (wire->next_credit >= wire->max_rings) {
-        ucs_error("rdmach: iface %p has reached %u peer ifaces, UCX_RDMACH_MAX_PEERS allows "
-                  "no more", iface, wire->next_credit);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
 
     /* the receiver's geometry rules; our largest record must fit its largest span */
     if (rdmach_geom_span(&peer->geom, ucs_max(iface->chunk_size, iface->max_short)) >
@@ -114,18 +111,42 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
             ucs_error("rdmach: peer %s accepts no more connections (its "
                       "UCX_RDMACH_MAX_PEERS=%u)", info.name, peer->max_rings);
             return UCS_ERR_EXCEEDS_LIMIT;
+        } else if (ret == -ENOBUFS) {
+            ucs_error("rdmach: iface %p sends to %u peer ifaces, UCX_RDMACH_MAX_PEERS allows "
+                      "no more", iface, wire->max_rings);
+            return UCS_ERR_EXCEEDS_LIMIT;
         }
         return uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
     }
     conn->peer    = peer;
     conn->ring_id = id;
+    conn->refs    = 1;
     ucs_list_add_tail(&iface->conns, &conn->list);
     self->tx      = &conn->tx;
     self->ring_id = id;
     self->peer    = peer;
-    ucs_debug("rdmach ep %p: ring %u of %s, credit line %u", self, id, info.name,
-              wire->next_credit - 1);
+    ucs_debug("rdmach ep %p: ring %u of %s", self, id, info.name);
     return UCS_OK;
+}
+
+/* The last ep into a shared ring has gone: the ring stays with the iface for the next ep to
+ * that peer, unless the peer has gone too (closed, dead): then it is given up, with its credit
+ * line and, with its last ring, the peer's mapping. */
+static void uct_rdmach_ep_conn_put(uct_rdmach_ep_t *ep, rdmach_wire_t *wire)
+{
+    uct_rdmach_conn_t *conn = ucs_container_of(ep->tx, uct_rdmach_conn_t, tx);
+
+    if ((--conn->refs > 0) || (wire->ops->unclaim == NULL)) {
+        return;
+    }
+    if (!wire->ops->peer_closed(wire, conn->peer) &&
+        ucx_ext_proc_alive(ep->super.pid, ep->super.start_time)) {
+        return;
+    }
+    wire->ops->unclaim(wire, conn->peer, &conn->tx);
+    ucs_list_del(&conn->list);
+    ucs_free(conn);
+    uct_rdmach_counters.rings_unclaimed++;
 }
 
 UCS_CLASS_CLEANUP_FUNC(uct_rdmach_ep_t)
@@ -133,8 +154,10 @@ UCS_CLASS_CLEANUP_FUNC(uct_rdmach_ep_t)
     rdmach_wire_t *wire = ucs_derived_of(self->super.super.super.iface,
                                          uct_rdmach_iface_t)->wire;
 
-    /* a shared ring stays with the iface (uct_rdmach_conn_t) */
     uct_rdmach_amo_ep_cleanup(self);
+    if ((self->tx != NULL) && (self->tx != &self->own_tx)) {
+        uct_rdmach_ep_conn_put(self, wire);
+    }
     if ((wire->ops->ep_close != NULL) && (self->peer != NULL)) {
         wire->ops->ep_close(wire, self->peer);   /* ends its atomics in flight too */
     }

@@ -202,9 +202,63 @@ static void uct_rdmach_iface_deliver(void *arg, uint8_t am_id, void *data, uint3
     uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
 }
 
+/* A ring whose sender has gone: what it wrote last is delivered, then the ring is forgotten
+ * (the wire zeroes it and lets a new sender claim it). */
+static void uct_rdmach_iface_drain(void *arg, uint32_t id)
+{
+    uct_rdmach_iface_t *iface = arg;
+
+    if (iface->poller.rx[id].active) {
+        rdmach_rx_poll(&iface->poller.rx[id], &iface->geom, UINT_MAX, uct_rdmach_iface_deliver,
+                       iface, &uct_rdmach_counters.rx);
+    }
+    rdmach_poller_forget(&iface->poller, id);
+    uct_rdmach_counters.rings_reaped++;
+    ucs_debug("rdmach iface %p: ring %u taken back, its sender has gone", iface, id);
+}
+
+/* Every RDMACH_REAP_CALLS progress calls: the rings of senders that have gone are taken back,
+ * so clients that come and go never use up a server's rings, memory or descriptors. A closed
+ * iface is one load per peer, looked for every PEER_CHECK_INTERVAL, and every time once all
+ * rings have been claimed (new senders then wait for rings taken back); a dead process is a
+ * read of /proc per peer, looked for every 8 intervals. */
+static UCS_F_NOINLINE void uct_rdmach_iface_reap(uct_rdmach_iface_t *iface)
+{
+    ucs_time_t now = ucs_get_time();
+    uct_rdmach_conn_t *conn, *tmp;
+    int procs;
+
+    iface->reap_calls = 0;
+    if ((iface->wire->ops->reap == NULL) ||
+        ((now < iface->next_reap) &&
+         (__atomic_load_n(iface->next_ring, __ATOMIC_RELAXED) < iface->poller.max_rings))) {
+        return;
+    }
+    iface->next_reap = now + iface->x.peer_check_interval;
+    procs            = (now >= iface->next_proc_reap);
+    if (procs) {
+        iface->next_proc_reap = now + 8 * iface->x.peer_check_interval;
+    }
+    iface->wire->ops->reap(iface->wire, procs, uct_rdmach_iface_drain, iface);
+    /* our rings kept for eps that may come again, in receivers that have gone (a server's
+     * replies to clients that have left): given up, with their credit lines and mappings */
+    ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
+        if ((conn->refs == 0) && conn->peer->gone) {
+            iface->wire->ops->unclaim(iface->wire, conn->peer, &conn->tx);
+            ucs_list_del(&conn->list);
+            ucs_free(conn);
+            uct_rdmach_counters.rings_unclaimed++;
+        }
+    }
+}
+
 static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *iface)
 {
     unsigned count;
+
+    if (ucs_unlikely(++iface->reap_calls >= RDMACH_REAP_CALLS)) {
+        uct_rdmach_iface_reap(iface);
+    }
 
     /* the poller clamps the claim counter, which senders write, to max_rings */
     count = rdmach_poller_progress(&iface->poller, &iface->geom,
@@ -348,6 +402,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->max_short           = self->geom.slot_size - RDMACH_REC_HDR_SIZE;
     self->wire                = NULL;
     ucs_list_head_init(&self->conns);
+    self->reap_calls          = 0;
+    self->next_reap           = 0;
+    self->next_proc_reap      = 0;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
                        &uct_rdmach_counters.tx, uct_rdmach_ep_tx_ready,
                        config->super.peer_check_interval);

@@ -234,3 +234,18 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
     }
     return count;
 }
+
+void rdmach_poller_forget(rdmach_poller_t *p, uint32_t id)
+{
+    uint32_t i;
+
+    if (p->rx[id].hot) {
+        for (i = 0; i < p->nhot; ++i) {
+            if (p->hot[i] == id) {
+                p->hot[i] = p->hot[--p->nhot];
+                break;
+            }
+        }
+    }
+    memset(&p->rx[id], 0, sizeof(p->rx[id]));
+}

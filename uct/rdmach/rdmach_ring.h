@@ -333,6 +333,10 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
                                 uint32_t claimed, rdmach_activate_cb_t activate,
                                 rdmach_am_cb_t cb, void *arg);
 
+/* Forgets ring id (its sender has gone and it is drained): out of the hot list, inactive, so
+ * that a new sender's claim of it is set up afresh. */
+void rdmach_poller_forget(rdmach_poller_t *p, uint32_t id);
+
 #ifdef __cplusplus
 }
 #endif

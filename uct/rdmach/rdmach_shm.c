@@ -21,7 +21,9 @@ static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
 {
     size_t ring_bytes = (size_t)hdr->slot_size * hdr->nslots;
 
-    hdr->doorbells_off = rdmach_align(sizeof(rdmach_shm_hdr_t), RDMACH_PAGE);
+    hdr->freemap_off   = rdmach_align(sizeof(rdmach_shm_hdr_t), RDMACH_PAGE);
+    hdr->doorbells_off = hdr->freemap_off +
+                         rdmach_align(rdmach_align(hdr->max_rings, 64) / 8, RDMACH_PAGE);
     hdr->credits_off   = hdr->doorbells_off +
                          rdmach_align(rdmach_align(hdr->max_rings, 8), RDMACH_PAGE);
     hdr->rings_off     = hdr->credits_off +
@@ -41,6 +43,7 @@ static void rdmach_shm_seg_init(rdmach_shm_seg_t *seg, void *base, size_t size, 
     seg->pid            = layout->pid;
     seg->seg_id         = layout->seg_id;
     seg->max_rings      = layout->max_rings;
+    seg->freemap_off    = layout->freemap_off;
     seg->doorbells_off  = layout->doorbells_off;
     seg->credits_off    = layout->credits_off;
     seg->rings_off      = layout->rings_off;
@@ -101,8 +104,8 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
         (expect.nslots < 2) || (expect.nslots & (expect.nslots - 1)) ||
         (expect.max_span == 0) || (expect.max_span > expect.nslots) ||
         (expect.max_rings == 0) || (expect.max_rings > (1u << 16)) ||
-        (memcmp(&expect.doorbells_off, &((rdmach_shm_hdr_t*)base)->doorbells_off,
-                5 * sizeof(uint64_t)) != 0) ||
+        (memcmp(&expect.freemap_off, &((rdmach_shm_hdr_t*)base)->freemap_off,
+                6 * sizeof(uint64_t)) != 0) ||
         (expect.size > size)) {
         munmap(base, size);
         return -EPROTO;
@@ -126,4 +129,50 @@ void rdmach_shm_detach(rdmach_shm_seg_t *seg)
         close(seg->fd);
         seg->fd = -1;
     }
+}
+
+int rdmach_shm_claim_ring(const rdmach_shm_seg_t *seg)
+{
+    volatile uint64_t *map = (volatile uint64_t*)((char*)seg->hdr + seg->freemap_off);
+    uint32_t id, w, words;
+    uint64_t bits;
+
+    if (__atomic_load_n(&seg->hdr->next_ring, __ATOMIC_RELAXED) < seg->max_rings) {
+        id = __atomic_fetch_add(&seg->hdr->next_ring, 1, __ATOMIC_RELAXED);
+        if (id < seg->max_rings) {
+            return (int)id;
+        }
+    }
+    words = (seg->max_rings + 63) / 64;
+    for (w = 0; w < words; ++w) {
+        bits = __atomic_load_n(&map[w], __ATOMIC_ACQUIRE);
+        while (bits != 0) {
+            uint64_t bit = bits & (~bits + 1);      /* lowest set */
+            if (__atomic_compare_exchange_n(&map[w], &bits, bits & ~bit, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                id = w * 64 + (uint32_t)__builtin_ctzll(bit);
+                /* a corrupt map could name a ring beyond the segment: never hand it out */
+                if (id < seg->max_rings) {
+                    return (int)id;
+                }
+                break;
+            }
+        }
+    }
+    return -ENOSPC;
+}
+
+void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id)
+{
+    volatile uint64_t *map = (volatile uint64_t*)((char*)seg->hdr + seg->freemap_off);
+    rdmach_ring_ctl_t *ctl = rdmach_shm_ring_ctl(seg, id);
+
+    /* no mark of the old sender may be left: a new one's positions start at 0 again and would
+     * meet them (marks are absolute positions + 1) */
+    memset(rdmach_shm_ring_slots(seg, id), 0, (size_t)seg->geom.slot_size * seg->geom.nslots);
+    memset(ctl->peer_info, 0, sizeof(ctl->peer_info));
+    ctl->rx_hot = 0;
+    rdmach_shm_doorbells(seg)[id] = 0;
+    __atomic_store_n(&ctl->owner, 0, __ATOMIC_RELEASE);
+    __atomic_fetch_or(&map[id / 64], 1ull << (id % 64), __ATOMIC_RELEASE);
 }

@@ -9,6 +9,9 @@
  *
  * Segment layout (page aligned parts):
  *   header       geometry, owner, and the ring allocation counter senders bump to claim a ring
+ *   free map     one bit per ring its owner has taken back from a sender that has gone (closed
+ *                iface, dead process) and zeroed: a new sender claims one by compare-and-swap
+ *                once the counter has passed max_rings
  *   doorbells    one byte per ring, set by a sender writing into a cold ring
  *   credits      one cache line per outgoing connection of THIS process: the paper's remote copy
  *                of the tail, written by the receiver at the other end
@@ -35,7 +38,7 @@ typedef struct rdmach_shm_hdr {
     uint32_t          version;
     int32_t           pid;
     uint32_t          slot_size, nslots, max_span, max_rings;
-    uint64_t          doorbells_off, credits_off, rings_off, ring_stride, size;
+    uint64_t          freemap_off, doorbells_off, credits_off, rings_off, ring_stride, size;
     char              pad[RDMACH_CACHE_LINE];
     volatile uint32_t next_ring;       /* senders claim ring ids with fetch-and-add */
     volatile uint32_t closed;          /* set by the owner's iface at close: its process may
@@ -58,7 +61,7 @@ typedef struct rdmach_shm_seg {
     pid_t            pid;
     uint64_t         seg_id;
     uint32_t         max_rings;
-    uint64_t         doorbells_off, credits_off, rings_off, ring_stride;
+    uint64_t         freemap_off, doorbells_off, credits_off, rings_off, ring_stride;
     rdmach_geom_t    geom;     /* lazy_slots unused for a peer */
 } rdmach_shm_seg_t;
 
@@ -91,6 +94,13 @@ static inline uint8_t *rdmach_shm_ring_slots(const rdmach_shm_seg_t *seg, uint32
 {
     return (uint8_t*)(rdmach_shm_ring_ctl(seg, id) + 1);
 }
+
+/* Claims a ring of a peer's segment: a never used one by fetch-and-add on the counter, else a
+ * taken-back one from the free map. The ring id, or -ENOSPC. */
+int rdmach_shm_claim_ring(const rdmach_shm_seg_t *seg);
+
+/* Our own ring, drained and its sender gone: zeroed, then published in the free map. */
+void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id);
 
 /* Has the segment's owner closed it (a peer's segment we still map)? */
 static inline int rdmach_shm_closed(const rdmach_shm_seg_t *seg)

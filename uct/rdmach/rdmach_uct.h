@@ -32,12 +32,17 @@
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
 /* The ring core's receive counters, then the standard send side. */
-#define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) RDMACH_WIRE_COUNTERS(_)
+/* The glue's own: rings taken back from senders that had gone, and our rings given up in
+ * receivers that had gone (connection churn). */
+#define UCT_RDMACH_OWN_COUNTERS(_) _(rings_reaped) _(rings_unclaimed)
+#define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
+                               RDMACH_WIRE_COUNTERS(_) UCT_RDMACH_OWN_COUNTERS(_)
 
 typedef struct uct_rdmach_counters {
     rdmach_rx_stats_t     rx;
     ucx_ext_tx_counters_t tx;
     rdmach_wire_stats_t   wire;
+    uint64_t              rings_reaped, rings_unclaimed;
 } uct_rdmach_counters_t;
 
 extern uct_rdmach_counters_t uct_rdmach_counters;
@@ -120,6 +125,8 @@ typedef struct uct_rdmach_iface {
     }                     amo_seen[64];
     ucs_queue_head_t      amo_stalled;   /* their steps waiting for wire resources */
     ucs_list_link_t       conns;         /* rings claimed in peer ifaces (uct_rdmach_conn_t) */
+    unsigned              reap_calls;    /* progress calls since the last look for gone senders */
+    ucs_time_t            next_reap, next_proc_reap;
 } uct_rdmach_iface_t;
 
 UCS_CLASS_DECLARE(uct_rdmach_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -163,7 +170,11 @@ typedef struct uct_rdmach_conn {
     ucs_list_link_t      list;
     rdmach_wire_peer_t   *peer;
     uint32_t             ring_id;
+    unsigned             refs;        /* eps sending into it */
 } uct_rdmach_conn_t;
+
+/* Progress calls between looks for senders that have gone (uct_rdmach_iface_reap). */
+#define RDMACH_REAP_CALLS 1024
 
 typedef struct uct_rdmach_ep {
     ucx_ext_ep_t         super;       /* pending group, peer process watch (uct/common) */

@@ -133,6 +133,7 @@ typedef struct rdmach_wire {
 typedef struct rdmach_wire_peer {
     rdmach_geom_t geom;         /* the receiver's ring geometry (lazy_slots unused) */
     uint32_t      max_rings;    /* how many senders it accepts */
+    int           gone;         /* found gone by the last reap */
 } rdmach_wire_peer_t;
 
 /* A local buffer of an RMA; reg is its registration in the wire's domain (mem_reg), or NULL
@@ -204,7 +205,9 @@ struct rdmach_wire_ops {
      * ctl->peer_info (how the receiver returns credit), publishes ctl->owner last, sets up tx
      * (slots, ctl, doorbell, tail copy = the credit line, ring hooks). 0, -EMFILE (no credit line
      * left), -ENOSPC (no free ring in the peer).
-     * shm: fetch-and-add on the peer's mapped claim counter; slots and ctl are its memory. */
+     * shm: fetch-and-add on the peer's mapped claim counter, then a ring the peer took back
+     * (its free map); slots and ctl are its memory. A credit line given back (unclaim) is
+     * used first. */
     int  (*claim)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, rdmach_tx_t *tx,
                   uint32_t *ring_id_p);
 
@@ -294,6 +297,20 @@ struct rdmach_wire_ops {
      * segment mapped, and records into it would go unread).
      * RC: NULL: a closed peer's QP is gone, so the next operation or check fails. */
     int  (*peer_closed)(const rdmach_wire_t *wire, const rdmach_wire_peer_t *peer);
+
+    /* Taking rings back (NULL: the wire never does; its rings stay claimed).
+     * reap: finds the rings whose sender has gone for good (its iface closed; with procs, its
+     * process dead, which costs a read of /proc per peer: nothing will be written there
+     * again), calls drain(arg, id) for each (the glue delivers what is left and forgets the
+     * ring), then makes each claimable by a new sender, with nothing of the old one left in
+     * it; sets peer->gone of every peer. Returns how many. Not called per message.
+     * unclaim: our ring in a peer that has gone is given up, and our credit line for it
+     * comes back.
+     * shm: a free map in the segment (rdmach_shm.h); the peer's segment is unmapped with its
+     * last ring, so memory and descriptors stay bounded as peers come and go. */
+    unsigned (*reap)(rdmach_wire_t *wire, int procs, void (*drain)(void *arg, uint32_t ring_id),
+                     void *arg);
+    void     (*unclaim)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, const rdmach_tx_t *tx);
 };
 
 /* The shared-memory wire (rdmach_wire_shm.c) and the InfiniBand RC verbs wire

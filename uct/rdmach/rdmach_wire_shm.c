@@ -5,6 +5,12 @@
  * it or it first sends to us. From then on a record and a credit return are plain stores into
  * mapped memory (the ring hooks are NULL), and the RDMA channel's RDMA read/write (put, get,
  * zero copy) is process_vm_readv/writev on the peer's pid.
+ *
+ * Churn: a peer whose iface closed (the closed word of its segment) or whose process died has
+ * gone for good. reap takes back the rings such senders held in us (drained, zeroed, into the
+ * free map); unclaim gives up our ring in such a receiver (its credit line back). A peer's
+ * segment is unmapped with its last ring, and its entry reused: memory and descriptors follow
+ * the peers present, not all the peers ever met.
  */
 #include "rdmach_wire.h"
 #include "rdmach_shm.h"
@@ -27,9 +33,11 @@ typedef struct rdmach_shm_addr {
 /* A peer segment we mapped (for rings we send into, or credit lines we write). */
 typedef struct rdmach_shm_peer {
     rdmach_wire_peer_t super;
-    rdmach_shm_seg_t   seg;
+    rdmach_shm_seg_t   seg;         /* seg.hdr NULL: a free entry */
     int32_t            fd;
     uint64_t           seg_id;
+    unsigned long long start_time;  /* of seg.pid, at mapping: tells a reused pid apart */
+    unsigned           refs;        /* our ring in it (claim), its rings in us (activate) */
 } rdmach_shm_peer_t;
 
 typedef struct rdmach_shm_wire {
@@ -37,6 +45,9 @@ typedef struct rdmach_shm_wire {
     rdmach_shm_seg_t  seg;          /* own segment: the rings we receive on */
     rdmach_shm_peer_t *peers;       /* [max_peers]: handed out by address, never moved */
     unsigned          npeers, max_peers;
+    rdmach_shm_peer_t **rx_peer;    /* [max_rings]: the sender of each ring we activated */
+    uint32_t          *free_credits; /* [max_rings]: credit lines given back, a stack */
+    uint32_t          nfree_credits;
 } rdmach_shm_wire_t;
 
 #define RDMACH_SHM_LOG(_w, _error, ...) RDMACH_WIRE_LOG(&(_w)->super, _error, __VA_ARGS__)
@@ -64,7 +75,12 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
     w->super.params = *params;
     w->max_peers    = params->max_peers;
     w->peers        = calloc(w->max_peers, sizeof(*w->peers));
-    if (w->peers == NULL) {
+    w->rx_peer      = calloc(params->max_rings, sizeof(*w->rx_peer));
+    w->free_credits = calloc(params->max_rings, sizeof(*w->free_credits));
+    if ((w->peers == NULL) || (w->rx_peer == NULL) || (w->free_credits == NULL)) {
+        free(w->peers);
+        free(w->rx_peer);
+        free(w->free_credits);
         free(w);
         return -ENOMEM;
     }
@@ -77,6 +93,8 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
     if (ret != 0) {
         RDMACH_SHM_LOG(w, 1, "rdmach: cannot create shared memory segment: %s", strerror(-ret));
         free(w->peers);
+        free(w->rx_peer);
+        free(w->free_credits);
         free(w);
         return -ENOMEM;
     }
@@ -103,6 +121,8 @@ static void rdmach_shm_close(rdmach_wire_t *wire)
     }
     rdmach_shm_detach(&w->seg);
     free(w->peers);
+    free(w->rx_peer);
+    free(w->free_credits);
     free(w);
 }
 
@@ -141,7 +161,8 @@ static int rdmach_shm_peer(rdmach_shm_wire_t *w, pid_t pid, int32_t fd, uint64_t
 
     for (i = 0; i < w->npeers; ++i) {
         peer = &w->peers[i];
-        if ((peer->seg.pid == pid) && (peer->fd == fd) && (peer->seg_id == seg_id)) {
+        if ((peer->seg.hdr != NULL) && (peer->seg.pid == pid) && (peer->fd == fd) &&
+            (peer->seg_id == seg_id)) {
             if (rdmach_shm_closed(&peer->seg)) {
                 return -ENOENT;     /* that iface has closed since */
             }
@@ -150,13 +171,16 @@ static int rdmach_shm_peer(rdmach_shm_wire_t *w, pid_t pid, int32_t fd, uint64_t
         }
     }
 
-    if (w->npeers == w->max_peers) {
+    /* an entry given back (its peer gone), else a new one */
+    for (i = 0; (i < w->npeers) && (w->peers[i].seg.hdr != NULL); ++i) {
+    }
+    if (i == w->max_peers) {
         RDMACH_SHM_LOG(w, 1, "rdmach: more than %u peer segments mapped (UCX_RDMACH_MAX_PEERS)",
                        w->max_peers);
         return -ENOSPC;
     }
 
-    peer = &w->peers[w->npeers];
+    peer = &w->peers[i];
     ret  = rdmach_shm_attach(&peer->seg, pid, fd, seg_id);
     if (ret != 0) {
         RDMACH_SHM_LOG(w, 0, "rdmach: cannot map segment of pid %d fd %d: %s", (int)pid, fd,
@@ -165,11 +189,32 @@ static int rdmach_shm_peer(rdmach_shm_wire_t *w, pid_t pid, int32_t fd, uint64_t
     }
     peer->fd              = fd;
     peer->seg_id          = seg_id;
+    peer->start_time      = ucx_ext_proc_start_time(pid);
+    peer->refs            = 0;
     peer->super.geom      = peer->seg.geom;
     peer->super.max_rings = peer->seg.max_rings;
-    ++w->npeers;
+    if (i == w->npeers) {
+        ++w->npeers;
+    }
     *peer_p = peer;
     return 0;
+}
+
+/* A peer's segment is unmapped with its last ring, either way: memory and descriptors stay
+ * bounded however many peers come and go. */
+static void rdmach_shm_peer_put(rdmach_shm_peer_t *peer)
+{
+    if (--peer->refs == 0) {
+        rdmach_shm_detach(&peer->seg);
+    }
+}
+
+/* Its iface has closed, or (when procs) its process is gone: nothing more comes from it or
+ * goes to it. */
+static int rdmach_shm_peer_gone(const rdmach_shm_peer_t *peer, int procs)
+{
+    return rdmach_shm_closed(&peer->seg) ||
+           (procs && !ucx_ext_proc_alive(peer->seg.pid, peer->start_time));
 }
 
 static int rdmach_shm_attach_peer(rdmach_wire_t *wire, const void *iface_addr,
@@ -194,18 +239,25 @@ static int rdmach_shm_claim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, 
 {
     rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
     rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
-    uint32_t credit         = wire->next_credit;
     rdmach_ring_ctl_t *ctl;
-    uint32_t id;
+    uint32_t credit, id;
+    int ret;
 
-    if (credit >= wire->max_rings) {
+    if ((w->nfree_credits == 0) && (wire->next_credit >= wire->max_rings)) {
         return -ENOBUFS;
     }
-    id = __atomic_fetch_add(&peer->seg.hdr->next_ring, 1, __ATOMIC_RELAXED);
-    if (id >= peer->seg.max_rings) {
-        return -ENOSPC;
+    ret = rdmach_shm_claim_ring(&peer->seg);
+    if (ret < 0) {
+        if (peer->refs == 0) {
+            rdmach_shm_detach(&peer->seg);  /* mapped for this claim alone */
+        }
+        return ret;
     }
-    wire->next_credit = credit + 1;
+    id     = (uint32_t)ret;
+    credit = (w->nfree_credits > 0) ? w->free_credits[--w->nfree_credits] :
+             wire->next_credit++;
+    rdmach_shm_credit(&w->seg, credit)->tail = 0;   /* nothing of a former receiver's */
+    ++peer->refs;
 
     /* describe ourselves, then publish the claim: the receiver looks only after owner != 0 */
     ctl               = rdmach_shm_ring_ctl(&peer->seg, id);
@@ -242,6 +294,8 @@ static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx
         } else if (wire->params.stats != NULL) {
             wire->params.stats->corrupt++;
         }
+        ++peer->refs;
+        w->rx_peer[id] = peer;
     }
     /* a sender we cannot reach still gets its messages delivered; only its credit is lost */
     rdmach_rx_init(rx, rdmach_shm_ring_slots(&w->seg, id), ctl, tail_out,
@@ -268,6 +322,54 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     }
     return ucx_ext_process_vm(((rdmach_shm_peer_t*)wire_peer)->seg.pid, iov, cnt, remote_addr,
                               len, write);
+}
+
+/* Rings whose sender has gone (checked once per peer), each drained by the glue and then made
+ * claimable again. A ring whose sender we could not map is never taken back. */
+static unsigned rdmach_shm_reap(rdmach_wire_t *wire, int procs,
+                                void (*drain)(void *arg, uint32_t ring_id), void *arg)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    uint32_t id, claimed = rdmach_shm_claimed(&w->seg);
+    unsigned i, n = 0;
+    rdmach_shm_peer_t *peer;
+    int any = 0;
+
+    for (i = 0; i < w->npeers; ++i) {
+        peer = &w->peers[i];
+        peer->super.gone = (peer->seg.hdr != NULL) && rdmach_shm_peer_gone(peer, procs);
+        any |= peer->super.gone;
+    }
+    if (!any) {
+        return 0;
+    }
+    for (id = 0; id < claimed; ++id) {
+        peer = w->rx_peer[id];
+        if ((peer == NULL) || !peer->super.gone) {
+            continue;
+        }
+        drain(arg, id);
+        w->rx_peer[id] = NULL;
+        rdmach_shm_free_ring(&w->seg, id);
+        rdmach_shm_peer_put(peer);
+        ++n;
+    }
+    return n;
+}
+
+/* Our ring in a peer that has gone: its credit line comes back (nobody writes it any more). */
+static void rdmach_shm_unclaim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
+                               const rdmach_tx_t *tx)
+{
+    rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
+    rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
+    uint32_t credit = (uint32_t)((const rdmach_shm_credit_t*)tx->tail_copy -
+                                 rdmach_shm_credit(&w->seg, 0));
+
+    if (credit < wire->max_rings) {
+        w->free_credits[w->nfree_credits++] = credit;
+    }
+    rdmach_shm_peer_put(peer);
 }
 
 static int rdmach_shm_peer_closed(const rdmach_wire_t *wire, const rdmach_wire_peer_t *peer)
@@ -297,5 +399,7 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .progress       = NULL,
     .check          = NULL,
     .flush          = NULL,
-    .peer_closed    = rdmach_shm_peer_closed
+    .peer_closed    = rdmach_shm_peer_closed,
+    .reap           = rdmach_shm_reap,
+    .unclaim        = rdmach_shm_unclaim
 };

@@ -280,8 +280,17 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
 
 void udz_core_destroy(udz_core_t *core)
 {
+    udz_peer_t *p;
+
     if (core == NULL) {
         return;
+    }
+    /* what we received and still owe an ack for (delayed acks) is acked now: a peer's flush
+     * of its last message to us completes, rather than failing when it finds us gone */
+    for (p = core->all; p != NULL; p = p->all_next) {
+        if (!p->failed && (p->ack_owed != 0)) {
+            send_ack(core, p, 0);
+        }
     }
     peer_table_cleanup(core);
     stream_cleanup(core);
