@@ -166,8 +166,8 @@ void f_post_hot(void *ctx, uint32_t hot)
     r->sh_ctl->rx_hot = hot;
 }
 
-const rdmach_ring_ops_t mapped_ops = {nullptr, nullptr, nullptr};
-const rdmach_ring_ops_t posted_ops = {f_post_record, f_post_tail, f_post_hot};
+const rdmach_ring_ops_t mapped_ops = {nullptr, nullptr, nullptr, nullptr};
+const rdmach_ring_ops_t posted_ops = {f_post_record, f_post_tail, f_post_hot, nullptr};
 
 /* What a wire's activate does: nothing until the sender described itself (owner != 0). */
 int f_activate(void *arg, uint32_t id)

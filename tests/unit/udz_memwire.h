@@ -215,6 +215,7 @@ public:
             4, 4, dev_addr_pack_op, iface_addr_pack_op, addr_unpack_op, is_reachable_op,
             send_op, recv_op,
             chan_id_op, chan_addr_op, chan_recv_op, send_op,
+            nullptr,   /* no wakeup */
         };
         return &o;
     }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <thread>
@@ -457,5 +458,40 @@ TEST(UnimemHal, ADetachedMailboxReadsClosed)
     delete m;
     EXPECT_EQ(1, unimem_hal_dest_closed(dest));
     EXPECT_EQ(-ENOENT, unimem_hal_dest_resolve(h.hal, &addr, &again)) << "known dest";
+    unimem_hal_dest_release(dest);
+}
+
+// Wakeup: an armed mailbox raises its event fd at the next message, once; a mailbox with a
+// message waiting refuses to arm; a disarmed one costs senders nothing.
+TEST(UnimemHal, ArmedMailboxRaisesItsEventFdOnce)
+{
+    Hal h;
+    Mbox m(h.hal, 16);
+    unimem_hal_dest_t *dest = nullptr;
+    unimem_msg_t msg = make_msg(0, 0), got[4];
+    uint64_t count;
+    int efd = unimem_hal_mbox_event_fd(m.mbox);
+
+    ASSERT_GE(efd, 0);
+    ASSERT_EQ(0, unimem_hal_dest_resolve(h.hal, &m.addr, &dest));
+    auto readable = [efd]() {
+        struct pollfd p = {efd, POLLIN, 0};
+        return poll(&p, 1, 0) == 1;
+    };
+
+    ASSERT_EQ(0, unimem_hal_mbox_arm(m.mbox));
+    EXPECT_FALSE(readable());
+    ASSERT_EQ(0, unimem_hal_send(dest, &msg, 1));
+    EXPECT_TRUE(readable()) << "the message raised the event fd";
+    ASSERT_EQ(8, read(efd, &count, sizeof(count)));
+    ASSERT_EQ(0, unimem_hal_send(dest, &msg, 1));
+    EXPECT_FALSE(readable()) << "one raise per arm";
+    EXPECT_EQ(-EBUSY, unimem_hal_mbox_arm(m.mbox)) << "messages wait: receive them first";
+    EXPECT_EQ(2u, unimem_hal_mbox_recv(m.mbox, got, 4));
+    ASSERT_EQ(0, unimem_hal_mbox_arm(m.mbox));
+    unimem_hal_mbox_disarm(m.mbox);
+    ASSERT_EQ(0, unimem_hal_send(dest, &msg, 1));
+    EXPECT_FALSE(readable()) << "disarmed: the sender does not signal";
+    EXPECT_EQ(1u, unimem_hal_mbox_recv(m.mbox, got, 4));
     unimem_hal_dest_release(dest);
 }

@@ -131,6 +131,27 @@ static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_flush_queued(ucx_ext_iface
            UCS_INPROGRESS : UCS_OK;
 }
 
+/* ---- wakeup ---- */
+
+/* What a transport with an event fd offers (ucp_worker_wait, ucp_worker_get_efd, UCP's
+ * adaptive progress): the fd becomes readable on a receive, and on a send completion. */
+#define UCX_EXT_EVENT_FLAGS \
+    (UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD)
+
+/* The arm rules every transport shares, before its own: a worker waiting for send
+ * completions must not sleep while requests wait in the pending queue (they go out from
+ * progress, not from an event), nor while a failure waits for its error handler.
+ * UCS_ERR_BUSY or UCS_OK. */
+static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_arm_check(ucx_ext_iface_t *x,
+                                                                unsigned events)
+{
+    if (((events & UCT_EVENT_SEND_COMP) && ucx_ext_iface_has_pending(x)) ||
+        (x->err_pending != 0)) {
+        return UCS_ERR_BUSY;
+    }
+    return UCS_OK;
+}
+
 /* ---- ep ---- */
 
 struct ucx_ext_ep {

@@ -111,6 +111,11 @@
     .iface_event_fd_get = UCX_EXT_UNSUPPORTED(uct_iface_event_fd_get_func_t), \
     .iface_event_arm    = UCX_EXT_UNSUPPORTED(uct_iface_event_arm_func_t)
 
+/* a transport with wakeup: _p##_event_fd_get and _p##_event_arm */
+#define UCX_EXT_OPS_EVENTS(_p) \
+    .iface_event_fd_get = _p##_event_fd_get, \
+    .iface_event_arm    = _p##_event_arm
+
 /* the pending queue of uct/common */
 #define UCX_EXT_OPS_PENDING \
     .ep_pending_add   = ucx_ext_ep_pending_add, \

@@ -6,6 +6,7 @@
  * complete at return; RC: RDMA WRITE/READ).
  */
 #include "rdmach_uct.h"
+#include "ucx_ext_sys.h"
 
 #include <uct/base/uct_iov.inl>
 #include <errno.h>

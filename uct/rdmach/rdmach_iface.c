@@ -139,6 +139,9 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         attr->overhead            = 75e-9;
     }
     uct_rdmach_amo_query(iface, attr);
+    if ((wire->ops->event_fd != NULL) && (wire->ops->event_fd(wire) >= 0)) {
+        attr->cap.event_flags = UCX_EXT_EVENT_FLAGS;
+    }
     return UCS_OK;
 }
 
@@ -252,9 +255,56 @@ static UCS_F_NOINLINE void uct_rdmach_iface_reap(uct_rdmach_iface_t *iface)
     }
 }
 
+/* ---- wakeup: the wire's event fd, armed by making every ring cold (rdmach_ring.h) ---- */
+
+static UCS_F_NOINLINE void uct_rdmach_iface_awake(uct_rdmach_iface_t *iface)
+{
+    iface->armed = 0;
+    iface->wire->ops->awake(iface->wire);
+    rdmach_poller_wake(&iface->poller, __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE));
+}
+
+static ucs_status_t uct_rdmach_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    int fd = (iface->wire->ops->event_fd != NULL) ? iface->wire->ops->event_fd(iface->wire) : -1;
+
+    if (fd < 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    *fd_p = fd;
+    return UCS_OK;
+}
+
+/* Sends on this wire complete at return, so a send completion never needs an event: only
+ * requests in the pending queue keep a worker awake. */
+static ucs_status_t uct_rdmach_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events);
+
+    if ((status != UCS_OK) || !(events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG))) {
+        return status;
+    }
+    rdmach_poller_sleep(&iface->poller, __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE));
+    iface->wire->ops->sleep(iface->wire);
+    iface->armed = 1;
+    if (rdmach_poller_pending(&iface->poller, &iface->geom,
+                              __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE))) {
+        uct_rdmach_iface_awake(iface);
+        return UCS_ERR_BUSY;
+    }
+    uct_rdmach_counters.sleeps++;
+    return UCS_OK;
+}
+
 static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *iface)
 {
     unsigned count;
+
+    if (ucs_unlikely(iface->armed)) {
+        uct_rdmach_iface_awake(iface);
+    }
 
     if (ucs_unlikely(++iface->reap_calls >= RDMACH_REAP_CALLS)) {
         uct_rdmach_iface_reap(iface);
@@ -403,6 +453,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->wire                = NULL;
     ucs_list_head_init(&self->conns);
     self->reap_calls          = 0;
+    self->armed               = 0;
     self->next_reap           = 0;
     self->next_proc_reap      = 0;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
@@ -553,7 +604,7 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     UCX_EXT_OPS_NO_TAG,
     .ep_get_address           = uct_rdmach_ep_get_address,
     .ep_connect_to_ep         = uct_rdmach_ep_connect_to_ep,
-    UCX_EXT_OPS_NO_EVENTS,
+    UCX_EXT_OPS_EVENTS(uct_rdmach_iface),
     UCX_EXT_OPS_PENDING,
     UCX_EXT_OPS_LIFE(uct_rdmach_ep_t, uct_rdmach_iface_t),
     .ep_fence                 = uct_sm_ep_fence,

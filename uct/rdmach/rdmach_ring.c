@@ -60,6 +60,15 @@ void rdmach_tx_init(rdmach_tx_t *tx, const rdmach_geom_t *geom, uint8_t *slots,
     tx->geom        = *geom;
     tx->ops         = ops;
     tx->wire_ctx    = wire_ctx;
+    tx->asleep      = NULL;
+    tx->fence       = 0;
+}
+
+void rdmach_tx_wake(rdmach_tx_t *tx)
+{
+    if ((tx->ops->wake != NULL) && __atomic_exchange_n(tx->asleep, 0, __ATOMIC_SEQ_CST)) {
+        tx->ops->wake(tx->wire_ctx);
+    }
 }
 
 void rdmach_tx_write_pad(rdmach_tx_t *tx, uint32_t index, uint32_t nslots)
@@ -248,4 +257,68 @@ void rdmach_poller_forget(rdmach_poller_t *p, uint32_t id)
         }
     }
     memset(&p->rx[id], 0, sizeof(p->rx[id]));
+}
+
+void rdmach_poller_sleep(rdmach_poller_t *p, uint32_t claimed)
+{
+    uint32_t id;
+
+    if (claimed > p->max_rings) {
+        claimed = p->max_rings;
+    }
+    for (id = 0; id < claimed; ++id) {
+        if (p->rx[id].active) {
+            rdmach_rx_set_hot(&p->rx[id], 0);
+            p->rx[id].hot = 0;
+        }
+    }
+    p->nhot = 0;
+}
+
+void rdmach_poller_wake(rdmach_poller_t *p, uint32_t claimed)
+{
+    uint32_t id;
+
+    if (!p->poll_all) {
+        return;
+    }
+    if (claimed > p->max_rings) {
+        claimed = p->max_rings;
+    }
+    for (id = 0; id < claimed; ++id) {
+        if (p->rx[id].active) {
+            rdmach_rx_set_hot(&p->rx[id], 1);
+        }
+    }
+}
+
+int rdmach_poller_pending(const rdmach_poller_t *p, const rdmach_geom_t *geom,
+                          uint32_t claimed)
+{
+    const rdmach_rx_t *rx;
+    const rdmach_rec_hdr_t *hdr;
+    uint32_t id;
+
+    if (claimed > p->max_rings) {
+        claimed = p->max_rings;
+    }
+    for (id = 0; id < claimed; ++id) {
+        rx = &p->rx[id];
+        if (!rx->active) {
+            if (p->doorbells[id]) {
+                return 1;   /* a new sender's first record: progress sets the ring up */
+            }
+            continue;       /* free, or claimed with nothing sent yet */
+        }
+        /* an active ring: its read position is the truth (a doorbell may be stale, and
+         * poll_all never clears them) */
+        hdr = (const rdmach_rec_hdr_t*)(rx->slots +
+                                        (size_t)(rx->pos & (geom->nslots - 1)) *
+                                        geom->slot_size);
+        if (((rx->avail != NULL) && (*rx->avail != 0)) ||
+            (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) == rx->pos + 1)) {
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -90,6 +90,9 @@ typedef struct rdmach_ring_ops {
     void (*post_tail)(void *ctx, uint64_t tail);
     /* NULL when ctl is mapped by the sender; else post rx_hot to the sender's copy of ctl */
     void (*post_hot)(void *ctx, uint32_t hot);
+    /* Wakes the receiver, which is asleep (tx->asleep set): off the message path, called
+     * only after a record into a cold ring found the receiver's asleep word set */
+    void (*wake)(void *ctx);
 } rdmach_ring_ops_t;
 
 /* Sender side of one connection. */
@@ -103,6 +106,11 @@ typedef struct rdmach_tx {
     rdmach_geom_t           geom;
     const rdmach_ring_ops_t *ops;
     void                    *wire_ctx;
+    /* Wakeup (mapped rings): the receiver's asleep word, NULL when it cannot sleep; fence:
+     * a full fence before looking at rx_hot, when the receiver cannot make our stores
+     * visible by itself (rdmach_poller_sleep, ucx_ext_wake.h) */
+    volatile uint32_t       *asleep;
+    uint32_t                fence;
 } rdmach_tx_t;
 
 /* Receiver side of one connection. */
@@ -204,6 +212,9 @@ static inline uint8_t *rdmach_tx_slot(const rdmach_tx_t *tx, uint32_t index)
 
 void rdmach_tx_write_pad(rdmach_tx_t *tx, uint32_t index, uint32_t nslots);
 
+/* The receiver is asleep: the sender that takes its asleep word back to 0 wakes it. */
+void rdmach_tx_wake(rdmach_tx_t *tx);
+
 /*
  * Reserves a record of 'payload' bytes, writing a pad first if it would cross the ring end.
  * Returns the header where the caller writes the payload (at hdr + 1), or NULL when the ring
@@ -242,8 +253,17 @@ static inline void rdmach_tx_commit(rdmach_tx_t *tx, rdmach_rec_hdr_t *hdr, uint
     if (tx->ops->post_record != NULL) {
         tx->ops->post_record(tx->wire_ctx, (uint32_t)tx->head & (tx->geom.nslots - 1), hdr,
                              RDMACH_REC_HDR_SIZE + length, !tx->ctl->rx_hot);
-    } else if (RDMACH_UNLIKELY(!tx->ctl->rx_hot)) {
-        *tx->doorbell = 1;
+    } else {
+        if (RDMACH_UNLIKELY(tx->fence)) {
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        }
+        if (RDMACH_UNLIKELY(!tx->ctl->rx_hot)) {
+            *tx->doorbell = 1;
+            /* a receiver asleep demoted all its rings first: only a cold ring looks */
+            if ((tx->asleep != NULL) && RDMACH_UNLIKELY(*tx->asleep != 0)) {
+                rdmach_tx_wake(tx);
+            }
+        }
     }
     tx->head += span;
 }
@@ -336,6 +356,22 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
 /* Forgets ring id (its sender has gone and it is drained): out of the hot list, inactive, so
  * that a new sender's claim of it is set up afresh. */
 void rdmach_poller_forget(rdmach_poller_t *p, uint32_t id);
+
+/*
+ * Wakeup. Before the receiver sleeps, every ring goes cold (rx_hot = 0), so that a sender's
+ * next record looks at the receiver's asleep word (rdmach_tx_commit); the wire then sets that
+ * word and makes the senders' stores visible, and the receiver looks once more
+ * (rdmach_poller_pending): a record that went in before is seen there, one that comes after
+ * wakes it. rdmach_poller_wake puts poll_all's rings back to always-polled; others come
+ * back hot through their doorbells, as after an idle spell.
+ */
+void rdmach_poller_sleep(rdmach_poller_t *p, uint32_t claimed);
+void rdmach_poller_wake(rdmach_poller_t *p, uint32_t claimed);
+
+/* 1 if anything waits: a record at an active ring's read position, or the doorbell of a ring
+ * not set up yet (a new sender's first record). */
+int rdmach_poller_pending(const rdmach_poller_t *p, const rdmach_geom_t *geom,
+                          uint32_t claimed);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * rdmach shared-memory segment: creation and peer attach (connection time only).
  */
 #include "rdmach_shm.h"
+#include "ucx_ext_wake.h"
 #include "ucx_ext_sys.h"
 
 #include <errno.h>
@@ -52,6 +53,8 @@ static void rdmach_shm_seg_init(rdmach_shm_seg_t *seg, void *base, size_t size, 
     seg->geom.nslots    = layout->nslots;
     seg->geom.max_span  = layout->max_span;
     seg->geom.lazy_slots = 0;
+    seg->wake_fd        = -1;
+    seg->no_barrier     = 0;
 }
 
 int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
@@ -72,14 +75,22 @@ int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t
         return err;
     }
 
-    tmp.seg_id  = seg_id;
-    tmp.version = RDMACH_SHM_VERSION;
-    tmp.pid     = getpid();
+    tmp.seg_id     = seg_id;
+    tmp.version    = RDMACH_SHM_VERSION;
+    tmp.pid        = getpid();
+    /* wakeup: a sleeping owner waits on this eventfd (no eventfd: it never sleeps) */
+    tmp.wake_fd    = ucx_ext_wake_fd_create();
+    tmp.no_barrier = !ucx_ext_wake_barrier_register();
+    if (tmp.wake_fd < 0) {
+        tmp.wake_fd = -1;
+    }
     memcpy(base, &tmp, sizeof(tmp));
     __atomic_store_n(&((rdmach_shm_hdr_t*)base)->magic, RDMACH_SHM_MAGIC, __ATOMIC_RELEASE);
 
     rdmach_shm_seg_init(seg, base, tmp.size, fd, &tmp);
     seg->geom.lazy_slots = geom->lazy_slots;
+    seg->wake_fd         = tmp.wake_fd;
+    seg->no_barrier      = (int)tmp.no_barrier;
     return 0;
 }
 
@@ -116,6 +127,15 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
     }
 
     rdmach_shm_seg_init(seg, base, size, -1, &expect);
+    /* our own descriptor of its eventfd, to wake it (-1: it cannot be woken, or we may not
+     * reach it; a wakeup then logs why); per record fences unless both ends have membarrier */
+    if (expect.wake_fd >= 0) {
+        seg->wake_fd = ucx_ext_wake_fd_get(pid, expect.wake_fd);
+        if (seg->wake_fd < 0) {
+            seg->wake_fd = -1;
+        }
+    }
+    seg->no_barrier = (expect.no_barrier != 0) || !ucx_ext_wake_barrier_register();
     return 0;
 }
 
@@ -128,6 +148,10 @@ void rdmach_shm_detach(rdmach_shm_seg_t *seg)
     if (seg->fd >= 0) {
         close(seg->fd);
         seg->fd = -1;
+    }
+    if (seg->wake_fd >= 0) {
+        close(seg->wake_fd);
+        seg->wake_fd = -1;
     }
 }
 

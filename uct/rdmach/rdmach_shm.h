@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
-#define RDMACH_SHM_VERSION 2
+#define RDMACH_SHM_VERSION 3
 
 typedef struct rdmach_shm_hdr {
     uint64_t          magic;
@@ -43,6 +43,11 @@ typedef struct rdmach_shm_hdr {
     volatile uint32_t next_ring;       /* senders claim ring ids with fetch-and-add */
     volatile uint32_t closed;          /* set by the owner's iface at close: its process may
                                         * live on, and the segment with its senders' maps */
+    volatile uint32_t asleep;          /* the owner sleeps on wake_fd: the sender that swaps
+                                        * it back to 0 writes wake_fd (ucx_ext_wake.h) */
+    int32_t           wake_fd;         /* the owner's eventfd, -1: none */
+    uint32_t          no_barrier;      /* the owner cannot make its senders' stores visible
+                                        * (no membarrier): senders fence per record */
 } rdmach_shm_hdr_t;
 
 /* One credit line: the tail copy of one outgoing connection. */
@@ -63,6 +68,8 @@ typedef struct rdmach_shm_seg {
     uint32_t         max_rings;
     uint64_t         freemap_off, doorbells_off, credits_off, rings_off, ring_stride;
     rdmach_geom_t    geom;     /* lazy_slots unused for a peer */
+    int              wake_fd;  /* own: our eventfd; peer: ours of its eventfd; -1: none */
+    int              no_barrier;  /* peer: its hdr->no_barrier, read at attach */
 } rdmach_shm_seg_t;
 
 /* Creates this process's segment. Returns 0 or -errno. */

@@ -33,8 +33,8 @@
 
 /* The ring core's receive counters, then the standard send side. */
 /* The glue's own: rings taken back from senders that had gone, and our rings given up in
- * receivers that had gone (connection churn). */
-#define UCT_RDMACH_OWN_COUNTERS(_) _(rings_reaped) _(rings_unclaimed)
+ * receivers that had gone (connection churn); arms that put the iface to sleep (wakeup). */
+#define UCT_RDMACH_OWN_COUNTERS(_) _(rings_reaped) _(rings_unclaimed) _(sleeps)
 #define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
                                RDMACH_WIRE_COUNTERS(_) UCT_RDMACH_OWN_COUNTERS(_)
 
@@ -42,7 +42,7 @@ typedef struct uct_rdmach_counters {
     rdmach_rx_stats_t     rx;
     ucx_ext_tx_counters_t tx;
     rdmach_wire_stats_t   wire;
-    uint64_t              rings_reaped, rings_unclaimed;
+    uint64_t              rings_reaped, rings_unclaimed, sleeps;
 } uct_rdmach_counters_t;
 
 extern uct_rdmach_counters_t uct_rdmach_counters;
@@ -126,6 +126,8 @@ typedef struct uct_rdmach_iface {
     ucs_queue_head_t      amo_stalled;   /* their steps waiting for wire resources */
     ucs_list_link_t       conns;         /* rings claimed in peer ifaces (uct_rdmach_conn_t) */
     unsigned              reap_calls;    /* progress calls since the last look for gone senders */
+    int                   armed;         /* asleep since the last arm: the next progress
+                                          * wakes the rings (uct_rdmach_iface_awake) */
     ucs_time_t            next_reap, next_proc_reap;
 } uct_rdmach_iface_t;
 

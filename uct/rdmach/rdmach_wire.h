@@ -311,6 +311,21 @@ struct rdmach_wire_ops {
     unsigned (*reap)(rdmach_wire_t *wire, int procs, void (*drain)(void *arg, uint32_t ring_id),
                      void *arg);
     void     (*unclaim)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, const rdmach_tx_t *tx);
+
+    /* Wakeup: a receiver sleeping in UCP (ucp_worker_wait, an event fd in poll) is woken by
+     * the next record into any of its rings. NULL: the wire cannot; its ifaces offer no
+     * events.
+     * event_fd: the descriptor that becomes readable then (-1: none on this iface).
+     * sleep: sets the iface's asleep word, then makes every sender's records so far visible
+     * (the glue has made all rings cold before, and looks at them once more after); awake:
+     * clears the word (the first progress after a sleep).
+     * shm: an eventfd in our process, its number in the segment header; senders take their
+     * own descriptor of it (pidfd_getfd) and write it from the ring's wake hook; sleep
+     * issues a global membarrier (ucx_ext_wake.h).
+     * RC: NULL for now (a completion channel on the receive CQ would be its event fd). */
+    int      (*event_fd)(const rdmach_wire_t *wire);
+    void     (*sleep)(rdmach_wire_t *wire);
+    void     (*awake)(rdmach_wire_t *wire);
 };
 
 /* The shared-memory wire (rdmach_wire_shm.c) and the InfiniBand RC verbs wire

@@ -885,7 +885,7 @@ static void rdmach_rc_post_hot(void *ctx, uint32_t hot)
 }
 
 static const rdmach_ring_ops_t rdmach_rc_ring_ops = {
-    rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot
+    rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot, NULL
 };
 
 /* ---- connections ---- */
@@ -1455,7 +1455,7 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .ep_connect     = rdmach_rc_ep_connect,
     .ep_close       = rdmach_rc_ep_close,
     .activate       = rdmach_rc_activate,
-    .ring           = {rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot},
+    .ring           = {rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot, NULL},
     .rma            = rdmach_rc_rma,
     .get_unpack     = rdmach_rc_get_unpack,
     .atomic64       = rdmach_rc_atomic64,

@@ -11,10 +11,15 @@
  * free map); unclaim gives up our ring in such a receiver (its credit line back). A peer's
  * segment is unmapped with its last ring, and its entry reused: memory and descriptors follow
  * the peers present, not all the peers ever met.
+ *
+ * Wakeup: the segment carries our eventfd's number, our asleep word and whether we can make
+ * senders' stores visible (membarrier); a sender takes its own descriptor of the eventfd
+ * when it maps us (rdmach_shm_attach), and writes it from the ring's wake hook.
  */
 #include "rdmach_wire.h"
 #include "rdmach_shm.h"
 #include "ucx_ext_sys.h"
+#include "ucx_ext_wake.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -268,7 +273,9 @@ static int rdmach_shm_claim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, 
 
     rdmach_tx_init(tx, &peer->seg.geom, rdmach_shm_ring_slots(&peer->seg, id), ctl,
                    rdmach_shm_doorbells(&peer->seg) + id,
-                   &rdmach_shm_credit(&w->seg, credit)->tail, &rdmach_wire_shm_ops.ring, NULL);
+                   &rdmach_shm_credit(&w->seg, credit)->tail, &rdmach_wire_shm_ops.ring, peer);
+    tx->asleep = &peer->seg.hdr->asleep;
+    tx->fence  = (uint32_t)peer->seg.no_barrier;
     *ring_id_p = id;
     return 0;
 }
@@ -372,6 +379,41 @@ static void rdmach_shm_unclaim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_pee
     rdmach_shm_peer_put(peer);
 }
 
+/* ---- wakeup (ucx_ext_wake.h) ---- */
+
+/* A sender's record found the receiver asleep and took its word back: write its eventfd. */
+static void rdmach_shm_wake(void *ctx)
+{
+    rdmach_shm_peer_t *peer = ctx;
+    int ret = (peer->seg.wake_fd >= 0) ? ucx_ext_wake_fd_signal(peer->seg.wake_fd) : -EBADF;
+
+    if (ret != 0) {
+        /* no shared wire here to log through: the receiver will look at its rings again
+         * at its next arm or progress */
+        fprintf(stderr, "rdmach: cannot wake pid %d: %s\n", (int)peer->seg.pid,
+                strerror(-ret));
+    }
+}
+
+static int rdmach_shm_event_fd(const rdmach_wire_t *wire)
+{
+    return ((const rdmach_shm_wire_t*)wire)->seg.wake_fd;
+}
+
+static void rdmach_shm_sleep(rdmach_wire_t *wire)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+
+    ucx_ext_wake_fd_drain(w->seg.wake_fd);
+    __atomic_store_n(&w->seg.hdr->asleep, 1, __ATOMIC_SEQ_CST);
+    ucx_ext_wake_barrier();
+}
+
+static void rdmach_shm_awake(rdmach_wire_t *wire)
+{
+    __atomic_store_n(&((rdmach_shm_wire_t*)wire)->seg.hdr->asleep, 0, __ATOMIC_RELAXED);
+}
+
 static int rdmach_shm_peer_closed(const rdmach_wire_t *wire, const rdmach_wire_peer_t *peer)
 {
     (void)wire;
@@ -393,7 +435,8 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .claim          = rdmach_shm_claim,
     .ep_addr_len    = 0,              /* connects to ifaces */
     .activate       = rdmach_shm_activate,
-    .ring           = {NULL, NULL, NULL},   /* stores are the writes */
+    .ring           = {NULL, NULL, NULL,    /* stores are the writes */
+                       rdmach_shm_wake},
     .rma            = rdmach_shm_rma,
     .get_unpack     = NULL,           /* process_vm_readv: complete at return */
     .progress       = NULL,
@@ -401,5 +444,8 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .flush          = NULL,
     .peer_closed    = rdmach_shm_peer_closed,
     .reap           = rdmach_shm_reap,
-    .unclaim        = rdmach_shm_unclaim
+    .unclaim        = rdmach_shm_unclaim,
+    .event_fd       = rdmach_shm_event_fd,
+    .sleep          = rdmach_shm_sleep,
+    .awake          = rdmach_shm_awake
 };

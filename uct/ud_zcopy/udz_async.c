@@ -131,6 +131,7 @@ static void uct_udz_async_timer(int id, ucs_event_set_types_t events, void *arg)
     udz_core_progress(iface->core, uct_udz_now_ns());
     ucx_ext_iface_progress_pending_async(&iface->x);   /* requests added from async handlers */
     iface->async.in_timer = 0;
+    uct_udz_wakeup_notify(iface);   /* a sleeping worker, if it left something for it */
     UCT_UDZ_COUNT_OWN(async_ticks, 1);
 }
 

@@ -130,6 +130,9 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
         /* the async timer delivers UCT_CB_FLAG_ASYNC handlers (udz_async.c) */
         attr->cap.flags |= UCT_IFACE_FLAG_CB_ASYNC;
     }
+    if (iface->wops->event_fd != NULL) {
+        attr->cap.event_flags = UCX_EXT_EVENT_FLAGS;   /* udz_wakeup.c */
+    }
 
     attr->cap.am.max_short       = iface->max_payload;
     attr->cap.am.max_bcopy       = iface->max_payload;
@@ -317,6 +320,7 @@ static unsigned uct_udz_iface_progress(uct_iface_h tl_iface)
     uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
     unsigned count = 0;
 
+    iface->wakeup.armed = 0;   /* awake: the async timer need not wake us */
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->async.deferred))) {
         count += uct_udz_async_dispatch(iface);   /* before anything newer */
     }
@@ -516,6 +520,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->nchannels   = config->channels;
     ucx_ext_iface_init(&self->x, &self->super, UCT_UDZ_NAME, &uct_udz_counters.tx, NULL, 0);
     ucs_list_head_init(&self->flushes);
+    uct_udz_wakeup_init(self);
     status = uct_udz_async_init(self, worker, config->async_tick);
     if (status != UCS_OK) {
         udz_core_destroy(self->core);
@@ -534,6 +539,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
     unsigned i;
 
     uct_udz_async_cleanup(self);
+    uct_udz_wakeup_cleanup(self);
     uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_list_for_each_safe(f, tmp, &self->flushes, list) {
         ucs_list_del(&f->list);
@@ -606,7 +612,7 @@ static uct_iface_ops_t uct_udz_iface_ops = {
     UCX_EXT_OPS_NO_ATOMICS,
     UCX_EXT_OPS_NO_TAG,
     UCX_EXT_OPS_NO_EP_ADDR,
-    UCX_EXT_OPS_NO_EVENTS,
+    UCX_EXT_OPS_EVENTS(uct_udz_iface),
     UCX_EXT_OPS_PENDING,
     UCX_EXT_OPS_LIFE(uct_udz_ep_t, uct_udz_iface_t),
     .ep_fence                 = uct_udz_ep_fence,

@@ -30,7 +30,8 @@
 
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
-#define UCT_UDZ_OWN_COUNTERS(_) _(get_failed) _(async_ticks) _(async_deferred)
+#define UCT_UDZ_OWN_COUNTERS(_) _(get_failed) _(async_ticks) _(async_deferred) _(sleeps) \
+                                _(async_wakeups)
 
 #define UCT_UDZ_COUNTERS(_) UDZ_CORE_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UDZ_OWN_COUNTERS(_)
 
@@ -127,6 +128,11 @@ typedef struct uct_udz_iface {
         int                 in_timer;   /* the core runs from the async timer */
         ucs_queue_head_t    deferred;   /* for the next progress (udz_async.c) */
     } async;
+    struct {
+        int                 epfd;       /* the event fd: the wire's and wake_fd; -1 */
+        int                 wake_fd;    /* eventfd the async timer writes; -1 */
+        int                 armed;      /* a worker sleeps on epfd (udz_wakeup.c) */
+    } wakeup;
 } uct_udz_iface_t;
 
 UCS_CLASS_DECLARE(uct_udz_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
@@ -146,6 +152,16 @@ static inline uint64_t uct_udz_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* ---- wakeup (udz_wakeup.c) ---- */
+
+void         uct_udz_wakeup_init(uct_udz_iface_t *iface);
+void         uct_udz_wakeup_cleanup(uct_udz_iface_t *iface);
+ucs_status_t uct_udz_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
+ucs_status_t uct_udz_iface_event_arm(uct_iface_h tl_iface, unsigned events);
+/* From the async timer, after it ran the core: wakes a sleeping worker when it left
+ * something for it. */
+void         uct_udz_wakeup_notify(uct_udz_iface_t *iface);
 
 /* ---- async progress (udz_async.c) ---- */
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -102,7 +103,8 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
     int rc, r, s;
 
     memset(u, 0, sizeof(*u));
-    u->fd = -1;
+    u->fd   = -1;
+    u->epfd = -1;
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
         u->chan_fd[i] = -1;
     }
@@ -149,6 +151,10 @@ void udz_udp_close(udz_udp_t *u)
 {
     unsigned i;
 
+    if (u->epfd >= 0) {
+        close(u->epfd);
+        u->epfd = -1;
+    }
     if (u->fd >= 0) {
         close(u->fd);
         u->fd = -1;
@@ -436,6 +442,39 @@ static int udz_udp_is_reachable(void *wire, const void *dev_addr, int same_host)
     return 1;
 }
 
+/* One descriptor for the glue to sleep on: an epoll set of the control socket and every data
+ * channel, readable while any of them holds a datagram or an ICMP error. Made once, at the
+ * glue's first ask. */
+static int udz_udp_event_fd(void *wire)
+{
+    udz_udp_t *u = wire;
+    struct epoll_event ev;
+    unsigned i;
+    int err;
+
+    if (u->epfd >= 0) {
+        return u->epfd;
+    }
+    u->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (u->epfd < 0) {
+        err = -errno;
+        u->epfd = -1;
+        return err;
+    }
+    for (i = 0; i <= u->nchan; ++i) {
+        memset(&ev, 0, sizeof(ev));
+        ev.events  = EPOLLIN;
+        ev.data.fd = (i == 0) ? u->fd : u->chan_fd[i - 1];
+        if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0) {
+            err = -errno;
+            close(u->epfd);
+            u->epfd = -1;
+            return err;
+        }
+    }
+    return u->epfd;
+}
+
 const udz_wire_ops_t udz_udp_wire = {
     .name            = "udp",
     .max_dgram       = UDZ_UDP_MAX_DGRAM,
@@ -458,4 +497,5 @@ const udz_wire_ops_t udz_udp_wire = {
     .chan_addr       = udz_udp_chan_addr,
     .chan_recv       = udz_udp_chan_recv,
     .chan_send       = udz_udp_send,
+    .event_fd        = udz_udp_event_fd,
 };

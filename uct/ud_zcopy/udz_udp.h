@@ -34,6 +34,8 @@ extern "C" {
 
 typedef struct udz_udp {
     int             fd;                         /* control */
+    int             epfd;                       /* wakeup: epoll over every socket, -1
+                                                 * until the glue asks for it */
     int             chan_fd[UDZ_MAX_CHANNELS];
     uint16_t        chan_port[UDZ_MAX_CHANNELS]; /* network byte order */
     unsigned        nchan;

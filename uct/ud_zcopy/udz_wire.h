@@ -133,6 +133,12 @@ typedef struct udz_wire_ops {
     void (*chan_addr)(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
     int (*chan_recv)(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
     int (*chan_send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
+
+    /* ---- wakeup ----
+     * event_fd: a descriptor readable (poll, epoll) while a receive of the wire would return
+     * something; the wire keeps and closes it. A negative errno when it cannot; NULL: never
+     * (the transport then offers no events). UDP: an epoll set of its sockets. */
+    int (*event_fd)(void *wire);
 } udz_wire_ops_t;
 
 /* The wires built in, NULL-terminated (udz_wires.c): the glue lists their devices and opens a

@@ -110,6 +110,18 @@ void unimem_hal_mbox_address(const unimem_hal_mbox_t *mbox, unimem_hal_mbox_addr
  * message is whole. Never blocks. */
 unsigned unimem_hal_mbox_recv(unimem_hal_mbox_t *mbox, unimem_msg_t *msgs, unsigned max);
 
+/* ---- mailboxes: wakeup ---- */
+
+/* A descriptor that becomes readable when a message arrives at the armed mailbox (hardware:
+ * its interrupt, as the driver exposes it; emulation: an eventfd). -1: the backend has none,
+ * and the transport offers no wakeup. */
+int  unimem_hal_mbox_event_fd(const unimem_hal_mbox_t *mbox);
+/* Arms the mailbox: the next message raises the event fd. 0, -EBUSY when messages wait (or
+ * are being written): receive them first, -ENOTSUP without an event fd. */
+int  unimem_hal_mbox_arm(unimem_hal_mbox_t *mbox);
+/* The receiver polls again: senders need not raise the event fd. */
+void unimem_hal_mbox_disarm(unimem_hal_mbox_t *mbox);
+
 /* ---- mailboxes: send side (the packetizer) ---- */
 
 /* Resolves a remote mailbox: 0, -EACCES (another PDID: refused), -ESRCH/-ENOENT (no such

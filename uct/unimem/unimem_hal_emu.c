@@ -30,9 +30,14 @@
  * zDMA = process_vm_readv/writev on the target's pid (zero copy, no pinning, synchronous: a
  * ticket is complete when post returns). PDID: each mailbox header publishes its owner's PDID;
  * resolve and every send/zDMA post compare it with this process's.
+ *
+ * Wakeup = an eventfd per mailbox, its number in the header; a sender takes its own
+ * descriptor of it at resolve (pidfd_getfd, ucx_ext_wake.h) and writes it when it finds the
+ * mailbox armed. Hardware raises the mailbox's interrupt instead.
  */
 #include "unimem_hal.h"
 #include "ucx_ext_sys.h"
+#include "ucx_ext_wake.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +53,7 @@
 #include <unistd.h>
 
 #define EMU_MAGIC      0x31304d454d494e55ull   /* "UNIMEM01" */
-#define EMU_VERSION    3
+#define EMU_VERSION    4
 #define EMU_PAGE       4096ul
 /* after the header page: one bit per sender id in use (UNIMEM_PROTO_MAX_SENDERS ids; pages
  * beyond the ids a mailbox allows are never touched, so they cost no memory) */
@@ -68,9 +73,13 @@ typedef struct emu_hdr {
     uint32_t          max_senders;
     uint32_t          index;
     uint64_t          size;
-    char              pad0[EMU_LINE - 48];
+    int32_t           wake_fd;           /* the owner's eventfd (wakeup), -1: none */
+    char              pad0[EMU_LINE - 52];
     volatile uint64_t tail;              /* producers: next position to reserve */
-    char              pad1[EMU_LINE - 8];
+    volatile uint32_t armed;             /* the owner sleeps: the producer that swaps it
+                                          * back to 0 writes wake_fd (on tail's line: a
+                                          * producer holds it after its CAS) */
+    char              pad1[EMU_LINE - 12];
     uint32_t          reserved;
     volatile uint32_t closed;            /* set at detach: the process may live on */
     char              pad2[EMU_LINE - 8];
@@ -98,6 +107,7 @@ struct unimem_hal_mbox {
     uint64_t     nslots;
     size_t       size;
     int          fd;
+    int          wake_fd;                /* eventfd the owner sleeps on, -1: none */
     uint32_t     index;
     uint64_t     cookie;
 };
@@ -117,6 +127,7 @@ struct unimem_hal_dest {
     pid_t             pid;
     int32_t           token;
     uint64_t          cookie;
+    int               wake_fd;           /* ours of the owner's eventfd, -1: none */
 };
 
 struct unimem_hal_zdma {
@@ -268,6 +279,11 @@ int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_send
     hdr.max_senders = max_senders;
     hdr.index       = (uint32_t)index;
     hdr.size        = mbox->size;
+    mbox->wake_fd   = ucx_ext_wake_fd_create();
+    if (mbox->wake_fd < 0) {
+        mbox->wake_fd = -1;   /* no wakeup: the transport then offers no events */
+    }
+    hdr.wake_fd     = mbox->wake_fd;
     memcpy(base, &hdr, sizeof(hdr));
     __atomic_store_n(&mbox->hdr->magic, EMU_MAGIC, __ATOMIC_RELEASE);
 
@@ -292,6 +308,9 @@ void unimem_hal_mbox_detach(unimem_hal_mbox_t *mbox)
     pthread_mutex_unlock(&emu_lock);
     munmap(mbox->hdr, mbox->size);
     close(mbox->fd);
+    if (mbox->wake_fd >= 0) {
+        close(mbox->wake_fd);
+    }
     free(mbox);
 }
 
@@ -397,6 +416,11 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     dest->pid         = (pid_t)addr->proc;
     dest->token       = addr->token;
     dest->cookie      = addr->cookie;
+    /* our own descriptor of the owner's eventfd, to wake it (-1: cannot; logged at need) */
+    dest->wake_fd     = (hdr.wake_fd >= 0) ? ucx_ext_wake_fd_get(dest->pid, hdr.wake_fd) : -1;
+    if (dest->wake_fd < 0) {
+        dest->wake_fd = -1;
+    }
 
     pthread_mutex_lock(&emu_lock);
     dest->next = hal->dests;
@@ -424,6 +448,9 @@ void unimem_hal_dest_release(unimem_hal_dest_t *dest)
     pthread_mutex_unlock(&emu_lock);
     if (last) {
         munmap(dest->hdr, dest->size);
+        if (dest->wake_fd >= 0) {
+            close(dest->wake_fd);
+        }
         free(dest);
     }
 }
@@ -471,6 +498,49 @@ void unimem_hal_dest_sender_id_release(unimem_hal_dest_t *dest, uint32_t id)
     }
 }
 
+/* ---- wakeup ----
+ * The owner arms by setting armed, then compares tail with its head; a producer looks at armed
+ * after its compare-and-swap on tail. Both sides sequentially consistent (on x86 the CAS is a
+ * locked instruction anyway): either the owner sees the reservation and stays awake, or the
+ * producer sees armed and wakes it. No cost to a producer but one load of a line it holds. */
+
+static void emu_wake(unimem_hal_dest_t *dest)
+{
+    int ret;
+
+    if (!__atomic_exchange_n(&dest->hdr->armed, 0, __ATOMIC_SEQ_CST)) {
+        return;   /* another producer took it */
+    }
+    ret = (dest->wake_fd >= 0) ? ucx_ext_wake_fd_signal(dest->wake_fd) : -EBADF;
+    if (ret != 0) {
+        fprintf(stderr, "unimem: cannot wake pid %d: %s\n", (int)dest->pid, strerror(-ret));
+    }
+}
+
+int unimem_hal_mbox_event_fd(const unimem_hal_mbox_t *mbox)
+{
+    return mbox->wake_fd;
+}
+
+int unimem_hal_mbox_arm(unimem_hal_mbox_t *mbox)
+{
+    if (mbox->wake_fd < 0) {
+        return -ENOTSUP;
+    }
+    ucx_ext_wake_fd_drain(mbox->wake_fd);
+    __atomic_store_n(&mbox->hdr->armed, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&mbox->hdr->tail, __ATOMIC_SEQ_CST) != mbox->head) {
+        __atomic_store_n(&mbox->hdr->armed, 0, __ATOMIC_RELAXED);
+        return -EBUSY;    /* reserved or published, not yet received */
+    }
+    return 0;
+}
+
+void unimem_hal_mbox_disarm(unimem_hal_mbox_t *mbox)
+{
+    __atomic_store_n(&mbox->hdr->armed, 0, __ATOMIC_RELAXED);
+}
+
 /* ---- the packetizer ---- */
 
 int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned n)
@@ -491,7 +561,8 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
         seq  = __atomic_load_n(&dest->seqs[last & dest->mask], __ATOMIC_ACQUIRE);
         if (seq == last) {
             /* free for this lap, and so is every slot before it */
-            if (__atomic_compare_exchange_n(&dest->hdr->tail, &t, t + n, 1, __ATOMIC_ACQ_REL,
+            /* sequentially consistent: ordered before the load of armed below */
+            if (__atomic_compare_exchange_n(&dest->hdr->tail, &t, t + n, 1, __ATOMIC_SEQ_CST,
                                             __ATOMIC_RELAXED)) {
                 break;
             }
@@ -506,6 +577,9 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
         pos = (t + i) & dest->mask;
         memcpy(&dest->msgs[pos], &msgs[i], sizeof(unimem_msg_t));
         __atomic_store_n(&dest->seqs[pos], t + i + 1, __ATOMIC_RELEASE);
+    }
+    if (__builtin_expect(__atomic_load_n(&dest->hdr->armed, __ATOMIC_SEQ_CST) != 0, 0)) {
+        emu_wake(dest);
     }
     return 0;
 }

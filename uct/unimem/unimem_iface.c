@@ -73,6 +73,9 @@ static ucs_status_t uct_unimem_iface_query(uct_iface_h tl_iface, uct_iface_attr_
     };
 
     ucx_ext_sm_iface_query(&iface->super, sizeof(uct_unimem_iface_addr_t), &caps, attr);
+    if (unimem_hal_mbox_event_fd(iface->mbox) >= 0) {
+        attr->cap.event_flags = UCX_EXT_EVENT_FLAGS;
+    }
     return UCS_OK;
 }
 
@@ -111,11 +114,56 @@ static void uct_unimem_iface_deliver(void *arg, uint8_t am_id, void *data, uint3
     uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
 }
 
+/* ---- wakeup: the mailbox's event fd (unimem_hal.h) ---- */
+
+static ucs_status_t uct_unimem_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+    int fd                    = unimem_hal_mbox_event_fd(iface->mbox);
+
+    if (fd < 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    *fd_p = fd;
+    return UCS_OK;
+}
+
+/* Stashed messages and zDMA transfers still awaited go on from progress, not from an
+ * event: a worker waiting for send completions stays awake for them. */
+static ucs_status_t uct_unimem_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
+    ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events);
+
+    if ((status == UCS_OK) && (events & UCT_EVENT_SEND_COMP) &&
+        (!ucs_list_is_empty(&iface->stashed) || (iface->zwait_head != iface->zwait_tail))) {
+        status = UCS_ERR_BUSY;
+    }
+    if ((status != UCS_OK) || !(events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG))) {
+        return status;
+    }
+    if (unimem_hal_mbox_arm(iface->mbox) != 0) {
+        return UCS_ERR_BUSY;
+    }
+    iface->armed = 1;
+    uct_unimem_counters.sleeps++;
+    return UCS_OK;
+}
+
+static UCS_F_NOINLINE void uct_unimem_iface_awake(uct_unimem_iface_t *iface)
+{
+    iface->armed = 0;
+    unimem_hal_mbox_disarm(iface->mbox);
+}
+
 static unsigned uct_unimem_iface_progress(uct_iface_h tl_iface)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
     unsigned count, i;
 
+    if (ucs_unlikely(iface->armed)) {
+        uct_unimem_iface_awake(iface);
+    }
     count = unimem_hal_mbox_recv(iface->mbox, iface->rx_msgs, iface->rx_budget);
     for (i = 0; i < count; ++i) {
         unimem_rx_msg(&iface->rx, &iface->rx_msgs[i]);
@@ -244,6 +292,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->zwait_tail          = 0;
     self->zdma_last           = 0;
     self->mbox                = NULL;
+    self->armed               = 0;
     self->zdma                = NULL;
     self->rx.senders          = NULL;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_UNIMEM_NAME,
@@ -341,7 +390,7 @@ static uct_iface_ops_t uct_unimem_iface_ops = {
     UCX_EXT_OPS_NO_ATOMICS,
     UCX_EXT_OPS_NO_TAG,
     UCX_EXT_OPS_NO_EP_ADDR,
-    UCX_EXT_OPS_NO_EVENTS,
+    UCX_EXT_OPS_EVENTS(uct_unimem_iface),
     UCX_EXT_OPS_PENDING,
     UCX_EXT_OPS_LIFE(uct_unimem_ep_t, uct_unimem_iface_t),
     UCX_EXT_OPS_SM,

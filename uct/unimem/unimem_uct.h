@@ -31,7 +31,7 @@
 /* The mailbox and zDMA level, after the standard send side. */
 #define UCT_UNIMEM_OWN_COUNTERS(_) \
     _(mbox_tx_msgs) _(tx_am_frag) _(mbox_tx_frag_msgs) _(mbox_full) _(tx_stashed) \
-    _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused)
+    _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused) _(sleeps)
 
 #define UCT_UNIMEM_COUNTERS(_) \
     UNIMEM_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UNIMEM_OWN_COUNTERS(_)
@@ -119,6 +119,8 @@ typedef struct uct_unimem_iface {
     uct_unimem_zdma_wait_t *zwait;         /* ring of zdma_queue entries */
     unsigned               zwait_size, zwait_head, zwait_tail;
     uint64_t               zdma_last;      /* last ticket posted */
+    int                    armed;          /* the mailbox is armed: the next progress
+                                            * disarms it (wakeup) */
 } uct_unimem_iface_t;
 
 UCS_CLASS_DECLARE(uct_unimem_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
