@@ -28,7 +28,7 @@ static inline void mc_fail(const char *fmt, ...)
 {
     va_list ap;
 
-    if (mc_errors++ >= MC_MAX_REPORTS) {
+    if (__atomic_fetch_add(&mc_errors, 1, __ATOMIC_RELAXED) >= MC_MAX_REPORTS) {   /* threads */
         return;
     }
     va_start(ap, fmt);
@@ -59,6 +59,18 @@ static inline void mc_init(int *argc, char ***argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &mc_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mc_size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+/* MPI_Init_thread at level required; returns the level provided. */
+static inline int mc_init_thread(int *argc, char ***argv, int required)
+{
+    int provided = MPI_THREAD_SINGLE;
+
+    MPI_Init_thread(argc, argv, required, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mc_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mc_size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    return provided;
 }
 
 static inline void *mc_malloc(size_t size)

@@ -29,7 +29,7 @@
  * async progress (ud_zcopy's timer: acks, retransmissions) the client fails its ep
  * ("Endpoint timeout"), as it does with UCX_UD_ZCOPY_ASYNC_TICK=0.
  */
-#include <ucp/api/ucp.h>
+#include "ucp_node.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -49,43 +49,9 @@
 #define TAG_ACK    0x20000ull
 #define NSIZES     5
 #define STALL_SEC  20
+#define WAKEUP_FEATURES (UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP)
 
 static const size_t sizes[NSIZES] = {8, 4096, 65536, 1u << 20, 4u << 20};
-
-typedef struct {
-    ucp_context_h ctx;
-    ucp_worker_h  worker;
-    ucp_ep_h      ep;
-    int           efd;        /* --mode efd */
-    int           use_efd;
-    unsigned long sleeps;     /* waits that blocked */
-    int           ep_errors;  /* calls of the ep error handler (--compute) */
-} node_t;
-
-static int passed, failed;
-
-static void result(int ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void result(int ok, const char *name, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("%s  %-22s ", ok ? "PASS" : "FAIL", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-    ok ? ++passed : ++failed;
-}
-
-static double now_sec(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double cpu_sec(void)
 {
@@ -109,20 +75,6 @@ static void watchdog(int sig)
     (void)sig;
     (void)!write(1, msg, sizeof(msg) - 1);
     _exit(3);
-}
-
-static void req_done(void *request, ucs_status_t status, void *user_data)
-{
-    (void)request;
-    *(ucs_status_t*)user_data = status;
-}
-
-static void recv_done(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
-                      void *user_data)
-{
-    (void)request;
-    (void)info;
-    *(ucs_status_t*)user_data = status;
 }
 
 /* Sleeps until the worker has an event (after ucp_worker_arm said OK). -1: none came in
@@ -200,153 +152,6 @@ static int wait_all(node_t *n, void **reqs, ucs_status_t *sts, unsigned cnt)
     return 0;
 }
 
-static int node_open(node_t *n, int use_efd)
-{
-    ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features   = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP
-    };
-    ucp_worker_params_t wparams = {
-        .field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS,
-        .thread_mode = UCS_THREAD_MODE_SINGLE,
-        .events      = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV
-    };
-    ucp_config_t *config;
-    ucs_status_t st;
-
-    memset(n, 0, sizeof(*n));
-    n->use_efd = use_efd;
-    if (ucp_config_read(NULL, NULL, &config) != UCS_OK) {
-        return -1;
-    }
-    st = ucp_init(&params, config, &n->ctx);
-    ucp_config_release(config);
-    if (st != UCS_OK) {
-        fprintf(stderr, "ucp_init: %s\n", ucs_status_string(st));
-        return -1;
-    }
-    st = ucp_worker_create(n->ctx, &wparams, &n->worker);
-    if (st != UCS_OK) {
-        fprintf(stderr, "ucp_worker_create: %s\n", ucs_status_string(st));
-        return -1;
-    }
-    if (use_efd && (ucp_worker_get_efd(n->worker, &n->efd) != UCS_OK)) {
-        fprintf(stderr, "ucp_worker_get_efd failed\n");
-        return -1;
-    }
-    return 0;
-}
-
-static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    (void)ep;
-    fprintf(stderr, "ep error: %s\n", ucs_status_string(status));
-    ++((node_t*)arg)->ep_errors;
-}
-
-/* Swaps worker addresses over the socketpair and connects (err_peer: the ep handles peer
- * failures, as MPI libraries ask). */
-static int node_connect(node_t *n, int sock, int err_peer)
-{
-    ucp_ep_params_t ep_params;
-    ucp_address_t *addr;
-    size_t len, peer_len;
-    uint8_t *peer;
-    ucs_status_t st;
-
-    if (ucp_worker_get_address(n->worker, &addr, &len) != UCS_OK) {
-        return -1;
-    }
-    if ((write(sock, &len, sizeof(len)) != sizeof(len)) ||
-        (write(sock, addr, len) != (ssize_t)len) ||
-        (read(sock, &peer_len, sizeof(peer_len)) != sizeof(peer_len)) ||
-        (peer_len > (1u << 20))) {
-        return -1;
-    }
-    ucp_worker_release_address(n->worker, addr);
-    peer = malloc(peer_len);
-    if ((peer == NULL) || (recv(sock, peer, peer_len, MSG_WAITALL) != (ssize_t)peer_len)) {
-        free(peer);
-        return -1;
-    }
-    memset(&ep_params, 0, sizeof(ep_params));
-    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    ep_params.address    = (ucp_address_t*)peer;
-    if (err_peer) {
-        ep_params.field_mask     |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep_params.err_mode        = UCP_ERR_HANDLING_MODE_PEER;
-        ep_params.err_handler.cb  = ep_error;
-        ep_params.err_handler.arg = n;
-    }
-    st = ucp_ep_create(n->worker, &ep_params, &n->ep);
-    free(peer);
-    if (st != UCS_OK) {
-        fprintf(stderr, "ucp_ep_create: %s\n", ucs_status_string(st));
-        return -1;
-    }
-    return 0;
-}
-
-static void node_close(node_t *n)
-{
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                 .flags        = UCP_EP_CLOSE_FLAG_FORCE};
-    void *req;
-
-    if (n->ep != NULL) {
-        req = ucp_ep_close_nbx(n->ep, &param);
-        if (UCS_PTR_IS_PTR(req)) {
-            while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-                ucp_worker_progress(n->worker);
-            }
-            ucp_request_free(req);
-        }
-    }
-    if (n->worker != NULL) {
-        ucp_worker_destroy(n->worker);
-    }
-    if (n->ctx != NULL) {
-        ucp_cleanup(n->ctx);
-    }
-}
-
-static void *send_tag(node_t *n, const void *buf, size_t len, uint64_t tag, ucs_status_t *st)
-{
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.send      = req_done,
-        .user_data    = st
-    };
-    void *req;
-
-    *st = UCS_INPROGRESS;
-    req = ucp_tag_send_nbx(n->ep, buf, len, tag, &param);
-    if (!UCS_PTR_IS_PTR(req)) {
-        *st = UCS_PTR_STATUS(req);
-        return NULL;
-    }
-    return req;
-}
-
-static void *recv_tag(node_t *n, void *buf, size_t len, uint64_t tag, ucs_status_t *st)
-{
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.recv      = recv_done,
-        .user_data    = st
-    };
-    void *req;
-
-    *st = UCS_INPROGRESS;
-    req = ucp_tag_recv_nbx(n->worker, buf, len, tag, (uint64_t)-1, &param);
-    if (!UCS_PTR_IS_PTR(req)) {
-        *st = UCS_PTR_STATUS(req);
-        return NULL;
-    }
-    return req;
-}
-
 static int run_client(int sock, int use_efd, unsigned bursts, unsigned gap_ms)
 {
     uint8_t *bufs[NSIZES], ack[8];
@@ -357,7 +162,8 @@ static int run_client(int sock, int use_efd, unsigned bursts, unsigned gap_ms)
     size_t o;
     int ok = 1;
 
-    if ((node_open(&n, use_efd) != 0) || (node_connect(&n, sock, 0) != 0)) {
+    if ((node_open(&n, WAKEUP_FEATURES, UCS_THREAD_MODE_SINGLE, use_efd) != 0) ||
+        (node_connect(&n, sock, 0) != 0)) {
         return 2;
     }
     for (i = 0; i < NSIZES; ++i) {
@@ -393,7 +199,8 @@ static void run_server(int sock, int use_efd, unsigned bursts, const char *mode)
     size_t o;
     int ok = 1;
 
-    if ((node_open(&n, use_efd) != 0) || (node_connect(&n, sock, 0) != 0)) {
+    if ((node_open(&n, WAKEUP_FEATURES, UCS_THREAD_MODE_SINGLE, use_efd) != 0) ||
+        (node_connect(&n, sock, 0) != 0)) {
         result(0, mode, "cannot set up the server");
         return;
     }
@@ -506,7 +313,8 @@ static int run_compute_client(int sock)
     unsigned bad, i, done_tx = 0, done_rx = 0;
     node_t n;
 
-    if ((node_open(&n, 0) != 0) || (node_connect(&n, sock, 1) != 0) ||
+    if ((node_open(&n, WAKEUP_FEATURES, UCS_THREAD_MODE_SINGLE, 0) != 0) ||
+        (node_connect(&n, sock, 1) != 0) ||
         (handshake(&n, 1) != 0)) {
         return 2;
     }
@@ -554,7 +362,8 @@ static void run_compute_server(int sock, double sec)
     node_t n;
     int ok;
 
-    if ((node_open(&n, 0) != 0) || (node_connect(&n, sock, 1) != 0) ||
+    if ((node_open(&n, WAKEUP_FEATURES, UCS_THREAD_MODE_SINGLE, 0) != 0) ||
+        (node_connect(&n, sock, 1) != 0) ||
         (handshake(&n, 0) != 0)) {
         result(0, "compute", "cannot set up the server");
         return;
@@ -638,6 +447,6 @@ int main(int argc, char **argv)
     waitpid(pid, &status, 0);
     result(WIFEXITED(status) && (WEXITSTATUS(status) == 0), "client",
            "exit status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    printf("%d passed, %d failed\n", node_passed, node_failed);
+    return node_failed ? 1 : 0;
 }
