@@ -138,6 +138,16 @@ static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_flush_queued(ucx_ext_iface
 #define UCX_EXT_EVENT_FLAGS \
     (UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD)
 
+/* iface_event_fd_get of a transport whose fd may be missing (fd < 0: no wakeup here). */
+static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_event_fd(int fd, int *fd_p)
+{
+    if (fd < 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    *fd_p = fd;
+    return UCS_OK;
+}
+
 /* The arm rules every transport shares, before its own: a worker waiting for send
  * completions must not sleep while requests wait in the pending queue (they go out from
  * progress, not from an event), nor while a failure waits for its error handler.

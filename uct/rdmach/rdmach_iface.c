@@ -267,13 +267,9 @@ static UCS_F_NOINLINE void uct_rdmach_iface_awake(uct_rdmach_iface_t *iface)
 static ucs_status_t uct_rdmach_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
-    int fd = (iface->wire->ops->event_fd != NULL) ? iface->wire->ops->event_fd(iface->wire) : -1;
 
-    if (fd < 0) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-    *fd_p = fd;
-    return UCS_OK;
+    return ucx_ext_iface_event_fd((iface->wire->ops->event_fd != NULL) ?
+                                  iface->wire->ops->event_fd(iface->wire) : -1, fd_p);
 }
 
 /* Sends on this wire complete at return, so a send completion never needs an event: only

@@ -119,13 +119,8 @@ static void uct_unimem_iface_deliver(void *arg, uint8_t am_id, void *data, uint3
 static ucs_status_t uct_unimem_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
-    int fd                    = unimem_hal_mbox_event_fd(iface->mbox);
 
-    if (fd < 0) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-    *fd_p = fd;
-    return UCS_OK;
+    return ucx_ext_iface_event_fd(unimem_hal_mbox_event_fd(iface->mbox), fd_p);
 }
 
 /* Stashed messages and zDMA transfers still awaited go on from progress, not from an
