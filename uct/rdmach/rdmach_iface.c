@@ -272,20 +272,27 @@ static ucs_status_t uct_rdmach_iface_event_fd_get(uct_iface_h tl_iface, int *fd_
                                   iface->wire->ops->event_fd(iface->wire) : -1, fd_p);
 }
 
-/* Sends on this wire complete at return, so a send completion never needs an event: only
- * requests in the pending queue keep a worker awake. */
+/* On shared memory sends complete at return; on RC their completions raise the channel
+ * too. Requests waiting in the pending queue, or atomics waiting for room, keep a worker
+ * that waits for send completions awake. */
 static ucs_status_t uct_rdmach_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
     ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events);
 
-    if ((status != UCS_OK) || !(events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG))) {
+    if ((status == UCS_OK) && (events & UCT_EVENT_SEND_COMP) &&
+        !ucs_queue_is_empty(&iface->amo_stalled)) {
+        status = UCS_ERR_BUSY;
+    }
+    if ((status != UCS_OK) ||
+        (!(events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)) &&
+         (iface->wire->ops->ep_addr_len == 0))) {
         return status;
     }
     rdmach_poller_sleep(&iface->poller, __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE));
-    iface->wire->ops->sleep(iface->wire);
     iface->armed = 1;
-    if (rdmach_poller_pending(&iface->poller, &iface->geom,
+    if ((iface->wire->ops->sleep(iface->wire) != 0) ||
+        rdmach_poller_pending(&iface->poller, &iface->geom,
                               __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE))) {
         uct_rdmach_iface_awake(iface);
         return UCS_ERR_BUSY;

@@ -316,15 +316,17 @@ struct rdmach_wire_ops {
      * the next record into any of its rings. NULL: the wire cannot; its ifaces offer no
      * events.
      * event_fd: the descriptor that becomes readable then (-1: none on this iface).
-     * sleep: sets the iface's asleep word, then makes every sender's records so far visible
-     * (the glue has made all rings cold before, and looks at them once more after); awake:
-     * clears the word (the first progress after a sleep).
+     * sleep: arms the wire (the glue has made all rings cold before, and looks at them once
+     * more after); returns non-zero when it found work meanwhile (the glue stays awake).
+     * awake: undoes it (the first progress after a sleep).
      * shm: an eventfd in our process, its number in the segment header; senders take their
-     * own descriptor of it (pidfd_getfd) and write it from the ring's wake hook; sleep
-     * issues a global membarrier (ucx_ext_wake.h).
-     * RC: NULL for now (a completion channel on the receive CQ would be its event fd). */
+     * own descriptor of it (pidfd_getfd) and write it from the ring's wake hook; sleep sets
+     * the asleep word and issues a global membarrier (ucx_ext_wake.h); returns 0.
+     * RC: the completion channel of both CQs (with an SRQ: every record is a receive
+     * completion; without one, -1: no wakeup); sleep acks its events, requests the next
+     * completion of both CQs and polls them once more (returns what that found). */
     int      (*event_fd)(const rdmach_wire_t *wire);
-    void     (*sleep)(rdmach_wire_t *wire);
+    int      (*sleep)(rdmach_wire_t *wire);
     void     (*awake)(rdmach_wire_t *wire);
 };
 

@@ -32,6 +32,7 @@
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,8 @@ struct rdmach_rc_wire {
     struct ibv_port_attr port_attr;
     rdmach_rc_dev_addr_t dev_addr;
     struct ibv_cq        *cq;
+    /* wakeup: both CQs report to it once armed (NULL: no wakeup on this device) */
+    struct ibv_comp_channel *chan;
     /* records as one RDMA WRITE with immediate each: the receive completion (from a shared
      * receive queue) says the whole record is placed; without an SRQ two WRITEs, mark last */
     struct ibv_srq       *srq;
@@ -416,7 +419,7 @@ static void rdmach_rc_srq_open(rdmach_rc_wire_t *w)
     memset(&attr, 0, sizeof(attr));
     attr.attr.max_wr  = w->srq_depth;
     attr.attr.max_sge = 1;
-    w->rcq = ibv_create_cq(w->dom->ctx, (int)w->srq_depth, NULL, NULL, 0);
+    w->rcq = ibv_create_cq(w->dom->ctx, (int)w->srq_depth, NULL, w->chan, 0);
     w->srq = (w->rcq != NULL) ? ibv_create_srq(w->dom->pd, &attr) : NULL;
     if ((w->srq == NULL) || (rdmach_rc_srq_post(w, w->srq_depth) != 0)) {
         RC_LOG(w, 0, "rdmach: no shared receive queue on this device (%s): records go as "
@@ -494,7 +497,13 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
                          (uint32_t)w->dom->attr.max_qp_wr);
     w->cq_size  = RC_MIN(RC_CQ_SIZE, w->dom->attr.max_cqe);
     w->cq_free = w->cq_size;
-    w->cq      = ibv_create_cq(w->dom->ctx, w->cq_free, NULL, NULL, 0);
+    w->chan    = ibv_create_comp_channel(w->dom->ctx);
+    if ((w->chan != NULL) &&
+        (fcntl(w->chan->fd, F_SETFL, fcntl(w->chan->fd, F_GETFL) | O_NONBLOCK) != 0)) {
+        ibv_destroy_comp_channel(w->chan);
+        w->chan = NULL;
+    }
+    w->cq      = ibv_create_cq(w->dom->ctx, w->cq_free, NULL, w->chan, 0);
     w->conns   = calloc(params->max_rings, sizeof(*w->conns));
     w->dirty   = calloc(params->max_rings, sizeof(*w->dirty));
     db_size    = (params->max_rings + 63) & ~(size_t)63;
@@ -557,6 +566,9 @@ err_free:
     if (w->cq != NULL) {
         ibv_destroy_cq(w->cq);
     }
+    if (w->chan != NULL) {
+        ibv_destroy_comp_channel(w->chan);
+    }
     free(w->bounce);
     free(w->doorbells);
     free(w->conns);
@@ -592,6 +604,9 @@ static void rdmach_rc_close(rdmach_wire_t *wire)
     ibv_dereg_mr(w->bounce_mr);
     rdmach_rc_srq_close(w);
     ibv_destroy_cq(w->cq);
+    if (w->chan != NULL) {
+        ibv_destroy_comp_channel(w->chan);   /* its events were acked as they came */
+    }
     free(w->bounce);
     free(w->doorbells);
     free(w->conns);
@@ -1352,6 +1367,41 @@ static unsigned rdmach_rc_progress(rdmach_wire_t *wire)
     return count + rdmach_rc_poll(w, 1);
 }
 
+/* ---- wakeup: the CQs' completion channel ----
+ * With a shared receive queue every record is a receive completion, so the channel tells a
+ * sleeping receiver of records as well as of its own operations' completions. Without one,
+ * records land silently (two WRITEs): no wakeup then. */
+
+static int rdmach_rc_event_fd(const rdmach_wire_t *wire)
+{
+    const rdmach_rc_wire_t *w = (const rdmach_rc_wire_t*)wire;
+
+    return ((w->chan != NULL) && (w->srq != NULL)) ? w->chan->fd : -1;
+}
+
+/* Acks what the channel reported, asks both CQs for their next completion, then polls once
+ * more: a completion that came before the request raises no event, so it is handled here and
+ * the glue stays awake. Returns what that poll found. */
+static int rdmach_rc_sleep(rdmach_wire_t *wire)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    struct ibv_cq *cq;
+    void *ctx;
+
+    while (ibv_get_cq_event(w->chan, &cq, &ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+    }
+    if ((ibv_req_notify_cq(w->cq, 0) != 0) || (ibv_req_notify_cq(w->rcq, 0) != 0)) {
+        return 1;   /* cannot arm: stay awake (polling) */
+    }
+    return (int)rdmach_rc_progress(wire);
+}
+
+static void rdmach_rc_awake(rdmach_wire_t *wire)
+{
+    (void)wire;   /* an armed CQ reports once; nothing to undo */
+}
+
 /* A signalled zero-byte WRITE (to the credit line: it writes nothing). */
 static uint64_t rdmach_rc_post_empty(rdmach_rc_conn_t *c)
 {
@@ -1461,5 +1511,8 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .atomic64       = rdmach_rc_atomic64,
     .progress       = rdmach_rc_progress,
     .check          = rdmach_rc_check,
-    .flush          = rdmach_rc_flush
+    .flush          = rdmach_rc_flush,
+    .event_fd       = rdmach_rc_event_fd,
+    .sleep          = rdmach_rc_sleep,
+    .awake          = rdmach_rc_awake
 };

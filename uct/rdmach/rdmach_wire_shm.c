@@ -400,13 +400,14 @@ static int rdmach_shm_event_fd(const rdmach_wire_t *wire)
     return ((const rdmach_shm_wire_t*)wire)->seg.wake_fd;
 }
 
-static void rdmach_shm_sleep(rdmach_wire_t *wire)
+static int rdmach_shm_sleep(rdmach_wire_t *wire)
 {
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
 
     ucx_ext_wake_fd_drain(w->seg.wake_fd);
     __atomic_store_n(&w->seg.hdr->asleep, 1, __ATOMIC_SEQ_CST);
     ucx_ext_wake_barrier();
+    return 0;
 }
 
 static void rdmach_shm_awake(rdmach_wire_t *wire)
