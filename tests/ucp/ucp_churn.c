@@ -15,14 +15,13 @@
  * cycles (rdmach takes back the rings of the clients that left; UCX_RDMACH_MAX_PEERS below K
  * makes that necessary). Prints PASS/FAIL lines and "N passed, M failed".
  */
-#include <ucp/api/ucp.h>
+#include "ucp_node.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,23 +40,6 @@ typedef struct {
     uint8_t  data[MSG_DATA];
     uint8_t  addr[2048];          /* the client's worker address, for the reply */
 } churn_msg_t;
-
-static int passed, failed;
-
-static void result(int ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void result(int ok, const char *name, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("%s  %-22s ", ok ? "PASS" : "FAIL", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-    ok ? ++passed : ++failed;
-}
 
 static void fill(uint8_t *d, uint32_t client, uint32_t seq)
 {
@@ -113,9 +95,9 @@ typedef struct {
     ucp_worker_h  worker;
     ucp_address_t *addr;
     size_t        addr_len;
-} node_t;
+} churn_node_t;
 
-static int node_open(node_t *n)
+static int churn_node_open(churn_node_t *n)
 {
     ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
@@ -136,7 +118,7 @@ static int node_open(node_t *n)
     return (ucp_worker_get_address(n->worker, &n->addr, &n->addr_len) == UCS_OK) ? 0 : -1;
 }
 
-static void node_close(node_t *n)
+static void churn_node_close(churn_node_t *n)
 {
     ucp_worker_release_address(n->worker, n->addr);
     ucp_worker_destroy(n->worker);
@@ -222,7 +204,7 @@ static int run_client(const char *addr_file, uint32_t id, unsigned cycles, int w
     uint8_t server[2048], reply[MSG_DATA];
     long fds0 = 0, rss0 = 0;
     size_t server_len;
-    node_t n;
+    churn_node_t n;
     ucp_ep_h ep;
     FILE *f;
 
@@ -232,7 +214,7 @@ static int run_client(const char *addr_file, uint32_t id, unsigned cycles, int w
         return 2;
     }
     fclose(f);
-    if ((node_open(&n) != 0) || (n.addr_len > sizeof(msg.addr))) {
+    if ((churn_node_open(&n) != 0) || (n.addr_len > sizeof(msg.addr))) {
         fprintf(stderr, "client %u: UCP init failed\n", id);
         return 2;
     }
@@ -274,7 +256,7 @@ static int run_client(const char *addr_file, uint32_t id, unsigned cycles, int w
             return 1;
         }
     }
-    node_close(&n);
+    churn_node_close(&n);
     return 0;
 }
 
@@ -294,7 +276,7 @@ static pid_t spawn_client(const char *self, const char *addr_file, uint32_t id, 
 }
 
 /* Receives a client's messages (answering when asked) until it exits; 0 if all came, checked. */
-static int serve(node_t *n, pid_t child, uint32_t id, unsigned cycles)
+static int serve(churn_node_t *n, pid_t child, uint32_t id, unsigned cycles)
 {
     static churn_msg_t msg;
     uint8_t reply[MSG_DATA];
@@ -353,7 +335,7 @@ int main(int argc, char **argv)
     char addr_file[] = "/tmp/ucp_churn.XXXXXX", self[4096];
     long fds_warm = 0, rss_warm = 0, fds, rss;
     ssize_t len;
-    node_t n;
+    churn_node_t n;
     FILE *f;
     int fd;
 
@@ -375,7 +357,7 @@ int main(int argc, char **argv)
     }
 
     len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if ((len <= 0) || (node_open(&n) != 0)) {
+    if ((len <= 0) || (churn_node_open(&n) != 0)) {
         fprintf(stderr, "server: UCP init failed\n");
         return 2;
     }
@@ -417,7 +399,7 @@ int main(int argc, char **argv)
                fds, rss_warm, rss, clients);
     }
     unlink(addr_file);
-    node_close(&n);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    churn_node_close(&n);
+    printf("%d passed, %d failed\n", node_passed, node_failed);
+    return node_failed ? 1 : 0;
 }

@@ -148,14 +148,19 @@ static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_event_fd(int fd, int *fd_p
     return UCS_OK;
 }
 
+/* Events that ask for a receive to wake the worker. */
+#define UCX_EXT_EVENTS_RECV (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)
+
 /* The arm rules every transport shares, before its own: a worker waiting for send
- * completions must not sleep while requests wait in the pending queue (they go out from
- * progress, not from an event), nor while a failure waits for its error handler.
- * UCS_ERR_BUSY or UCS_OK. */
+ * completions must not sleep while requests wait in the pending queue, or while the
+ * transport has sends that only its progress completes (tx_by_progress: stashed messages,
+ * stalled atomics, flushes checked by progress), since no event would come for them; nor
+ * while a failure waits for its error handler. UCS_ERR_BUSY or UCS_OK. */
 static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_arm_check(ucx_ext_iface_t *x,
-                                                                unsigned events)
+                                                                unsigned events,
+                                                                int tx_by_progress)
 {
-    if (((events & UCT_EVENT_SEND_COMP) && ucx_ext_iface_has_pending(x)) ||
+    if (((events & UCT_EVENT_SEND_COMP) && (ucx_ext_iface_has_pending(x) || tx_by_progress)) ||
         (x->err_pending != 0)) {
         return UCS_ERR_BUSY;
     }

@@ -100,6 +100,12 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {NULL}
 };
 
+/* The wire's event fd, -1 when it cannot wake a sleeping iface. */
+static int uct_rdmach_wire_event_fd(const rdmach_wire_t *wire)
+{
+    return (wire->ops->event_fd != NULL) ? wire->ops->event_fd(wire) : -1;
+}
+
 static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
@@ -139,7 +145,7 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         attr->overhead            = 75e-9;
     }
     uct_rdmach_amo_query(iface, attr);
-    if ((wire->ops->event_fd != NULL) && (wire->ops->event_fd(wire) >= 0)) {
+    if (uct_rdmach_wire_event_fd(wire) >= 0) {
         attr->cap.event_flags = UCX_EXT_EVENT_FLAGS;
     }
     return UCS_OK;
@@ -268,8 +274,7 @@ static ucs_status_t uct_rdmach_iface_event_fd_get(uct_iface_h tl_iface, int *fd_
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
 
-    return ucx_ext_iface_event_fd((iface->wire->ops->event_fd != NULL) ?
-                                  iface->wire->ops->event_fd(iface->wire) : -1, fd_p);
+    return ucx_ext_iface_event_fd(uct_rdmach_wire_event_fd(iface->wire), fd_p);
 }
 
 /* On shared memory sends complete at return; on RC their completions raise the channel
@@ -278,15 +283,11 @@ static ucs_status_t uct_rdmach_iface_event_fd_get(uct_iface_h tl_iface, int *fd_
 static ucs_status_t uct_rdmach_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
-    ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events);
+    ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events,
+                                                        !ucs_queue_is_empty(&iface->amo_stalled));
 
-    if ((status == UCS_OK) && (events & UCT_EVENT_SEND_COMP) &&
-        !ucs_queue_is_empty(&iface->amo_stalled)) {
-        status = UCS_ERR_BUSY;
-    }
     if ((status != UCS_OK) ||
-        (!(events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)) &&
-         (iface->wire->ops->ep_addr_len == 0))) {
+        (!(events & UCX_EXT_EVENTS_RECV) && (iface->wire->ops->ep_addr_len == 0))) {
         return status;
     }
     rdmach_poller_sleep(&iface->poller, __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE));

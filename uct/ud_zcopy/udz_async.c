@@ -176,11 +176,6 @@ void uct_udz_async_cleanup(uct_udz_iface_t *iface)
 
 static uct_iface_ops_t uct_udz_inner;   /* the transport's own ops */
 
-#define UDZ_ENTER(_iface) \
-    if ((_iface)->async.context != NULL) UCS_ASYNC_BLOCK((_iface)->async.context)
-#define UDZ_LEAVE(_iface) \
-    if ((_iface)->async.context != NULL) UCS_ASYNC_UNBLOCK((_iface)->async.context)
-
 #define UDZ_EP_IFACE(_ep) ucs_derived_of((_ep)->iface, uct_udz_iface_t)
 
 #define UDZ_WRAP(_op, _ret, _iface_expr, _params, ...) \

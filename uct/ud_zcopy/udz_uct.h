@@ -16,6 +16,7 @@
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
+#include <ucs/async/async.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
 #include <time.h>
@@ -152,6 +153,13 @@ static inline uint64_t uct_udz_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* Every entry point holds the worker's async context, so the async timer never runs the core
+ * at the same time (udz_async.c). */
+#define UDZ_ENTER(_iface) \
+    if ((_iface)->async.context != NULL) UCS_ASYNC_BLOCK((_iface)->async.context)
+#define UDZ_LEAVE(_iface) \
+    if ((_iface)->async.context != NULL) UCS_ASYNC_UNBLOCK((_iface)->async.context)
 
 /* ---- wakeup (udz_wakeup.c) ---- */
 

@@ -24,11 +24,6 @@
 
 #include "ucx_ext_wake.h"
 
-#define UDZ_ENTER(_iface) \
-    if ((_iface)->async.context != NULL) UCS_ASYNC_BLOCK((_iface)->async.context)
-#define UDZ_LEAVE(_iface) \
-    if ((_iface)->async.context != NULL) UCS_ASYNC_UNBLOCK((_iface)->async.context)
-
 void uct_udz_wakeup_init(uct_udz_iface_t *iface)
 {
     iface->wakeup.epfd    = -1;
@@ -99,7 +94,8 @@ ucs_status_t uct_udz_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 static ucs_status_t uct_udz_wakeup_arm(uct_udz_iface_t *iface, unsigned events)
 {
     struct epoll_event ev;
-    ucs_status_t status = ucx_ext_iface_arm_check(&iface->x, events);
+    ucs_status_t status = ucx_ext_iface_arm_check(&iface->x, events,
+                                                  !ucs_list_is_empty(&iface->flushes));
 
     if (status != UCS_OK) {
         return status;
@@ -108,7 +104,6 @@ static ucs_status_t uct_udz_wakeup_arm(uct_udz_iface_t *iface, unsigned events)
         return UCS_ERR_UNSUPPORTED;   /* armed before its fd was asked for */
     }
     if (!ucs_queue_is_empty(&iface->async.deferred) ||
-        ((events & UCT_EVENT_SEND_COMP) && !ucs_list_is_empty(&iface->flushes)) ||
         ((iface->async.timer_id < 0) && !udz_core_idle(iface->core))) {
         return UCS_ERR_BUSY;
     }

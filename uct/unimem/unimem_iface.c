@@ -128,13 +128,11 @@ static ucs_status_t uct_unimem_iface_event_fd_get(uct_iface_h tl_iface, int *fd_
 static ucs_status_t uct_unimem_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
-    ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events);
+    ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events,
+                                                        !ucs_list_is_empty(&iface->stashed) ||
+                                                        (iface->zwait_head != iface->zwait_tail));
 
-    if ((status == UCS_OK) && (events & UCT_EVENT_SEND_COMP) &&
-        (!ucs_list_is_empty(&iface->stashed) || (iface->zwait_head != iface->zwait_tail))) {
-        status = UCS_ERR_BUSY;
-    }
-    if ((status != UCS_OK) || !(events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG))) {
+    if ((status != UCS_OK) || !(events & UCX_EXT_EVENTS_RECV)) {
         return status;
     }
     if (unimem_hal_mbox_arm(iface->mbox) != 0) {
