@@ -146,7 +146,7 @@ struct Harness {
         return n;
     }
     udzmem::Endpoint *open_ep() {
-        udz_wire_params_t p = {cfg.channels, 1u << 20, 1u << 20, 1};
+        udz_wire_params_t p = {cfg.channels, 1u << 20, 1u << 20, 1, NULL};
         char err[128] = "";
         void *w = nullptr;
         net.use();
@@ -1334,7 +1334,7 @@ TEST(UdzWire, MemWireOpenedThroughTheTable)
     ASSERT_EQ(std::vector<std::string>{"mem"}, devs);
     char err[128] = "";
     void *w = nullptr;
-    udz_wire_params_t p = {4, 1u << 20, 1u << 20, 1};
+    udz_wire_params_t p = {4, 1u << 20, 1u << 20, 1, NULL};
     EXPECT_EQ(-ENODEV, o->open("eth0", &p, &w, err, sizeof(err)));
 
     h.via_table = true;

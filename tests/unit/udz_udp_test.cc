@@ -350,7 +350,7 @@ TEST(UdzWires, UdpTableOnLoopback)
 
     char err[256] = "";
     void *w = nullptr;
-    udz_wire_params_t p = {2, 1 << 20, 1 << 20, 1};
+    udz_wire_params_t p = {2, 1 << 20, 1 << 20, 1, NULL};
     EXPECT_EQ(-ENODEV, o.open("udz-no-such-dev", &p, &w, err, sizeof(err)));
     EXPECT_NE(nullptr, strstr(err, "no IPv4 address")) << err;
     void *a = nullptr, *b = nullptr;
@@ -410,6 +410,89 @@ TEST(UdzWires, UdpTableOnLoopback)
     udz_addr_t want;
     udz_udp_addr_make(ub->ip, ub->chan_port[1], &want);
     EXPECT_EQ(0, memcmp(&want, &ch, sizeof(ch)));
+    o.close(a);
+    o.close(b);
+}
+
+/* The control socket's idle polls (udz_udp_ready.c): once idle, a poll that finds nothing costs
+ * no system call; whatever arrives is still received, by the first poll after it, and bursts
+ * longer than a receive batch come whole. Where the kernel refuses the ring, every poll is a
+ * receive (the same results, nothing free). */
+TEST(UdzUdpIdle, PollsWithoutSyscallAndMissesNothing)
+{
+    const udz_wire_ops_t &o = udz_udp_wire;
+    udz_wire_counters_t cnt_a = {}, cnt_b = {};
+    udz_wire_params_t pa = {1, 1 << 20, 1 << 20, 0, &cnt_a};
+    udz_wire_params_t pb = {1, 1 << 20, 1 << 20, 0, &cnt_b};
+    char err[256] = "";
+    void *a = nullptr, *b = nullptr;
+    ASSERT_EQ(0, o.open("lo", &pa, &a, err, sizeof(err))) << err;
+    ASSERT_EQ(0, o.open("lo", &pb, &b, err, sizeof(err))) << err;
+    udz_udp_t *ub = static_cast<udz_udp_t*>(b);
+    bool ring = ub->ready.fd >= 0;
+    udz_wire_attr_t attr;
+    o.query(b, &attr);
+    EXPECT_NE(nullptr, strstr(attr.desc, ring ? "idle ring io_uring" : "idle ring none"))
+        << attr.desc;
+
+    std::vector<uint8_t> dev(o.dev_addr_len), ifa(o.iface_addr_len);
+    o.dev_addr_pack(b, dev.data());
+    o.iface_addr_pack(b, ifa.data());
+    udz_addr_t to_b;
+    o.addr_unpack(dev.data(), ifa.data(), &to_b);
+
+    uint8_t in[UDZ_UDP_BATCH][16];
+    udz_rxmsg_t r[UDZ_UDP_BATCH];
+    auto arm_slots = [&]() {
+        memset(r, 0, sizeof(r));
+        for (int i = 0; i < UDZ_UDP_BATCH; ++i) {
+            r[i].iov[0].iov_base = in[i];
+            r[i].iov[0].iov_len  = sizeof(in[i]);
+        }
+    };
+    auto send_n = [&](int n, uint32_t first) {
+        for (int i = 0; i < n; ++i) {
+            uint32_t v = first + (uint32_t)i;
+            udz_txmsg_t m;
+            m.iov[0].iov_base = &v;
+            m.iov[0].iov_len  = sizeof(v);
+            m.iovcnt          = 1;
+            ASSERT_EQ(1, o.send(a, &to_b, &m, 1));
+        }
+    };
+
+    for (int round = 0; round < 20; ++round) {
+        /* idle: many empty polls; past the first UDZ_READY_IDLE_POLLS none enters the kernel */
+        uint64_t calls0 = cnt_b.ctl_recv_calls, free0 = cnt_b.idle_polls_free;
+        for (int i = 0; i < 1000; ++i) {
+            arm_slots();
+            ASSERT_EQ(0, o.recv(b, r, UDZ_UDP_BATCH));
+        }
+        if (ring) {
+            EXPECT_LE(cnt_b.ctl_recv_calls - calls0, (uint64_t)UDZ_READY_IDLE_POLLS + 1);
+            EXPECT_GE(cnt_b.idle_polls_free - free0, 1000u - UDZ_READY_IDLE_POLLS - 1);
+        } else {
+            EXPECT_EQ(1000u, cnt_b.ctl_recv_calls - calls0);
+        }
+        /* a burst longer than a batch (round 0: one datagram) arrives while b is idle: all of
+         * it is received, in order, and nothing twice */
+        int n = (round == 0) ? 1 : 1 + (round * 13) % (2 * UDZ_UDP_BATCH + 5);
+        send_n(n, (uint32_t)round << 16);
+        int got = 0;
+        for (int spins = 0; (got < n) && (spins < 200000); ++spins) {
+            arm_slots();
+            int k = o.recv(b, r, UDZ_UDP_BATCH);
+            ASSERT_GE(k, 0);
+            for (int i = 0; i < k; ++i) {
+                uint32_t v;
+                ASSERT_EQ(sizeof(v), r[i].len);
+                memcpy(&v, in[i], sizeof(v));
+                ASSERT_EQ(((uint32_t)round << 16) + (uint32_t)got, v) << "round " << round;
+                ++got;
+            }
+        }
+        ASSERT_EQ(n, got) << "round " << round << ": the idle ring missed a wakeup";
+    }
     o.close(a);
     o.close(b);
 }

@@ -32,13 +32,31 @@ static void ucx_ext_sm_rma_caps(size_t max_short, size_t max_bcopy, size_t min_z
     *cap_align_mtu = 1;
 }
 
+size_t ucx_ext_sm_device_addr_len(void)
+{
+    return ucs_sys_ns_is_default(UCS_SYS_NS_TYPE_PID) ? sizeof(uct_iface_local_addr_base_t) :
+                                                         sizeof(uct_iface_local_addr_ns_t);
+}
+
+ucs_status_t ucx_ext_sm_get_device_address(uct_iface_h tl_iface, uct_device_addr_t *addr)
+{
+    uct_iface_get_local_address((uct_iface_local_addr_ns_t*)addr, UCS_SYS_NS_TYPE_PID);
+    return UCS_OK;
+}
+
+int ucx_ext_sm_is_same_host(const uct_device_addr_t *dev_addr)
+{
+    return uct_iface_local_is_reachable((uct_iface_local_addr_ns_t*)dev_addr,
+                                        UCS_SYS_NS_TYPE_PID);
+}
+
 void ucx_ext_sm_iface_query(uct_sm_iface_t *iface, size_t iface_addr_len,
                             const ucx_ext_sm_caps_t *caps, uct_iface_attr_t *attr)
 {
     uct_base_iface_query(&iface->super, attr);
 
     attr->iface_addr_len  = iface_addr_len;
-    attr->device_addr_len = uct_sm_iface_get_device_addr_len();
+    attr->device_addr_len = ucx_ext_sm_device_addr_len();
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |

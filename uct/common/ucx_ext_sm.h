@@ -53,11 +53,24 @@ static UCS_F_ALWAYS_INLINE size_t ucx_ext_sm_iovec(const uct_iov_t *iov, size_t 
     return uct_iov_to_iovec(local, cnt_p, iov, iovcnt, SIZE_MAX, &iov_iter);
 }
 
+/*
+ * "This host", for the shared-memory transports: every peer they reach is addressed by its pid
+ * (process_vm_readv/writev for zero copy and zDMA, /proc/<pid>/fd and pidfd_getfd for its
+ * segments and doorbell). So the host is the kernel (UCX's system id, from the boot id) and
+ * the PID namespace the pids mean something in, as UCX's cma has it; not UCX's sm rule (the IPC
+ * namespace), which would let two containers with one IPC namespace but their own pids take
+ * each other's pids for their own. Containers or namespace "hosts" with their own PID
+ * namespace are other hosts; a process in the initial namespace sends the short form.
+ */
+size_t ucx_ext_sm_device_addr_len(void);
+ucs_status_t ucx_ext_sm_get_device_address(uct_iface_h tl_iface, uct_device_addr_t *addr);
+int ucx_ext_sm_is_same_host(const uct_device_addr_t *dev_addr);
+
 /* Fence, device address and peer check of UCX's sm base and uct/common. */
 #define UCX_EXT_OPS_SM \
     .ep_fence                 = uct_sm_ep_fence, \
     .iface_fence              = uct_sm_iface_fence, \
-    .iface_get_device_address = uct_sm_iface_get_device_address, \
+    .iface_get_device_address = ucx_ext_sm_get_device_address, \
     .ep_check                 = ucx_ext_ep_check
 
 #endif

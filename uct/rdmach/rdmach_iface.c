@@ -159,14 +159,14 @@ static ucs_status_t uct_rdmach_iface_get_address(uct_iface_h tl_iface, uct_iface
     return UCS_OK;
 }
 
-/* A wire without a device address is on this host: UCX's shared-memory device address. */
+/* A wire without a device address is on this host: the host identity of ucx_ext_sm.h. */
 static ucs_status_t uct_rdmach_iface_get_device_address(uct_iface_h tl_iface,
                                                         uct_device_addr_t *addr)
 {
     rdmach_wire_t *wire = ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire;
 
     if (wire->ops->dev_addr_len == 0) {
-        return uct_sm_iface_get_device_address(tl_iface, addr);
+        return ucx_ext_sm_get_device_address(tl_iface, addr);
     }
     wire->ops->pack_dev_addr(wire, addr);
     return UCS_OK;
@@ -180,7 +180,7 @@ static int uct_rdmach_iface_is_reachable(const uct_iface_h tl_iface,
     rdmach_wire_addr_t info;
 
     if ((wire->ops->dev_addr_len == 0) &&
-        !uct_sm_iface_is_reachable(tl_iface, dev_addr, iface_addr)) {
+        !ucx_ext_sm_is_same_host(dev_addr)) {
         return 0;
     }
     /* without an iface address only the device can be judged (shm: done above) */

@@ -476,6 +476,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     wparams.rx_buffer = config->rcvbuf;
     wparams.tx_buffer = config->sndbuf;
     wparams.coalesce  = config->gro;
+    wparams.counters  = &uct_udz_counters.wire;
     ret = self->wops->open(self->ifname, &wparams, &self->wire, err, sizeof(err));
     if (ret == -ENODEV) {
         ucs_error("ud_zcopy: %s", err);

@@ -34,10 +34,12 @@
 #define UCT_UDZ_OWN_COUNTERS(_) _(get_failed) _(async_ticks) _(async_deferred) _(sleeps) \
                                 _(async_wakeups)
 
-#define UCT_UDZ_COUNTERS(_) UDZ_CORE_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UDZ_OWN_COUNTERS(_)
+#define UCT_UDZ_COUNTERS(_) UDZ_CORE_COUNTERS(_) UDZ_WIRE_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
+                            UCT_UDZ_OWN_COUNTERS(_)
 
 typedef struct uct_udz_counters {
     udz_counters_t        core;
+    udz_wire_counters_t   wire;
     ucx_ext_tx_counters_t tx;
     UCT_UDZ_OWN_COUNTERS(UCX_EXT_COUNTER_FIELD)
 } uct_udz_counters_t;

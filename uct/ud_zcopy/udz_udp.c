@@ -103,8 +103,9 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
     int rc, r, s;
 
     memset(u, 0, sizeof(*u));
-    u->fd   = -1;
-    u->epfd = -1;
+    u->fd       = -1;
+    u->epfd     = -1;
+    u->ready.fd = -1;
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
         u->chan_fd[i] = -1;
     }
@@ -117,6 +118,8 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
     if (rc != 0) {
         return rc;
     }
+    /* without the ring (old kernel, io_uring forbidden) every poll is a receive, as before */
+    (void)udz_udp_ready_open(&u->ready, u->fd);
     {
         /* UDP GSO (Linux >= 4.18): a run of equal-sized datagrams goes down the stack as one
          * packet and is cut into datagrams late (or by the NIC); probed once here */
@@ -151,6 +154,9 @@ void udz_udp_close(udz_udp_t *u)
 {
     unsigned i;
 
+    if (u->ready.fd >= 0) {
+        udz_udp_ready_close(&u->ready);
+    }
     if (u->epfd >= 0) {
         close(u->epfd);
         u->epfd = -1;
@@ -257,12 +263,20 @@ void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc)
     }
 }
 
-/* The control socket: datagrams, and the ICMP errors that name dead peers. */
+/* The control socket: datagrams, and the ICMP errors that name dead peers. An idle socket is
+ * asked through its readiness ring first (udz_udp_ready.c), which costs no system call. */
 static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
 {
     udz_udp_t *u = wire;
     int rc;
 
+    if ((u->idle >= UDZ_READY_IDLE_POLLS) && !u->more && !u->errq && (u->ready.fd >= 0) &&
+        !udz_udp_ready_wakeup(&u->ready)) {
+        if (u->counters != NULL) {
+            u->counters->idle_polls_free++;
+        }
+        return 0;
+    }
     if (n > UDZ_UDP_BATCH) {
         n = UDZ_UDP_BATCH;
     }
@@ -274,7 +288,16 @@ static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
             return rc;
         }
     }
+    if (u->counters != NULL) {
+        u->counters->ctl_recv_calls++;
+    }
     rc = recvmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT, NULL);
+    u->more = (rc == n);
+    if (rc > 0) {
+        u->idle = 0;
+    } else if (u->idle < UDZ_READY_IDLE_POLLS) {
+        u->idle++;
+    }
     if (rc < 0) {
         if (errno == ECONNREFUSED) {
             return udz_udp_errqueue(u, msgs, n);
@@ -381,6 +404,7 @@ static int udz_udp_wire_open(const char *dev, const udz_wire_params_t *params, v
         free(u);
         return rc;
     }
+    u->counters = params->counters;
     *wire_p = u;
     return 0;
 }
@@ -397,9 +421,9 @@ static void udz_udp_query(void *wire, udz_wire_attr_t *attr)
     char ip[INET_ADDRSTRLEN];
 
     attr->rx_buffer = (size_t)u->rcvbuf;
-    snprintf(attr->desc, sizeof(attr->desc), "%s:%u, rcvbuf %d, gso %d gro %d",
+    snprintf(attr->desc, sizeof(attr->desc), "%s:%u, rcvbuf %d, gso %d gro %d, idle ring %s",
              inet_ntop(AF_INET, &u->ip, ip, sizeof(ip)), ntohs(u->port), u->rcvbuf, u->gso,
-             u->gro);
+             u->gro, (u->ready.fd >= 0) ? "io_uring" : "none");
 }
 
 /* ---- addresses: the device's IPv4 address, the control socket's port ---- */

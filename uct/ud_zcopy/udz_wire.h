@@ -51,6 +51,17 @@ typedef struct udz_txmsg {
     int          iovcnt;
 } udz_txmsg_t;
 
+/* What a wire counts, for the glue's counter files (the glue zeroes them; NULL: not kept).
+ * ctl_recv_calls: receive calls on the control endpoint that went to the kernel;
+ * idle_polls_free: polls of an idle control endpoint answered without one (UDP: io_uring). */
+#define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free)
+
+typedef struct udz_wire_counters {
+#define UDZ_WIRE_COUNTER_FIELD(_n) uint64_t _n;
+    UDZ_WIRE_COUNTERS(UDZ_WIRE_COUNTER_FIELD)
+#undef UDZ_WIRE_COUNTER_FIELD
+} udz_wire_counters_t;
+
 /* What the glue asks of a wire when it opens one. */
 typedef struct udz_wire_params {
     unsigned channels;      /* data channels to open, 1..UDZ_MAX_CHANNELS */
@@ -58,6 +69,7 @@ typedef struct udz_wire_params {
                              * as root beyond rmem_max) */
     size_t   tx_buffer;     /* bytes the control endpoint may hold unsent (UDP: SO_SNDBUF) */
     int      coalesce;      /* data channels may receive coalesced runs (UDP: GRO) */
+    udz_wire_counters_t *counters;  /* where the wire counts (NULL: nowhere) */
 } udz_wire_params_t;
 
 /* What an open wire got. */

@@ -99,7 +99,7 @@ static int uct_unimem_iface_is_reachable(const uct_iface_h tl_iface,
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
     const uct_unimem_iface_addr_t *uaddr = (const uct_unimem_iface_addr_t*)iface_addr;
 
-    if (!uct_sm_iface_is_reachable(tl_iface, dev_addr, iface_addr)) {
+    if (!ucx_ext_sm_is_same_host(dev_addr)) {
         return 0;
     }
     return (uaddr == NULL) || (uaddr->mbox.pdid == iface->pdid);
