@@ -214,6 +214,7 @@ public:
             query_devices_op, open_op, close_op, query_op,
             4, 4, dev_addr_pack_op, iface_addr_pack_op, addr_unpack_op, is_reachable_op,
             send_op, recv_op,
+            nullptr,   /* rx_idle: never known, every poll receives */
             chan_id_op, chan_addr_op, chan_recv_op, send_op,
             nullptr,   /* no wakeup */
         };

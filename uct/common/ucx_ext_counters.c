@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct ucx_ext_counters_config {
@@ -15,7 +16,9 @@ static ucs_config_field_t ucx_ext_counters_config_table[] = {
     {"COUNTERS_DIR", "",
      "Directory where each process that loaded a ucx-ext transport writes its counters at exit,\n"
      "one file <transport>.<pid> of \"name value\" lines (tests use it to prove which transport\n"
-     "carried the traffic). Empty: no file.",
+     "carried the traffic). Empty: no file. \"%h\" in it stands for the host name (the\n"
+     "directory is created): processes of several hosts, whose pids may be equal, then write\n"
+     "to a directory per host.",
      offsetof(ucx_ext_counters_config_t, dir), UCS_CONFIG_TYPE_STRING},
 
     {NULL}
@@ -47,10 +50,29 @@ void ucx_ext_counters_config_init(void)
     }
 }
 
+/* dir with "%h" replaced by the host name, the directory created (one level, as the parent
+ * is the run's); dir itself when it has no "%h". */
+static const char *ucx_ext_counters_dir(const char *dir, char *buf, size_t len)
+{
+    const char *h = strstr(dir, "%h");
+    char host[256];
+
+    if (h == NULL) {
+        return dir;
+    }
+    if (gethostname(host, sizeof(host)) != 0) {
+        strcpy(host, "unknown");
+    }
+    host[sizeof(host) - 1] = '\0';
+    snprintf(buf, len, "%.*s%s%s", (int)(h - dir), dir, host, h + 2);
+    (void)mkdir(buf, 0777);
+    return buf;
+}
+
 void ucx_ext_counters_dump(const ucx_ext_counters_t *counters)
 {
     const char *dir = getenv("UCX_EXT_COUNTERS_DIR");
-    char path[4096], tmp[4200];
+    char path[4096], tmp[4200], expanded[2048];
     unsigned i;
     FILE *f;
 
@@ -58,6 +80,7 @@ void ucx_ext_counters_dump(const ucx_ext_counters_t *counters)
         return;
     }
 
+    dir = ucx_ext_counters_dir(dir, expanded, sizeof(expanded));
     /* write-then-rename so a reader never sees half a file */
     snprintf(path, sizeof(path), "%s/%s.%d", dir, counters->tl, (int)getpid());
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);

@@ -6,7 +6,7 @@
  * increments - they are statistics, a lost increment under a multi-threaded worker is harmless.
  *
  * Contract used by every test tier and benchmark: when UCX_EXT_COUNTERS_DIR is set, each process
- * writes "<dir>/<tl>.<pid>" at exit (and ucx_ext_counters_dump() may be called earlier), one
+ * writes "<dir>/<tl>.<pid>" at exit ("%h" in dir: the host name) (and ucx_ext_counters_dump() may be called earlier), one
  * "name value" pair per line. Tools sum the files of one run to check which transport moved data.
  */
 #ifndef UCX_EXT_COUNTERS_H
@@ -25,7 +25,8 @@ typedef struct ucx_ext_counters {
  * and not reported as unused by UCX). Call from each transport's constructor. */
 void ucx_ext_counters_config_init(void);
 
-/* Writes the counters to $UCX_EXT_COUNTERS_DIR/<tl>.<pid>; no-op when the variable is unset. */
+/* Writes the counters to $UCX_EXT_COUNTERS_DIR/<tl>.<pid> ("%h" in the variable: the host
+ * name); no-op when the variable is unset. */
 void ucx_ext_counters_dump(const ucx_ext_counters_t *counters);
 
 #endif

@@ -224,8 +224,28 @@ UDZ_WRAP(ep_pending_add, ucs_status_t, UDZ_EP_IFACE(ep),
          (uct_ep_h ep, uct_pending_req_t *req, unsigned flags), ep, req, flags)
 UDZ_WRAP(ep_create, ucs_status_t, ucs_derived_of(params->iface, uct_udz_iface_t),
          (const uct_ep_params_t *params, uct_ep_h *ep_p), params, ep_p)
-UDZ_WRAP(iface_progress, unsigned, ucs_derived_of(tl_iface, uct_udz_iface_t),
-         (uct_iface_h tl_iface), tl_iface)
+
+/* Progress of an idle iface (no transfer, no timer, nothing queued, and the wire knows that
+ * nothing arrived) returns before the lock and the clock: with UCX_TLS=rdmach,ud_zcopy every
+ * progress call of a process that has a peer on another host comes here, and on-host traffic
+ * must not pay for it. The checks are reads that a concurrent async timer may make stale; a
+ * stale "idle" only moves the work to the next call. */
+static unsigned uct_udz_async_iface_progress(uct_iface_h tl_iface)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+    unsigned ret;
+
+    if (ucs_likely(ucs_queue_is_empty(&iface->async.deferred) &&
+                   !ucx_ext_iface_has_pending(&iface->x) &&
+                   ucs_list_is_empty(&iface->flushes) && udz_core_quiet(iface->core))) {
+        iface->wakeup.armed = 0;   /* awake: the async timer need not wake us */
+        return 0;
+    }
+    UDZ_ENTER(iface);
+    ret = uct_udz_inner.iface_progress(tl_iface);
+    UDZ_LEAVE(iface);
+    return ret;
+}
 UDZ_WRAP(iface_flush, ucs_status_t, ucs_derived_of(tl_iface, uct_udz_iface_t),
          (uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp), tl_iface, flags, comp)
 UDZ_WRAP(iface_fence, ucs_status_t, ucs_derived_of(tl_iface, uct_udz_iface_t),

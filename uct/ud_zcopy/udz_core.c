@@ -227,6 +227,13 @@ int udz_core_idle(const udz_core_t *core)
     return 1;
 }
 
+int udz_core_quiet(const udz_core_t *core)
+{
+    return (core->zrx_busy == 0) && (core->ztx_active == NULL) &&
+           (core->active.next == &core->active) && (core->wops->rx_idle != NULL) &&
+           core->wops->rx_idle(core->wire);
+}
+
 /* ---- life cycle ---- */
 
 udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_ops,

@@ -152,6 +152,12 @@ int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int star
 unsigned udz_core_gets_in_flight(const udz_core_t *core);
 /* Everything sent to any peer acked and every get done. */
 int udz_core_idle(const udz_core_t *core);
+
+/* 1 when a progress call now would do nothing: no transfer, no peer with a timer running, and
+ * the wire knows that nothing arrived (its rx_idle). Changes nothing and reads no clock: the
+ * glue calls it without its lock before each progress, where a stale answer only moves the
+ * work to the next call. */
+int udz_core_quiet(const udz_core_t *core);
 /* Fails every get in flight to the peer with status (cancel). */
 void udz_peer_cancel(udz_core_t *core, udz_peer_t *peer, int status);
 /* Sends by reference to the peer still unacked (am_zcopy, put_zcopy) take their data in: the

@@ -308,6 +308,14 @@ static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
     return rc;
 }
 
+static int udz_udp_rx_idle(void *wire)
+{
+    const udz_udp_t *u = wire;
+
+    return (u->idle >= UDZ_READY_IDLE_POLLS) && !u->more && !u->errq && (u->ready.fd >= 0) &&
+           udz_udp_ready_quiet(&u->ready);
+}
+
 /* ---- the interface's MTU ---- */
 
 unsigned udz_udp_mtu(const char *ifname)
@@ -517,6 +525,7 @@ const udz_wire_ops_t udz_udp_wire = {
     .is_reachable    = udz_udp_is_reachable,
     .send            = udz_udp_send,
     .recv            = udz_udp_recv,
+    .rx_idle         = udz_udp_rx_idle,
     .chan_id         = udz_udp_chan_id,
     .chan_addr       = udz_udp_chan_addr,
     .chan_recv       = udz_udp_chan_recv,

@@ -126,6 +126,11 @@ typedef struct udz_wire_ops {
      * (0: none now), or a negative errno. */
     int (*send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
     int (*recv)(void *wire, udz_rxmsg_t *msgs, int n);
+    /* rx_idle (optional, NULL: never known): 1 when a recv now would certainly find nothing
+     * and the wire knows it without a system call and without changing anything (UDP: the
+     * control socket is idle and its readiness ring saw no wakeup). The glue asks it without
+     * its lock, on every progress call: a stale 1 only moves a receive to the next call. */
+    int (*rx_idle)(void *wire);
 
     /* ---- data channels (0 .. params.channels - 1) ----
      * Payload iovecs point into user memory and come without memory keys: a wire that needs
