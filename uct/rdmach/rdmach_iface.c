@@ -231,7 +231,7 @@ static void uct_rdmach_iface_drain(void *arg, uint32_t id)
  * iface is one load per peer, looked for every PEER_CHECK_INTERVAL, and every time once all
  * rings have been claimed (new senders then wait for rings taken back); a dead process is a
  * read of /proc per peer, looked for every 8 intervals. */
-static UCS_F_NOINLINE void uct_rdmach_iface_reap(uct_rdmach_iface_t *iface)
+void uct_rdmach_iface_reap(uct_rdmach_iface_t *iface, int now_anyway)
 {
     ucs_time_t now = ucs_get_time();
     uct_rdmach_conn_t *conn, *tmp;
@@ -239,7 +239,7 @@ static UCS_F_NOINLINE void uct_rdmach_iface_reap(uct_rdmach_iface_t *iface)
 
     iface->reap_calls = 0;
     if ((iface->wire->ops->reap == NULL) ||
-        ((now < iface->next_reap) &&
+        (!now_anyway && (now < iface->next_reap) &&
          (__atomic_load_n(iface->next_ring, __ATOMIC_RELAXED) < iface->poller.max_rings))) {
         return;
     }
@@ -252,7 +252,7 @@ static UCS_F_NOINLINE void uct_rdmach_iface_reap(uct_rdmach_iface_t *iface)
     /* our rings kept for eps that may come again, in receivers that have gone (a server's
      * replies to clients that have left): given up, with their credit lines and mappings */
     ucs_list_for_each_safe(conn, tmp, &iface->conns, list) {
-        if ((conn->refs == 0) && conn->peer->gone) {
+        if ((conn->refs == 0) && conn->peer->gone && (iface->wire->ops->unclaim != NULL)) {
             iface->wire->ops->unclaim(iface->wire, conn->peer, &conn->tx);
             ucs_list_del(&conn->list);
             ucs_free(conn);
@@ -310,8 +310,9 @@ static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *if
         uct_rdmach_iface_awake(iface);
     }
 
-    if (ucs_unlikely(++iface->reap_calls >= RDMACH_REAP_CALLS)) {
-        uct_rdmach_iface_reap(iface);
+    if (ucs_unlikely((++iface->reap_calls >= RDMACH_REAP_CALLS) ||
+                     (iface->wire->reap_ready != 0))) {
+        uct_rdmach_iface_reap(iface, iface->wire->reap_ready != 0);
     }
 
     /* the poller clamps the claim counter, which senders write, to max_rings */

@@ -178,6 +178,12 @@ typedef struct uct_rdmach_conn {
 /* Progress calls between looks for senders that have gone (uct_rdmach_iface_reap). */
 #define RDMACH_REAP_CALLS 1024
 
+/* Takes back the rings of senders that have gone (the wire's reap) and gives up ours in
+ * receivers that have gone: every PEER_CHECK_INTERVAL, or at once with now_anyway (the wire
+ * has rings ready to take back: reap_ready). From progress only: it delivers what such a
+ * ring still holds. */
+void uct_rdmach_iface_reap(uct_rdmach_iface_t *iface, int now_anyway);
+
 typedef struct uct_rdmach_ep {
     ucx_ext_ep_t         super;       /* pending group, peer process watch (uct/common) */
     rdmach_tx_t          *tx;         /* &own_tx (ep to ep) or the shared conn's */

@@ -111,7 +111,8 @@ typedef struct rdmach_wire_params {
     } while (0)
 
 /* The per-iface object; a wire embeds it first. Set by open and read-only for the glue; claim
- * advances next_credit. */
+ * advances next_credit; reap_ready: rings the wire can take back now (RC: closed connections
+ * whose QP is quiet), for the glue to call reap at its next progress. */
 typedef struct rdmach_wire {
     const rdmach_wire_ops_t *ops;
     rdmach_geom_t           geom;         /* of our rings */
@@ -125,6 +126,7 @@ typedef struct rdmach_wire {
     double                  latency;      /* s */
     size_t                  max_inline;   /* bytes a WRITE carries without registration */
     int                     atomics;      /* the device does atomic64 (RC: atomic_cap) */
+    uint32_t                reap_ready;
     rdmach_wire_params_t    params;
 } rdmach_wire_t;
 
@@ -218,7 +220,7 @@ struct rdmach_wire_ops {
      * ep_pack_addr: what the other side's ep_connect needs.
      * ep_connect: joins the connection with the one at dev_addr/ep_addr and sets up tx, the
      * sender of the ring there; our ring becomes active. 0 or -errno (logged).
-     * ep_close: the connection ends; its ring stays claimed.
+     * ep_close: the connection ends; its ring stays claimed until reap takes it back.
      * RC: an RC QP, and one registered block for the receive ring, the shadow of the ring we
      * send into, and the credit line; the ep address names the QP, block and doorbell. */
     size_t ep_addr_len;
@@ -307,7 +309,11 @@ struct rdmach_wire_ops {
      * unclaim: our ring in a peer that has gone is given up, and our credit line for it
      * comes back.
      * shm: a free map in the segment (rdmach_shm.h); the peer's segment is unmapped with its
-     * last ring, so memory and descriptors stay bounded as peers come and go. */
+     * last ring, so memory and descriptors stay bounded as peers come and go.
+     * RC: a connection is both rings of one QP pair, so reap takes it whole (no unclaim): the
+     * rings of closed connections whose QP is quiet (a fence WR posted at ep_close completed,
+     * reap_ready counts them), then the QP, registration and block are freed and the ring id
+     * serves the next ep_open. */
     unsigned (*reap)(rdmach_wire_t *wire, int procs, void (*drain)(void *arg, uint32_t ring_id),
                      void *arg);
     void     (*unclaim)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, const rdmach_tx_t *tx);

@@ -26,6 +26,14 @@
  * and queued in a FIFO of operations per connection, completed in sequence order. A WR that
  * fails (retries exhausted, peer gone, QP in error) fails the connection once: its operations
  * complete with -ECONNRESET and the glue's failed() fails the ep.
+ *
+ * Rings come back (reap): a closed connection posts one last signalled WR, its fence, before
+ * its QP goes to error. Error flushes a QP's WRs in order, so the fence's completion is the
+ * last this QP will cause; once it came (and the receive completions queued before it were
+ * counted in while the ring id still named it), the glue delivers what is left in the ring,
+ * the QP, registration and block go, and the ring id serves a new connection. A late write of
+ * the old peer cannot land in it: its QP is destroyed and its rkey deregistered, the new
+ * connection has a new QP, block and rkey.
  */
 #include "rdmach_wire.h"
 
@@ -118,6 +126,8 @@ typedef struct rdmach_rc_conn {
     uint32_t           r_ring;        /* the peer's ring id for us (the records' immediate) */
     uint32_t           rx_avail;      /* records into our ring counted in by their CQE */
     int                connected, failed, closed, dirty;
+    uint64_t           fence_seq;     /* closed: the last WR's sequence (0: none posted) */
+    int                fence_done;    /* closed: its completion came, the QP is quiet */
     int                imm;           /* the peer reads records by their completion */
     /* the block */
     uint8_t            *block;
@@ -160,6 +170,8 @@ struct rdmach_rc_wire {
     struct ibv_mr        *db_mr;
     uint32_t             next_ring;
     rdmach_rc_conn_t     **conns;        /* [max_rings], by ring id */
+    uint32_t             *free_ids;      /* ring ids taken back (reap), to use first */
+    uint32_t             nfree;
     uint32_t             *dirty;         /* conns with ops completed by a wait, to deliver */
     uint32_t             ndirty;
     void                 *bounce;        /* RC_BOUNCES registered buffers, for rma of */
@@ -506,8 +518,9 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     w->cq      = ibv_create_cq(w->dom->ctx, w->cq_free, NULL, w->chan, 0);
     w->conns   = calloc(params->max_rings, sizeof(*w->conns));
     w->dirty   = calloc(params->max_rings, sizeof(*w->dirty));
+    w->free_ids = calloc(params->max_rings, sizeof(*w->free_ids));
     db_size    = (params->max_rings + 63) & ~(size_t)63;
-    if ((w->cq == NULL) || (w->conns == NULL) || (w->dirty == NULL) ||
+    if ((w->cq == NULL) || (w->conns == NULL) || (w->dirty == NULL) || (w->free_ids == NULL) ||
         (posix_memalign((void**)&w->doorbells, 64, db_size) != 0)) {
         RC_LOG(w, 1, "rdmach: cannot create the completion queue of %s: %s", params->dev_name,
                strerror(errno));
@@ -573,6 +586,7 @@ err_free:
     free(w->doorbells);
     free(w->conns);
     free(w->dirty);
+    free(w->free_ids);
 err:
     free(w);
     return ret;
@@ -611,6 +625,7 @@ static void rdmach_rc_close(rdmach_wire_t *wire)
     free(w->doorbells);
     free(w->conns);
     free(w->dirty);
+    free(w->free_ids);
     free(w);
 }
 
@@ -713,6 +728,10 @@ static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
         c = rdmach_rc_conn(w, (uint32_t)(wc[i].wr_id >> RC_SEQ_BITS));
         if (c == NULL) {
             continue;
+        }
+        if (c->closed && (c->fence_seq != 0) && ((wc[i].wr_id & RC_SEQ_MASK) == c->fence_seq)) {
+            c->fence_done = 1;   /* flushed or done: nothing of this QP comes after it */
+            ++w->super.reap_ready;
         }
         if (wc[i].status != IBV_WC_SUCCESS) {
             if (!c->failed) {
@@ -916,9 +935,14 @@ static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer
     size_t ring         = rdmach_rc_ring_bytes(&wire->geom);
     struct ibv_qp_attr attr;
     rdmach_rc_conn_t *c;
+    uint32_t id;
     int ret;
 
-    if (w->next_ring >= wire->max_rings) {
+    if (w->nfree > 0) {
+        id = w->free_ids[w->nfree - 1];   /* taken back from a closed connection */
+    } else if (w->next_ring < wire->max_rings) {
+        id = w->next_ring;
+    } else {
         return -ENOSPC;
     }
     c = calloc(1, sizeof(*c));
@@ -927,7 +951,7 @@ static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer
     }
     c->w                = w;
     c->ep_ctx           = ep_ctx;
-    c->ring_id          = w->next_ring;
+    c->ring_id          = id;
     c->super.geom       = wire->geom;
     c->super.max_rings  = wire->max_rings;
     /* rx ring | shadow ctl + credit line (one ctl: the credit line is in its padding) |
@@ -974,7 +998,11 @@ static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer
 
     w->conns[c->ring_id] = c;
     /* the poller sees the ring from now on; it activates once connected */
-    __atomic_store_n(&w->next_ring, c->ring_id + 1, __ATOMIC_RELEASE);
+    if (c->ring_id == w->next_ring) {
+        __atomic_store_n(&w->next_ring, c->ring_id + 1, __ATOMIC_RELEASE);
+    } else {
+        --w->nfree;
+    }
     *peer_p = &c->super;
     return 0;
 
@@ -1097,15 +1125,24 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     return 0;
 }
 
+static uint64_t rdmach_rc_post_empty(rdmach_rc_conn_t *c);
+
 static void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
 {
     rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
     struct ibv_qp_attr attr;
 
-    (void)wire;
     /* the QP goes to error, its WRs flush; the block stays registered: the poller may still
-     * hold the ring, and the wire frees everything at close */
+     * hold the ring, until reap takes it back. The fence goes first: its completion, the last
+     * of this QP, says when that may be (a QP never connected has posted nothing; one whose
+     * send queue is full keeps its ring) */
     c->closed = 1;
+    if (!c->connected) {
+        c->fence_done = 1;
+        ++wire->reap_ready;
+    } else {
+        c->fence_seq = rdmach_rc_post_empty(c);
+    }
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_ERR;
     ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);
@@ -1482,6 +1519,47 @@ static int rdmach_rc_flush(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, void *
     return busy ? RDMACH_WIRE_INPROGRESS : 0;
 }
 
+/* Takes back the rings of closed connections whose QP is quiet (the fence completed). */
+static unsigned rdmach_rc_reap(rdmach_wire_t *wire, int procs,
+                               void (*drain)(void *arg, uint32_t ring_id), void *arg)
+{
+    rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
+    rdmach_rc_conn_t *c;
+    unsigned n = 0;
+    uint32_t i, k;
+
+    (void)procs;   /* a connection's end is our own ep_close, or its QP's failure */
+    rdmach_rc_poll(w, 0);   /* the fences' completions; delivered by the next progress */
+    w->super.reap_ready = 0;
+    for (i = 0; i < w->next_ring; ++i) {
+        c = w->conns[i];
+        if ((c == NULL) || !c->closed || !c->fence_done) {
+            continue;
+        }
+        if (w->srq != NULL) {
+            /* records of its QP whose completions are still queued are counted in while the
+             * ring id names it (the QP number is checked), then drained with the ring */
+            while (rdmach_rc_poll_recv(w) == RC_POLL_BATCH) {
+            }
+        }
+        drain(arg, i);
+        if (c->dirty) {
+            for (k = 0; k < w->ndirty; ++k) {
+                if (w->dirty[k] == i) {
+                    w->dirty[k] = w->dirty[--w->ndirty];
+                    break;
+                }
+            }
+        }
+        w->conns[i]     = NULL;
+        w->doorbells[i] = 0;
+        rdmach_rc_conn_free(c);
+        w->free_ids[w->nfree++] = i;
+        ++n;
+    }
+    return n;
+}
+
 const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .name           = "rc",
     .query_domains  = rdmach_rc_query_domains,
@@ -1514,5 +1592,7 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .flush          = rdmach_rc_flush,
     .event_fd       = rdmach_rc_event_fd,
     .sleep          = rdmach_rc_sleep,
-    .awake          = rdmach_rc_awake
+    .awake          = rdmach_rc_awake,
+    .reap           = rdmach_rc_reap,
+    .unclaim        = NULL    /* a connection is both directions: reap takes it whole */
 };
