@@ -93,6 +93,18 @@ def close(ctx, rec, files, png=None):
     return 0 if not rec.errors else 1
 
 
+def print_checks(targets, meta, width=42):
+    """The end of an MPI suite's tables: its (name, value, op, limit, met) checks, then the
+    run's contention (load average and CPU pressure, from meta)."""
+    print("\ntargets:")
+    for name, val, op, lim, met in targets:
+        print("  %-*s %7.2f (%s %.1f)  %s" % (width, name, val, op, lim,
+                                             "met" if met else "NOT MET"))
+    print("\ncontention: load average %.2f -> %.2f on %d CPUs, CPU pressure (some) %s%% over "
+          "%.0f s" % (meta["loadavg_before"], meta["loadavg_after"], os.cpu_count(),
+                      meta["cpu_pressure_some_pct"], meta["elapsed_s"]))
+
+
 class Targets:
     """Target checks: ratio of a measured value to a baseline against a goal, printed as
     PASS/MISS and written to targets.csv. with_aim adds the 'aim' column."""

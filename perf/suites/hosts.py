@@ -36,6 +36,7 @@ from benchlib import TOP
 from benchlib.env import Ctx
 from benchlib.mpi import LAUNCH, find_pingpong, parse_csv_rows
 from benchlib.plots import pyplot, save
+from benchlib.report import print_checks
 from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
 from suites.unimem import write_csv
@@ -61,7 +62,7 @@ REF = "rdmach"
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="3 repetitions, fewer iterations")
     p.add_argument("--iters", type=int, default=None,
-                   help="round trips per run (default 20000, quick 5000)")
+                   help="round trips per run (default 20000, quick 10000)")
 
 
 def launch_cmd(ctx, cfg, impl, iters, cdir, timeout, prefix):
@@ -142,7 +143,7 @@ def run(args):
         log("bench hosts: needs root (network namespaces)")
         return 2
     reps = args.reps or (3 if args.quick else 7)
-    iters = args.iters or (5000 if args.quick else 20000)
+    iters = args.iters or (10000 if args.quick else 20000)
     ctx = Ctx(args, "hosts", only=["rdmach", "udzcopy"])
     for impl in IMPLS:
         suffix = "ompi" if impl == "openmpi" else "mpich"
@@ -240,12 +241,7 @@ def print_tables(ctx, summary, targets, reps, iters, notes):
             print("%-20s %9.3f %17s %7.2fx %15s" % (
                 cfg[0], s["median"], "[%.3f-%.3f]" % (s["min"], s["max"]), s["ratio"],
                 "[%.2f-%.2f]" % (s["rep_ratio_min"], s["rep_ratio_max"])))
-    print("\ntargets:")
-    for name, val, op, lim, met in targets:
-        print("  %-48s %6.2f (%s %.1f)  %s" % (name, val, op, lim, "met" if met else "NOT MET"))
-    print("\ncontention: load average %.2f -> %.2f on %d CPUs, CPU pressure (some) %s%% over "
-          "%.0f s" % (meta["loadavg_before"], meta["loadavg_after"], os.cpu_count(),
-                      meta["cpu_pressure_some_pct"], meta["elapsed_s"]))
+    print_checks(targets, meta, 48)
     note = notes.get(("mpich", "2 hosts"))
     print("counters (MPICH, 2 hosts, first run): %s" % (note or "-"))
     print("results: %s" % ctx.out)

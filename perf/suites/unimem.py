@@ -27,6 +27,7 @@ from benchlib import fmt_size
 from benchlib.env import STOCK, Ctx, Transport
 from benchlib.mpi import find_pingpong, mpi_cmd, parse_csv_rows
 from benchlib.plots import pyplot, save
+from benchlib.report import print_checks
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
 
@@ -186,12 +187,7 @@ def print_tables(ctx, summary, targets, reps, lat_iters, bw_iters, notes):
     for s in BW_SIZES:
         print("%-8s %10.1f %10.1f %10.1f" % ((fmt_size(s),) + tuple(
             summary[(n, "bw", s)]["bw"] for n in ("unimem", "posix,cma", "tcp"))))
-    print("\ntargets:")
-    for name, val, op, lim, met in targets:
-        print("  %-42s %7.2f (%s %.1f)  %s" % (name, val, op, lim, "met" if met else "NOT MET"))
-    print("\ncontention: load average %.2f -> %.2f on %d CPUs, CPU pressure (some) %s%% over "
-          "%.0f s" % (meta["loadavg_before"], meta["loadavg_after"], os.cpu_count(),
-                      meta["cpu_pressure_some_pct"], meta["elapsed_s"]))
+    print_checks(targets, meta, 42)
     print("unimem counters (one run): %s" % (notes[0] if notes else "-"))
     print("results: %s" % ctx.out)
 
