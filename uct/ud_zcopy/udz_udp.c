@@ -270,12 +270,15 @@ static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
     udz_udp_t *u = wire;
     int rc;
 
-    if ((u->idle >= UDZ_READY_IDLE_POLLS) && !u->more && !u->errq && (u->ready.fd >= 0) &&
-        !udz_udp_ready_wakeup(&u->ready)) {
-        if (u->counters != NULL) {
-            u->counters->idle_polls_free++;
+    if ((u->idle >= UDZ_READY_IDLE_POLLS) && !u->more && !u->errq && (u->ready.fd >= 0)) {
+        if (!u->ready.armed) {
+            (void)udz_udp_ready_arm(&u->ready);   /* an idle spell begins; receive once more */
+        } else if (!udz_udp_ready_wakeup(&u->ready)) {
+            if (u->counters != NULL) {
+                u->counters->idle_polls_free++;
+            }
+            return 0;
         }
-        return 0;
     }
     if (n > UDZ_UDP_BATCH) {
         n = UDZ_UDP_BATCH;

@@ -47,7 +47,8 @@ struct io_uring_cqe;
 typedef struct udz_udp_ready {
     int                  fd;        /* the ring; -1: none (every poll receives) */
     int                  sock;
-    int                  armed;     /* the poll request is in the kernel */
+    int                  armed;     /* a poll request is in the kernel (or its completion in
+                                     * the ring, not yet consumed) */
     void                 *sq_ring, *cq_ring;
     size_t               sq_ring_len, cq_ring_len, sqes_len;
     struct io_uring_sqe  *sqes;
@@ -56,10 +57,14 @@ typedef struct udz_udp_ready {
     unsigned             sq_mask, cq_mask;
 } udz_udp_ready_t;
 
-/* 0, or -errno when this kernel or process cannot have the ring (r->fd is then -1). */
+/* 0, or -errno when this kernel or process cannot have the ring (r->fd is then -1). Not
+ * armed yet. */
 int udz_udp_ready_open(udz_udp_ready_t *r, int sock);
 void udz_udp_ready_close(udz_udp_ready_t *r);
-/* 1: something may have arrived since the last call (receive now); 0: nothing has. */
+/* Submits a one-shot poll of the socket (an idle spell begins): 0 or -errno. */
+int udz_udp_ready_arm(udz_udp_ready_t *r);
+/* Armed: 1 when the request completed or is about to (consumed: armed again next spell),
+ * receive now; 0: nothing arrived. */
 int udz_udp_ready_wakeup(udz_udp_ready_t *r);
 
 /* 1 when the ring is armed and has seen no wakeup since the last udz_udp_ready_wakeup; reads

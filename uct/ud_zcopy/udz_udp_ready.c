@@ -7,27 +7,29 @@
  * the UDP socket once the job has a peer on another host, and a process's on-host latency
  * (rdmach's 0.2 us) grows by the half microsecond of the system call.
  *
- * An io_uring with one multishot poll request on the socket tells us instead, in memory we
- * share with the kernel: when a datagram (or an ICMP error) arrives, the socket's wakeup
- * queues the poll's completion as task work for us, and with IORING_SETUP_COOP_TASKRUN and
+ * An io_uring with a poll request on the socket tells us instead, in memory we share with the
+ * kernel: when a datagram (or an ICMP error) arrives, the socket's wakeup queues the poll's
+ * completion as task work for us, and with IORING_SETUP_COOP_TASKRUN and
  * IORING_SETUP_TASKRUN_FLAG the kernel says so in the submission ring's flags word instead of
  * interrupting us (an interrupt costs ~6 us per wakeup here; the flag ~0.5 us: the
- * io_uring_enter that runs the work). Some kernels post the completion directly: a new CQE
- * says the same. So an idle poll is two loads.
+ * io_uring_enter that runs the work). The work also runs at our next return from the kernel
+ * (the kernel posts the CQE then): a new CQE says the same. So an idle poll is three loads.
  *
- * The ring is a hint on top of the socket, never instead of it:
+ * The ring is a hint on top of the socket, never instead of it, and only for an idle socket:
  *  - while traffic flows (a receive found something in the last UDZ_READY_IDLE_POLLS polls)
- *    every poll is a plain receive, as without the ring, so a busy wire pays nothing extra;
- *  - after that the wire is idle, and a poll receives only when the ring saw a wakeup;
- *  - a wakeup seen is consumed before the receive, so one that comes during it is seen
- *    next time; a receive that filled its batch is followed by another without asking;
- *  - a poll request the kernel ended (CQE without IORING_CQE_F_MORE: overflow, cancel at
- *    thread exit) is re-armed, and its end counts as a wakeup.
+ *    every poll is a plain receive, as without the ring, and no poll request is in the
+ *    kernel: a datagram then costs no task work;
+ *  - once the socket is idle, one one-shot poll request is armed (one io_uring_enter per
+ *    idle spell) and a receive follows it, for whatever came before; from then on a poll
+ *    receives only when the ring saw the request complete (or the kernel about to complete it);
+ *  - the completion is consumed before the receive, so the socket is busy again and the next
+ *    idle spell arms a new request; a receive that filled its batch is followed by another
+ *    without asking.
  * Kernels without these flags (before 5.19), or where io_uring is disabled or forbidden
  * (seccomp, kernel.io_uring_disabled), get no ring, and every poll is a receive as before.
  *
- * A wakeup is queued as task work of the thread that armed the poll. Another thread that
- * polls sees the flag stay set until that thread enters the kernel, and so receives on every
+ * The completion is task work of the thread that armed the request. Another thread that polls
+ * sees the flag stay set until that thread returns from the kernel, and so receives on every
  * poll in the meantime: never wrong, only as costly as without the ring.
  */
 #include "udz_udp.h"
@@ -52,8 +54,8 @@ static unsigned load_acquire(const unsigned *p)
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
-/* Queues and submits the multishot poll on the socket. */
-static int ready_arm(udz_udp_ready_t *r)
+/* Queues and submits a one-shot poll of the socket. */
+int udz_udp_ready_arm(udz_udp_ready_t *r)
 {
     unsigned tail = *r->sq_tail, idx = tail & r->sq_mask;
     struct io_uring_sqe *sqe = &r->sqes[idx];
@@ -62,7 +64,7 @@ static int ready_arm(udz_udp_ready_t *r)
     sqe->opcode        = IORING_OP_POLL_ADD;
     sqe->fd            = r->sock;
     sqe->poll32_events = POLLIN | POLLERR;
-    sqe->len           = IORING_POLL_ADD_MULTI;
+    sqe->len           = 0;   /* one shot: none of its task work while traffic flows */
     r->sq_array[idx]   = idx;
     __atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
     if (ring_enter(r->fd, 1, 0) != 1) {
@@ -145,12 +147,7 @@ int udz_udp_ready_open(udz_udp_ready_t *r, int sock)
     r->cq_tail  = (unsigned*)((char*)r->cq_ring + p.cq_off.tail);
     r->cq_mask  = *(unsigned*)((char*)r->cq_ring + p.cq_off.ring_mask);
     r->cqes     = (struct io_uring_cqe*)((char*)r->cq_ring + p.cq_off.cqes);
-    rc = ready_arm(r);
-    if (rc != 0) {
-        udz_udp_ready_close(r);
-        return rc;
-    }
-    return 0;
+    return 0;   /* armed when the socket goes idle */
 
 err:
     rc = -errno;
@@ -162,10 +159,6 @@ int udz_udp_ready_wakeup(udz_udp_ready_t *r)
 {
     unsigned flags, head, tail;
 
-    if (!r->armed) {
-        (void)ready_arm(r);   /* failed before: the socket is polled until it takes */
-        return 1;
-    }
     flags = load_acquire(r->sq_flags);
     if (flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) {
         /* run the task work (it posts the CQE), flush an overflow */
@@ -176,14 +169,9 @@ int udz_udp_ready_wakeup(udz_udp_ready_t *r)
     if ((head == tail) && !(flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
         return 0;
     }
-    for (; head != tail; ++head) {
-        if (!(r->cqes[head & r->cq_mask].flags & IORING_CQE_F_MORE)) {
-            r->armed = 0;   /* the kernel ended the request */
-        }
-    }
-    __atomic_store_n(r->cq_head, tail, __ATOMIC_RELEASE);
-    if (!r->armed) {
-        (void)ready_arm(r);   /* whatever came before it is received now */
+    if (head != tail) {
+        r->armed = 0;   /* the one-shot request completed: the next idle spell arms anew */
+        __atomic_store_n(r->cq_head, tail, __ATOMIC_RELEASE);
     }
     return 1;
 }
