@@ -4,12 +4,17 @@
  * cycle and exchange the ep addresses, as UCP's wireup would; to an iface, the initiator
  * connects again each cycle. Every cycle's message carries its cycle number, checked at the
  * target. With UCX_RDMACH_MAX_PEERS=8 (the verbs tier) an RC iface runs out of rings after 8
- * connections unless the rings of destroyed ones come back (rdmach_rc_reap).
+ * connections unless the rings of destroyed ones come back (rdmach_rc_reap). Open descriptors
+ * and resident memory must stay flat from the first quarter of the cycles on (an RC
+ * connection's QP and block of two rings, 1 MiB with the default ring, must go with it).
  */
 #include "cases.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHURN_AM_ID  9
 #define CHURN_CYCLES 40
@@ -34,6 +39,38 @@ static ucs_status_t churn_am(void *arg, void *data, size_t length, unsigned flag
         ++rx->want;
     }
     return UCS_OK;
+}
+
+#define CHURN_RSS_SLACK (4u << 20)   /* bytes RSS may grow after the first quarter */
+
+static long churn_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    long n = 0;
+
+    if (d == NULL) {
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        n += (e->d_name[0] != '.');
+    }
+    closedir(d);
+    return n - 1;   /* the directory's own descriptor */
+}
+
+static long churn_rss(void)
+{
+    long pages = -1, rss = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if ((f == NULL) || (fscanf(f, "%ld %ld", &pages, &rss) != 2)) {
+        rss = -1;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return (rss < 0) ? -1 : rss * sysconf(_SC_PAGESIZE);
 }
 
 /* An ep to the peer for this cycle: ep to ep (addresses exchanged now), or to its iface. */
@@ -74,6 +111,7 @@ int case_ep_churn(ut_t *t)
     churn_rx_t rx   = {0, 0, 0};
     uct_ep_h ep     = NULL;
     ucs_status_t status;
+    long fds0 = -1, rss0 = -1, fds, rss;
     double until;
     int ok = 1;
 
@@ -119,10 +157,24 @@ int case_ep_churn(ut_t *t)
         for (until = pair_now() + 0.002; pair_now() < until;) {
             ut_progress(t);
         }
+        if (c + 1 == cycles / 4) {
+            fds0 = churn_fds();
+            rss0 = churn_rss();
+        }
+    }
+    fds = churn_fds();
+    rss = churn_rss();
+    if (ok && (fds0 >= 0) && (rss0 >= 0) &&
+        ((fds != fds0) || (rss > rss0 + (long)CHURN_RSS_SLACK))) {
+        pair_log(t->pair, "after %zu connections: %ld descriptors (%ld at a quarter), RSS %ld "
+                 "KiB (%ld KiB at a quarter)", cycles, fds, fds0, rss >> 10, rss0 >> 10);
+        ok = 0;
     }
     uct_iface_set_am_handler(t->iface, CHURN_AM_ID, NULL, NULL, 0);
     if (ok && (t->pair->role == PAIR_TARGET) && ut_ep_to_ep(t)) {
-        pair_log(t->pair, "%zu connections made and closed, every message in order", cycles);
+        pair_log(t->pair, "%zu connections made and closed, every message in order; %ld "
+                 "descriptors and RSS %ld KiB from a quarter on (then %ld KiB)", cycles, fds,
+                 rss >> 10, rss0 >> 10);
     }
     return ok ? PAIR_PASS : PAIR_FAIL;
 }

@@ -4,8 +4,14 @@
  * what peers may touch. The packed rkey names a registration slot and its random key; the owner
  * checks slot, key and bounds on every access (udz_md_resolve), the software analogue of an
  * InfiniBand rkey check. Nothing is pinned.
+ *
+ * The table is the process's, and workers of several threads register into it at once (UCX's
+ * uct perf test does, a sender and a receiver thread): every access holds its lock, as a
+ * registration that grows the table moves it.
  */
 #include "udz_uct.h"
+
+#include <pthread.h>
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -20,6 +26,7 @@ typedef struct uct_udz_region {
 /* One table per process: the md is a singleton, and every iface resolves against it. */
 static uct_udz_region_t *uct_udz_regions;
 static uint32_t uct_udz_nregions, uct_udz_free_head = UINT32_MAX;
+static pthread_mutex_t uct_udz_regions_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The process-wide counters block lives with the md, the transport's root object: iface, ep
  * and module all count into it, and none of them depends on another for it. */
@@ -46,6 +53,7 @@ static ucs_status_t uct_udz_mem_reg(uct_md_h md, void *address, size_t length,
     uct_udz_region_t *r;
     uint32_t id;
 
+    pthread_mutex_lock(&uct_udz_regions_lock);
     if (uct_udz_free_head != UINT32_MAX) {
         id = uct_udz_free_head;
         uct_udz_free_head = uct_udz_regions[id].next_free;
@@ -54,6 +62,7 @@ static ucs_status_t uct_udz_mem_reg(uct_md_h md, void *address, size_t length,
         uct_udz_region_t *t = ucs_realloc(uct_udz_regions, n * sizeof(*t), "udz_regions");
         uint32_t i;
         if (t == NULL) {
+            pthread_mutex_unlock(&uct_udz_regions_lock);
             return UCS_ERR_NO_MEMORY;
         }
         uct_udz_regions = t;
@@ -70,6 +79,7 @@ static ucs_status_t uct_udz_mem_reg(uct_md_h md, void *address, size_t length,
     r->length  = length;
     r->key     = uct_udz_random64();
     *memh_p    = (uct_mem_h)(uintptr_t)(id + 1);
+    pthread_mutex_unlock(&uct_udz_regions_lock);
     return UCS_OK;
 }
 
@@ -77,25 +87,29 @@ static ucs_status_t uct_udz_mem_dereg(uct_md_h md, uct_mem_h memh)
 {
     uint32_t id = (uint32_t)((uintptr_t)memh - 1);
 
+    pthread_mutex_lock(&uct_udz_regions_lock);
     if ((id >= uct_udz_nregions) || (uct_udz_regions[id].key == 0)) {
+        pthread_mutex_unlock(&uct_udz_regions_lock);
         return UCS_ERR_INVALID_PARAM;
     }
     uct_udz_regions[id].key       = 0;     /* a get or put still in flight is refused now */
     uct_udz_regions[id].next_free = uct_udz_free_head;
     uct_udz_free_head = id;
+    pthread_mutex_unlock(&uct_udz_regions_lock);
     return UCS_OK;
 }
 
 static void uct_udz_rkey_pack(uct_md_h md, uct_mem_h memh, void *rkey_buffer)
 {
     uint32_t id = (uint32_t)((uintptr_t)memh - 1);
-    uct_udz_rkey_t rkey = {
-        .magic   = UCT_UDZ_RKEY_MAGIC,
-        .id      = id,
-        .key     = uct_udz_regions[id].key,
-        .address = uct_udz_regions[id].address
-    };
+    uct_udz_rkey_t rkey;
 
+    pthread_mutex_lock(&uct_udz_regions_lock);
+    rkey.magic   = UCT_UDZ_RKEY_MAGIC;
+    rkey.id      = id;
+    rkey.key     = uct_udz_regions[id].key;
+    rkey.address = uct_udz_regions[id].address;
+    pthread_mutex_unlock(&uct_udz_regions_lock);
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
 }
 
@@ -103,18 +117,19 @@ void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey_bytes)
 {
     uct_udz_rkey_t rkey;
     const uct_udz_region_t *r;
+    int ok;
 
     UCS_STATIC_ASSERT(sizeof(rkey) == UDZ_RKEY_LEN);
     memcpy(&rkey, rkey_bytes, sizeof(rkey));
-    if ((rkey.magic != UCT_UDZ_RKEY_MAGIC) || (rkey.id >= uct_udz_nregions)) {
+    if (rkey.magic != UCT_UDZ_RKEY_MAGIC) {
         return NULL;
     }
-    r = &uct_udz_regions[rkey.id];
-    if ((r->key == 0) || (r->key != rkey.key) || (addr < r->address) ||
-        (len > r->length) || (addr - r->address > r->length - len)) {
-        return NULL;
-    }
-    return (void*)(uintptr_t)addr;
+    pthread_mutex_lock(&uct_udz_regions_lock);
+    r  = &uct_udz_regions[rkey.id];
+    ok = (rkey.id < uct_udz_nregions) && (r->key != 0) && (r->key == rkey.key) &&
+         (addr >= r->address) && (len <= r->length) && (addr - r->address <= r->length - len);
+    pthread_mutex_unlock(&uct_udz_regions_lock);
+    return ok ? (void*)(uintptr_t)addr : NULL;
 }
 
 static int uct_udz_rkey_valid(const void *buffer)
