@@ -16,6 +16,7 @@
  * makes that necessary). Prints PASS/FAIL lines and "N passed, M failed".
  */
 #include "ucp_node.h"
+#include "pair.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -54,40 +55,6 @@ static int check(const uint8_t *d, uint32_t client, uint32_t seq)
 
     fill(want, client, seq);
     return memcmp(d, want, MSG_DATA) == 0;
-}
-
-static long count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    long n = 0;
-
-    if (d == NULL) {
-        return -1;
-    }
-    while ((e = readdir(d)) != NULL) {
-        n += (e->d_name[0] != '.');
-    }
-    closedir(d);
-    return n - 1;   /* the directory's own */
-}
-
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-
-    if (f == NULL) {
-        return -1;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "VmRSS: %ld", &kb) == 1) {
-            break;
-        }
-    }
-    fclose(f);
-    return kb;
 }
 
 typedef struct {
@@ -220,8 +187,8 @@ static int run_client(const char *addr_file, uint32_t id, unsigned cycles, int w
     }
     for (unsigned c = 0; c < cycles; ++c) {
         if (c == cycles / 10) {
-            fds0 = count_fds();
-            rss0 = rss_kb();
+            fds0 = pair_fds();
+            rss0 = pair_rss_kb();
         }
         msg.client     = id;
         msg.seq        = c;
@@ -248,7 +215,7 @@ static int run_client(const char *addr_file, uint32_t id, unsigned cycles, int w
         }
     }
     if (cycles >= 1000) {
-        long fds = count_fds(), rss = rss_kb();
+        long fds = pair_fds(), rss = pair_rss_kb();
         printf("client %u: %u cycles; fds %ld -> %ld, RSS %ld -> %ld KiB\n", id, cycles, fds0,
                fds, rss0, rss);
         if ((fds != fds0) || (rss - rss0 > 4096)) {
@@ -382,16 +349,16 @@ int main(int argc, char **argv)
             pid_t child = spawn_client(self, addr_file, k, client_cycles, 1);
             ok = (child > 0) && (serve(&n, child, k, client_cycles) == 0);
             if (k == 5) {
-                fds_warm = count_fds();
-                rss_warm = rss_kb();
+                fds_warm = pair_fds();
+                rss_warm = pair_rss_kb();
             }
         }
         /* the last client's rings are taken back within PEER_CHECK_INTERVAL */
         for (int i = 0; i < 300000; ++i) {
             ucp_worker_progress(n.worker);
         }
-        fds = count_fds();
-        rss = rss_kb();
+        fds = pair_fds();
+        rss = pair_rss_kb();
         result(ok, "many_clients", "%u clients in turn, %u messages and replies each, "
                "data checked", clients, client_cycles);
         result((clients < 5) || ((fds <= fds_warm) && (rss - rss_warm < 4096)), "server_flat",

@@ -10,11 +10,8 @@
  */
 #include "cases.h"
 
-#include <dirent.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define CHURN_AM_ID  9
 #define CHURN_CYCLES 40
@@ -41,37 +38,7 @@ static ucs_status_t churn_am(void *arg, void *data, size_t length, unsigned flag
     return UCS_OK;
 }
 
-#define CHURN_RSS_SLACK (4u << 20)   /* bytes RSS may grow after the first quarter */
-
-static long churn_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    long n = 0;
-
-    if (d == NULL) {
-        return -1;
-    }
-    while ((e = readdir(d)) != NULL) {
-        n += (e->d_name[0] != '.');
-    }
-    closedir(d);
-    return n - 1;   /* the directory's own descriptor */
-}
-
-static long churn_rss(void)
-{
-    long pages = -1, rss = -1;
-    FILE *f = fopen("/proc/self/statm", "r");
-
-    if ((f == NULL) || (fscanf(f, "%ld %ld", &pages, &rss) != 2)) {
-        rss = -1;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return (rss < 0) ? -1 : rss * sysconf(_SC_PAGESIZE);
-}
+#define CHURN_RSS_SLACK_KB 4096   /* RSS may grow this much after the first quarter */
 
 /* An ep to the peer for this cycle: ep to ep (addresses exchanged now), or to its iface. */
 static int churn_connect(ut_t *t, uct_ep_h *ep_p)
@@ -158,23 +125,23 @@ int case_ep_churn(ut_t *t)
             ut_progress(t);
         }
         if (c + 1 == cycles / 4) {
-            fds0 = churn_fds();
-            rss0 = churn_rss();
+            fds0 = pair_fds();
+            rss0 = pair_rss_kb();
         }
     }
-    fds = churn_fds();
-    rss = churn_rss();
+    fds = pair_fds();
+    rss = pair_rss_kb();
     if (ok && (fds0 >= 0) && (rss0 >= 0) &&
-        ((fds != fds0) || (rss > rss0 + (long)CHURN_RSS_SLACK))) {
+        ((fds != fds0) || (rss > rss0 + CHURN_RSS_SLACK_KB))) {
         pair_log(t->pair, "after %zu connections: %ld descriptors (%ld at a quarter), RSS %ld "
-                 "KiB (%ld KiB at a quarter)", cycles, fds, fds0, rss >> 10, rss0 >> 10);
+                 "KiB (%ld KiB at a quarter)", cycles, fds, fds0, rss, rss0);
         ok = 0;
     }
     uct_iface_set_am_handler(t->iface, CHURN_AM_ID, NULL, NULL, 0);
     if (ok && (t->pair->role == PAIR_TARGET) && ut_ep_to_ep(t)) {
         pair_log(t->pair, "%zu connections made and closed, every message in order; %ld "
                  "descriptors and RSS %ld KiB from a quarter on (then %ld KiB)", cycles, fds,
-                 rss >> 10, rss0 >> 10);
+                 rss, rss0);
     }
     return ok ? PAIR_PASS : PAIR_FAIL;
 }

@@ -2,6 +2,7 @@
 
 #include <ucp_ext.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,6 +28,40 @@ double pair_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+long pair_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    long n = 0;
+
+    if (d == NULL) {
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        n += (e->d_name[0] != '.');
+    }
+    closedir(d);
+    return n - 1;   /* the directory's own */
+}
+
+long pair_rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
 }
 
 void pair_log(const pair_t *pair, const char *fmt, ...)

@@ -62,6 +62,11 @@ void pair_list_cases(const pair_case_t *cases, int count);
 /* Monotonic seconds. */
 double pair_now(void);
 
+/* This process's open descriptors and resident memory (VmRSS, KiB); -1 when unknown. For
+ * the churn tests, whose resources must stay flat. */
+long pair_fds(void);
+long pair_rss_kb(void);
+
 /* "    [case initiator] ..." on stderr: every diagnostic names its case and side. */
 void pair_log(const pair_t *pair, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
