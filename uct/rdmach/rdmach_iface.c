@@ -310,9 +310,8 @@ static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *if
         uct_rdmach_iface_awake(iface);
     }
 
-    if (ucs_unlikely((++iface->reap_calls >= RDMACH_REAP_CALLS) ||
-                     (iface->wire->reap_ready != 0))) {
-        uct_rdmach_iface_reap(iface, iface->wire->reap_ready != 0);
+    if (ucs_unlikely(++iface->reap_calls >= RDMACH_REAP_CALLS)) {
+        uct_rdmach_iface_reap(iface, 0);
     }
 
     /* the poller clamps the claim counter, which senders write, to max_rings */
@@ -336,6 +335,11 @@ static unsigned uct_rdmach_iface_progress_wire(uct_iface_h tl_iface)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
     unsigned count            = iface->wire->ops->progress(iface->wire);
+
+    /* rings of closed connections whose QPs are quiet come back now (RC), not on shm's path */
+    if (ucs_unlikely(iface->wire->reap_ready != 0)) {
+        uct_rdmach_iface_reap(iface, 1);
+    }
 
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->amo_stalled))) {
         count += uct_rdmach_amo_progress(iface);
