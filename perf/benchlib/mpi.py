@@ -87,12 +87,23 @@ def mpi_run(ctx, t, prog_args, first_col, timeout, impl="mpich"):
     return rows
 
 
-def find_rotbuf(ctx):
-    mpicc = shutil.which("mpicc.mpich")
-    src = os.path.join(PERF_DIR, "mpi_rotbuf.c")
-    return find_program("mpi_rotbuf.mpich", src,
-                        [os.path.join(ctx.build, "perf"), perf_build_dir()],
+MPICC = {"mpich": "mpicc.mpich", "openmpi": "mpicc.openmpi"}   # by full name (see launch)
+SUFFIX = {"mpich": "mpich", "openmpi": "ompi"}                  # as perf/meson.build names them
+
+
+def find_perf_mpi(build, name, impl="mpich"):
+    """perf/<name>.c for impl's MPI: <build>/perf/<name>.<suffix> (perf/meson.build's) when it
+    is newer than its source, else compiled with that MPI's mpicc into $UCX_EXT_PERF_BUILD;
+    None when neither works."""
+    mpicc = shutil.which(MPICC[impl])
+    src = os.path.join(PERF_DIR, name + ".c")
+    return find_program("%s.%s" % (name, SUFFIX[impl]), src,
+                        [os.path.join(build, "perf"), perf_build_dir()],
                         lambda out: mpicc and [mpicc, "-O2", "-o", out, src])
+
+
+def find_rotbuf(ctx):
+    return find_perf_mpi(ctx.build, "mpi_rotbuf")
 
 
 def find_pingpong(ctx):

@@ -414,3 +414,17 @@ TEST(RdmachWireShm, ASenderGivesUpItsRingInAReceiverThatClosedAndGetsItsCreditLi
     }
     EXPECT_EQ(1u, tx_side.w->next_credit) << "20 receivers one after another: one credit line";
 }
+
+// The resource model (perf/resource_model) sizes the shared-memory wire with the functions
+// the segment's layout uses: they must agree with a live wire's segment, which is what its
+// memfd holds.
+TEST(RdmachWireShm, SizingMatchesTheLiveSegment)
+{
+    for (uint32_t rings : {1u, 4u, 64u}) {
+        Wire a(rings);
+        EXPECT_EQ(rdmach_shm_segment_bytes(&a.params.geom, rings), a.w->size) << rings;
+        EXPECT_GE(rdmach_shm_ring_stride(&a.params.geom),
+                  sizeof(rdmach_ring_ctl_t) + rdmach_geom_ring_bytes(&a.params.geom));
+        EXPECT_GT(a.w->size, rings * rdmach_shm_ring_stride(&a.params.geom));
+    }
+}

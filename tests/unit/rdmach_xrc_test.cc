@@ -402,6 +402,19 @@ TEST_F(Xrc, ManyHostsRandomOrder)
         tgts += f.live(true, h);
     }
     EXPECT_EQ((size_t)(N * P * (N - 1)), tgts) << "a TGT per INI, summed over hosts";
+    /* the resource model's steady state is this one */
+    rdmach_xrc_model_t m;
+    rdmach_xrc_model(P, N, &m);
+    for (auto &p : procs) {
+        EXPECT_EQ(m.ini_per_proc, count(*p).ini);
+    }
+    EXPECT_EQ(m.tgt_per_node * N, (uint64_t)tgts);
+    uint64_t setups = 0;
+    for (auto &p : procs) {
+        setups += p->x.stats.host_connects;   /* INIs connected */
+    }
+    setups += tgts;                           /* and the TGTs they reach */
+    EXPECT_EQ(m.setups_per_proc * N * P, setups);
 }
 
 /* A TGT lives while a process it serves lives: the one that created it may leave first. */

@@ -481,8 +481,13 @@ TEST(UdzAm, ManyPeersToOne)
     EXPECT_EQ((uint64_t)npeers, hub->cnt.peers);
     EXPECT_EQ(60u * npeers, hub->cnt.rx_am);
     EXPECT_TRUE(hub->failed.empty());
-    /* the hub's peer state: a few hundred bytes per peer (peers + hash slots) */
+    /* the hub's peer state: a few hundred bytes per peer (peers + hash slots), exactly what
+     * the resource model's sizing functions say (perf/resource_model) */
     EXPECT_LT(hub->cnt.peer_state_bytes, (uint64_t)npeers * 400);
+    EXPECT_EQ(hub->cnt.peer_state_bytes,   /* counted from after the core's creation (the
+                                            * harness zeroes it): the table's growth only */
+              npeers * udz_peer_state_bytes() + udz_peer_table_bytes(npeers) -
+                  udz_peer_table_bytes(0));
 }
 
 /* ---- zero copy: send side (by reference) and put ---- */

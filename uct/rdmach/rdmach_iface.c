@@ -97,6 +97,16 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "doorbell WRITE when the receiver asks for it. Senders follow each receiver's choice.",
      ucs_offsetof(uct_rdmach_iface_config_t, rc_srq), UCS_CONFIG_TYPE_BOOL},
 
+    {"XRC", "n",
+     "On a verbs port: XRC connections (MVAPICH with XRC): one QP per remote host reaches\n"
+     "every process there through its XRC SRQ, instead of one RC QP per remote process;\n"
+     "the rings are unchanged. y: required (the iface open fails, naming the device and the\n"
+     "reason, where the device has no XRC, e.g. Soft-RoCE); auto: XRC where the device has\n"
+     "it, else RC after one info line; n: RC. Every process of a job must use the same mode.\n"
+     "The default stays n until the XRC path has run on an XRC-capable HCA (mlx4, mlx5):\n"
+     "the project's tests run on Soft-RoCE, which has none.",
+     ucs_offsetof(uct_rdmach_iface_config_t, xrc), UCS_CONFIG_TYPE_TERNARY_AUTO},
+
     {NULL}
 };
 
@@ -377,13 +387,16 @@ static void uct_rdmach_wire_log(int error, const char *fmt, ...)
     char msg[256];
     va_list ap;
 
-    if (!error && !ucs_log_is_enabled(UCS_LOG_LEVEL_DIAG)) {
+    if (!ucs_log_is_enabled((error == RDMACH_WIRE_LOG_INFO) ? UCS_LOG_LEVEL_INFO :
+                            error ? UCS_LOG_LEVEL_ERROR : UCS_LOG_LEVEL_DIAG)) {
         return;
     }
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (error) {
+    if (error == RDMACH_WIRE_LOG_INFO) {
+        ucs_info("%s", msg);
+    } else if (error) {
         ucs_error("%s", msg);
     } else {
         ucs_diag("%s", msg);
@@ -494,6 +507,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     wire_params.net_timeout     = config->rc_timeout;
     wire_params.net_retry_count = config->rc_retry_count;
     wire_params.net_srq         = config->rc_srq;
+    wire_params.net_xrc         = (config->xrc == UCS_YES) ? RDMACH_WIRE_XRC_YES :
+                                  (config->xrc == UCS_NO)  ? RDMACH_WIRE_XRC_NO :
+                                                             RDMACH_WIRE_XRC_AUTO;
     ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {
         status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);

@@ -34,6 +34,33 @@ static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
     hdr->size          = hdr->rings_off + (size_t)hdr->max_rings * hdr->ring_stride;
 }
 
+static void rdmach_shm_geom_layout(rdmach_shm_hdr_t *hdr, const rdmach_geom_t *geom,
+                                   uint32_t max_rings)
+{
+    memset(hdr, 0, sizeof(*hdr));
+    hdr->slot_size = geom->slot_size;
+    hdr->nslots    = geom->nslots;
+    hdr->max_span  = geom->max_span;
+    hdr->max_rings = max_rings;
+    rdmach_shm_layout(hdr);
+}
+
+size_t rdmach_shm_segment_bytes(const rdmach_geom_t *geom, uint32_t max_rings)
+{
+    rdmach_shm_hdr_t tmp;
+
+    rdmach_shm_geom_layout(&tmp, geom, max_rings);
+    return tmp.size;
+}
+
+size_t rdmach_shm_ring_stride(const rdmach_geom_t *geom)
+{
+    rdmach_shm_hdr_t tmp;
+
+    rdmach_shm_geom_layout(&tmp, geom, 1);
+    return tmp.ring_stride;
+}
+
 /* Takes the private copy of a (validated) layout. */
 static void rdmach_shm_seg_init(rdmach_shm_seg_t *seg, void *base, size_t size, int fd,
                                 const rdmach_shm_hdr_t *layout)
@@ -60,15 +87,11 @@ static void rdmach_shm_seg_init(rdmach_shm_seg_t *seg, void *base, size_t size, 
 int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
                       uint64_t seg_id)
 {
-    rdmach_shm_hdr_t tmp = {0};
+    rdmach_shm_hdr_t tmp;
     void *base;
     int fd, err;
 
-    tmp.slot_size = geom->slot_size;
-    tmp.nslots    = geom->nslots;
-    tmp.max_span  = geom->max_span;
-    tmp.max_rings = max_rings;
-    rdmach_shm_layout(&tmp);
+    rdmach_shm_geom_layout(&tmp, geom, max_rings);
 
     err = ucx_ext_seg_create("rdmach", tmp.size, &fd, &base);
     if (err != 0) {

@@ -72,6 +72,11 @@ typedef struct rdmach_shm_seg {
     int              no_barrier;  /* peer: its hdr->no_barrier, read at attach */
 } rdmach_shm_seg_t;
 
+/* Bytes of a segment for max_rings rings of geom, and of one ring in it (its stride): the
+ * layout rdmach_shm_create allocates, for the resource model (perf/resource_model). */
+size_t rdmach_shm_segment_bytes(const rdmach_geom_t *geom, uint32_t max_rings);
+size_t rdmach_shm_ring_stride(const rdmach_geom_t *geom);
+
 /* Creates this process's segment. Returns 0 or -errno. */
 int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
                       uint64_t seg_id);

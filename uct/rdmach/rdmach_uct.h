@@ -102,6 +102,7 @@ typedef struct uct_rdmach_iface_config {
     double                rc_timeout;
     unsigned              rc_retry_count;
     int                   rc_srq;
+    int                   xrc;           /* UCS_YES / UCS_NO / UCS_AUTO (or UCS_TRY) */
 } uct_rdmach_iface_config_t;
 
 typedef struct uct_rdmach_iface {
@@ -155,6 +156,8 @@ static inline ucs_status_t uct_rdmach_wire_status(int err, ucs_status_t fallback
         return UCS_ERR_EXCEEDS_LIMIT;
     case ENODEV:
         return UCS_ERR_NO_DEVICE;
+    case EOPNOTSUPP:
+        return UCS_ERR_UNSUPPORTED;
     default:
         return fallback;
     }

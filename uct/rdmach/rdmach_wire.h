@@ -65,13 +65,16 @@ typedef struct rdmach_wire_dev {
 } rdmach_wire_dev_t;
 
 /* What a network wire did, so that a test can tell it carried the traffic (shm: all 0). */
+/* reg_peak: the most bytes the wire held registered at once for its rings, doorbells and
+ * bounce buffers (the resource model's figure, checked against a live iface). */
 typedef struct rdmach_wire_stats {
-    uint64_t posts, rdma_reads, completions, failures, atomics;
+    uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
 } rdmach_wire_stats_t;
 
 /* Their names in the transport's counters file, in field order. */
 #define RDMACH_WIRE_COUNTERS(_) \
-    _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics)
+    _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
+    _(wire_reg_peak)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {
@@ -83,7 +86,8 @@ typedef struct rdmach_wire_params {
     uint64_t          uuid;         /* random identity of this iface */
     rdmach_rx_stats_t *stats;       /* invalid peer descriptions count as corrupt */
     rdmach_wire_stats_t *wire_stats;
-    /* Messages (error != 0: an error, else a diagnostic); NULL: silent */
+    /* Messages (error: 1 an error, RDMACH_WIRE_LOG_INFO a line users see at UCX_LOG_LEVEL=info,
+     * 0 a diagnostic); NULL: silent */
     void              (*log)(int error, const char *fmt, ...)
                           __attribute__((format(printf, 2, 3)));
     /* An operation that answered RDMACH_WIRE_INPROGRESS is done (err: 0 or -errno); called from
@@ -99,7 +103,15 @@ typedef struct rdmach_wire_params {
     int               net_srq;          /* RC: records into our rings as WRITEs with
                                          * immediate, counted in by a shared receive
                                          * queue's completions, where the device has one */
+    int               net_xrc;          /* RC: RDMACH_WIRE_XRC_*: QPs per remote host
+                                         * (MVAPICH with XRC), rdmach_xrc.h */
 } rdmach_wire_params_t;
+
+/* params.net_xrc (UCX_RDMACH_XRC): plain RC; XRC or fail the iface open; XRC where the device
+ * has it, else RC after one info line. */
+enum { RDMACH_WIRE_XRC_NO = 0, RDMACH_WIRE_XRC_YES = 1, RDMACH_WIRE_XRC_AUTO = 2 };
+
+#define RDMACH_WIRE_LOG_INFO 2
 
 /* A message through params.log (error != 0: an error, else a diagnostic); _wire is the
  * rdmach_wire_t. */
@@ -335,6 +347,18 @@ struct rdmach_wire_ops {
     int      (*sleep)(rdmach_wire_t *wire);
     void     (*awake)(rdmach_wire_t *wire);
 };
+
+/* What the RC wire allocates, from the functions its allocations use (the resource model,
+ * perf/resource_model, calls them too): per iface, per connection, per QP. */
+typedef struct rdmach_wire_rc_sizing {
+    size_t   iface_reg_bytes;    /* registered per iface: doorbells, bounce buffers, results */
+    size_t   conn_reg_bytes;     /* registered per connection: rx ring, shadow, credit line */
+    size_t   conn_state_bytes;   /* host memory per connection: its bookkeeping */
+    uint32_t conn_sq_depth;      /* WRs of a connection's RC QP */
+    uint32_t xrc_sq_depth;       /* WRs of an XRC host connection's INI QP */
+} rdmach_wire_rc_sizing_t;
+void rdmach_wire_rc_sizing(const rdmach_geom_t *geom, uint32_t max_rings, uint32_t max_qp_wr,
+                           rdmach_wire_rc_sizing_t *sizing);
 
 /* The shared-memory wire (rdmach_wire_shm.c) and the InfiniBand RC verbs wire
  * (rdmach_wire_rc.c). */

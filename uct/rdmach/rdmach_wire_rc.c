@@ -35,9 +35,8 @@
  * the old peer cannot land in it: its QP is destroyed and its rkey deregistered, the new
  * connection has a new QP, block and rkey.
  */
-#include "rdmach_wire.h"
+#include "rdmach_rc_int.h"
 
-#include <infiniband/verbs.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,145 +45,86 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RC_SQ_EXTRA      320u   /* WRs beyond 3 per ring slot (a record takes at most 3) */
-#define RC_SIGNAL_EVERY  32u    /* unsignalled WRs between two signalled ones */
-#define RC_OPS_MAX       256u   /* signalled operations (RMA, flush) in flight per QP */
-#define RC_CQ_SIZE       4096   /* shared by the QPs of an iface */
-#define RC_SRQ_DEPTH     2048   /* receive WQEs that records with immediate consume */
-#define RC_POLL_BATCH    16
-#define RC_RNR_RETRY     7
-#define RC_SEQ_BITS      40
-#define RC_SEQ_MASK      ((1ull << RC_SEQ_BITS) - 1)
-#define RC_MAX_RD_ATOMIC 16
-#define RC_BOUNCES       16     /* bcopy reads and writes in flight per iface */
-#define RC_AMO_SLOTS     64     /* device atomics in flight per iface (their old values) */
-
 /* the glue's counters, or a sink when it keeps none */
 static rdmach_wire_stats_t rdmach_rc_stats_sink;
 #define STATS(_w, _f) \
     (((_w)->super.params.wire_stats != NULL) ? (_w)->super.params.wire_stats : \
                                                &rdmach_rc_stats_sink)->_f
 
-#define RC_MIN(_a, _b) (((_a) < (_b)) ? (_a) : (_b))
-
-#define RC_LOG(_w, _error, ...) RDMACH_WIRE_LOG(&(_w)->super, _error, __VA_ARGS__)
-
-struct rdmach_wire_domain {
-    struct ibv_context    *ctx;
-    struct ibv_pd         *pd;
-    struct ibv_device_attr attr;
-    char                  name[RDMACH_WIRE_DEV_NAME_MAX];
-};
-
-/* Device address: the port's GID (RoCE, and IB global routes) and LID (IB). */
-typedef struct rdmach_rc_dev_addr {
-    uint8_t  gid[16];
-    uint16_t lid;
-    uint8_t  link_layer;   /* IBV_LINK_LAYER_* */
-    uint8_t  pad;
-} __attribute__((packed)) rdmach_rc_dev_addr_t;
-
-/* Ep address: the QP, and where its peer writes (all in our block but the doorbell). */
-typedef struct rdmach_rc_ep_addr {
-    uint32_t qpn;
-    uint32_t ring_id;       /* our rx ring: the immediate of the records written into it */
-    uint32_t rkey;          /* of the block */
-    uint64_t ring;          /* our rx ctl; the slots follow it */
-    uint64_t shadow_ctl;    /* our shadow ctl: the peer's receiver writes rx_hot there */
-    uint64_t credit;        /* our credit line: the peer's receiver writes its tail there */
-    uint64_t doorbell;      /* our rx ring's doorbell byte */
-    uint32_t db_rkey;
-    uint32_t slot_size;
-    uint32_t nslots;
-    uint8_t  flags;         /* RDMACH_RC_ADDR_* */
-} __attribute__((packed)) rdmach_rc_ep_addr_t;
-
-/* We receive records through a shared receive queue: write them with immediate (one WRITE),
- * not as fields and payload then the mark. The sender follows the receiver's choice, so
- * ends with and without SRQ (UCX_RDMACH_RC_SRQ, or devices without one) talk. */
-#define RDMACH_RC_ADDR_IMM 0x1
-
-typedef struct rdmach_rc_op {
-    uint64_t seq;           /* done when the QP completed this WR */
-    void     *comp;         /* complete(comp) then */
-    void     (*unpack)(void *arg, const void *data, size_t len);   /* a read through a bounce */
-    void     *arg;
-    size_t   len;
-    int      bounce;        /* the bounce buffer it holds until done, or -1 */
-    int      amo;           /* the atomic result slot it holds until done, or -1 */
-    uint64_t *result;       /* where that slot's value goes */
-} rdmach_rc_op_t;
-
-typedef struct rdmach_rc_wire rdmach_rc_wire_t;
-
-typedef struct rdmach_rc_conn {
-    rdmach_wire_peer_t super;
-    rdmach_rc_wire_t   *w;
-    void               *ep_ctx;
-    struct ibv_qp      *qp;
-    uint32_t           ring_id;
-    uint32_t           r_ring;        /* the peer's ring id for us (the records' immediate) */
-    uint32_t           rx_avail;      /* records into our ring counted in by their CQE */
-    int                connected, failed, closed, dirty;
-    uint64_t           fence_seq;     /* closed: the last WR's sequence (0: none posted) */
-    int                fence_done;    /* closed: its completion came, the QP is quiet */
-    int                imm;           /* the peer reads records by their completion */
-    /* the block */
-    uint8_t            *block;
-    size_t             block_size;
-    struct ibv_mr      *mr;
-    rdmach_ring_ctl_t  *rx_ctl;
-    rdmach_ring_ctl_t  *sh_ctl;
-    volatile uint64_t  *credit;
-    uint8_t            *sh_slots;
-    uint8_t            sh_doorbell;   /* the core's doorbell store on a mapped wire: unused */
-    /* the peer's */
-    uint64_t           r_slots, r_shadow_ctl, r_credit, r_doorbell;
-    uint32_t           r_rkey, r_db_rkey;
-    /* send queue */
-    uint64_t           posted, completed, signalled;
-    rdmach_rc_op_t     ops[RC_OPS_MAX];
-    uint32_t           op_head, op_tail;   /* FIFO: [head, tail) in flight */
-} rdmach_rc_conn_t;
-
-struct rdmach_rc_wire {
-    rdmach_wire_t        super;
-    rdmach_wire_domain_t *dom;
-    uint8_t              port;
-    int                  gid_index;
-    struct ibv_port_attr port_attr;
-    rdmach_rc_dev_addr_t dev_addr;
-    struct ibv_cq        *cq;
-    /* wakeup: both CQs report to it once armed (NULL: no wakeup on this device) */
-    struct ibv_comp_channel *chan;
-    /* records as one RDMA WRITE with immediate each: the receive completion (from a shared
-     * receive queue) says the whole record is placed; without an SRQ two WRITEs, mark last */
-    struct ibv_srq       *srq;
-    struct ibv_cq        *rcq;
-    uint32_t             srq_depth;
-    uint32_t             srq_repost;     /* receive WQEs consumed, to post again */
-    int                  cq_free;        /* CQEs we may still cause */
-    int                  cq_size;
-    uint32_t             sq_depth;       /* WRs per QP: a full ring's records fit */
-    uint8_t              *doorbells;     /* [max_rings], registered */
-    struct ibv_mr        *db_mr;
-    uint32_t             next_ring;
-    rdmach_rc_conn_t     **conns;        /* [max_rings], by ring id */
-    uint32_t             *free_ids;      /* ring ids taken back (reap), to use first */
-    uint32_t             nfree;
-    uint32_t             *dirty;         /* conns with ops completed by a wait, to deliver */
-    uint32_t             ndirty;
-    void                 *bounce;        /* RC_BOUNCES registered buffers, for rma of */
-    size_t               bounce_size;    /* unregistered ones (bcopy) */
-    struct ibv_mr        *bounce_mr;
-    int                  bounce_free[RC_BOUNCES];
-    int                  nbounce_free;
-    uint64_t             *amo;           /* RC_AMO_SLOTS registered result words, after the */
-    int                  amo_free[RC_AMO_SLOTS];   /* bounce buffers, in bounce_mr */
-    int                  namo_free;
-};
 
 static const rdmach_ring_ops_t rdmach_rc_ring_ops;
+
+#define RDMACH_RC_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* ---- sizing: what the allocations below take, and the resource model's figures ---- */
+
+static size_t rdmach_rc_ring_bytes(const rdmach_geom_t *geom)
+{
+    return sizeof(rdmach_ring_ctl_t) + rdmach_geom_ring_bytes(geom);
+}
+
+/* A connection's block: rx ring | shadow ctl (the credit line in its padding) + slots. */
+static size_t rdmach_rc_block_bytes(const rdmach_geom_t *geom)
+{
+    return 2 * rdmach_rc_ring_bytes(geom);
+}
+
+/* A sender waiting for ring credit must not also wait for send queue room (a dead peer would
+ * hold it in the send call until its QP fails): 3 WRs per slot, and RMA. */
+static uint32_t rdmach_rc_sq_depth(const rdmach_geom_t *geom, uint32_t max_qp_wr)
+{
+    return RC_MIN(3u * geom->nslots + RC_SQ_EXTRA, max_qp_wr);
+}
+
+static size_t rdmach_rc_doorbell_bytes(uint32_t max_rings)
+{
+    return (max_rings + 63) & ~(size_t)63;
+}
+
+/* RC_BOUNCES buffers of a record's span, then RC_AMO_SLOTS atomic results. */
+static size_t rdmach_rc_bounce_bytes(const rdmach_geom_t *geom)
+{
+    return geom->slot_size * (size_t)geom->max_span * RC_BOUNCES +
+           RC_AMO_SLOTS * sizeof(uint64_t);
+}
+
+void rdmach_wire_rc_sizing(const rdmach_geom_t *geom, uint32_t max_rings, uint32_t max_qp_wr,
+                           rdmach_wire_rc_sizing_t *sizing)
+{
+    sizing->iface_reg_bytes  = rdmach_rc_doorbell_bytes(max_rings) +
+                               rdmach_rc_bounce_bytes(geom);
+    sizing->conn_reg_bytes   = rdmach_rc_block_bytes(geom);
+    sizing->conn_state_bytes = sizeof(rdmach_rc_conn_t);
+    sizing->conn_sq_depth    = rdmach_rc_sq_depth(geom, max_qp_wr);
+    sizing->xrc_sq_depth     = rdmach_rc_xrc_sq_depth(sizing->conn_sq_depth, max_qp_wr);
+}
+
+/* Registered bytes of the wire's own memory, process-wide (the counters are), and their
+ * peak: the live figure the sizing functions are checked against. */
+static uint64_t rdmach_rc_reg_now;
+
+static struct ibv_mr *rdmach_rc_reg(rdmach_rc_wire_t *w, void *addr, size_t len)
+{
+    struct ibv_mr *mr = ibv_reg_mr(w->dom->pd, addr, len, RDMACH_RC_ACCESS);
+    uint64_t now;
+
+    if (mr != NULL) {
+        now = __atomic_add_fetch(&rdmach_rc_reg_now, len, __ATOMIC_RELAXED);
+        if (now > STATS(w, reg_peak)) {
+            STATS(w, reg_peak) = now;
+        }
+    }
+    return mr;
+}
+
+static void rdmach_rc_dereg(struct ibv_mr *mr)
+{
+    if (mr != NULL) {
+        __atomic_sub_fetch(&rdmach_rc_reg_now, mr->length, __ATOMIC_RELAXED);
+        ibv_dereg_mr(mr);
+    }
+}
 
 /* ---- domains and devices ---- */
 
@@ -306,9 +246,6 @@ static void rdmach_rc_domain_close(rdmach_wire_domain_t *dom)
     free(dom);
 }
 
-#define RDMACH_RC_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
-                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
-
 static int rdmach_rc_mem_reg(rdmach_wire_domain_t *dom, void *addr, size_t len, void **reg_p,
                              uint32_t *rkey_p)
 {
@@ -383,7 +320,7 @@ static struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inl
         memset(&init, 0, sizeof(init));
         init.send_cq             = w->cq;
         init.recv_cq             = (w->srq != NULL) ? w->rcq : w->cq;
-        init.srq                 = w->srq;
+        init.srq                 = (w->xrcd == NULL) ? w->srq : NULL;   /* XRC's is no RC's */
         init.qp_type             = IBV_QPT_RC;
         init.sq_sig_all          = 0;
         init.cap.max_send_wr     = w->sq_depth;
@@ -400,7 +337,7 @@ static struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inl
 }
 
 /* Receive WQEs without buffers into the SRQ: a WRITE with immediate consumes one. */
-static int rdmach_rc_srq_post(rdmach_rc_wire_t *w, uint32_t n)
+int rdmach_rc_srq_post(rdmach_rc_wire_t *w, uint32_t n)
 {
     struct ibv_recv_wr wr[32], *bad;
     uint32_t i, k;
@@ -503,10 +440,7 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     w->dev_addr.lid        = w->port_attr.lid;
     w->dev_addr.link_layer = w->port_attr.link_layer;
 
-    /* a sender waiting for ring credit must not also wait for send queue room (a dead peer
-     * would hold it in the send call until its QP fails): 3 WRs per slot, and RMA */
-    w->sq_depth = RC_MIN(3u * params->geom.nslots + RC_SQ_EXTRA,
-                         (uint32_t)w->dom->attr.max_qp_wr);
+    w->sq_depth = rdmach_rc_sq_depth(&params->geom, (uint32_t)w->dom->attr.max_qp_wr);
     w->cq_size  = RC_MIN(RC_CQ_SIZE, w->dom->attr.max_cqe);
     w->cq_free = w->cq_size;
     w->chan    = ibv_create_comp_channel(w->dom->ctx);
@@ -519,7 +453,7 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     w->conns   = calloc(params->max_rings, sizeof(*w->conns));
     w->dirty   = calloc(params->max_rings, sizeof(*w->dirty));
     w->free_ids = calloc(params->max_rings, sizeof(*w->free_ids));
-    db_size    = (params->max_rings + 63) & ~(size_t)63;
+    db_size    = rdmach_rc_doorbell_bytes(params->max_rings);
     if ((w->cq == NULL) || (w->conns == NULL) || (w->dirty == NULL) || (w->free_ids == NULL) ||
         (posix_memalign((void**)&w->doorbells, 64, db_size) != 0)) {
         RC_LOG(w, 1, "rdmach: cannot create the completion queue of %s: %s", params->dev_name,
@@ -528,9 +462,13 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     }
     memset(w->doorbells, 0, db_size);
     rdmach_rc_srq_open(w);
+    ret = rdmach_rc_xrc_open(w);   /* XRC replaces the SRQ with an XRC SRQ */
+    if (ret != 0) {
+        goto err_free;
+    }
+    ret = -ENOMEM;
     w->bounce_size = params->geom.slot_size * (size_t)params->geom.max_span;
-    if (posix_memalign(&w->bounce, 4096, w->bounce_size * RC_BOUNCES +
-                                         RC_AMO_SLOTS * sizeof(uint64_t)) != 0) {
+    if (posix_memalign(&w->bounce, 4096, rdmach_rc_bounce_bytes(&params->geom)) != 0) {
         w->bounce = NULL;
         goto err_free;
     }
@@ -541,9 +479,8 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     for (w->namo_free = 0; w->namo_free < RC_AMO_SLOTS; ++w->namo_free) {
         w->amo_free[w->namo_free] = RC_AMO_SLOTS - 1 - w->namo_free;
     }
-    w->db_mr     = ibv_reg_mr(w->dom->pd, w->doorbells, db_size, RDMACH_RC_ACCESS);
-    w->bounce_mr = ibv_reg_mr(w->dom->pd, w->bounce, w->bounce_size * RC_BOUNCES +
-                              RC_AMO_SLOTS * sizeof(uint64_t), RDMACH_RC_ACCESS);
+    w->db_mr     = rdmach_rc_reg(w, w->doorbells, db_size);
+    w->bounce_mr = rdmach_rc_reg(w, w->bounce, rdmach_rc_bounce_bytes(&params->geom));
     if ((w->db_mr == NULL) || (w->bounce_mr == NULL)) {
         RC_LOG(w, 1, "rdmach: cannot register memory on %s: %s (check ulimit -l)",
                params->dev_name, strerror(errno));
@@ -569,12 +506,13 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     return 0;
 
 err_free:
+    rdmach_rc_xrc_close(w);
     rdmach_rc_srq_close(w);
     if (w->db_mr != NULL) {
-        ibv_dereg_mr(w->db_mr);
+        rdmach_rc_dereg(w->db_mr);
     }
     if (w->bounce_mr != NULL) {
-        ibv_dereg_mr(w->bounce_mr);
+        rdmach_rc_dereg(w->bounce_mr);
     }
     if (w->cq != NULL) {
         ibv_destroy_cq(w->cq);
@@ -594,11 +532,13 @@ err:
 
 static void rdmach_rc_conn_free(rdmach_rc_conn_t *c)
 {
-    if (c->qp != NULL) {
+    if (c->w->xrcd != NULL) {
+        rdmach_xrc_conn_close(&c->w->xrc, &c->xrc);   /* the host connection is shared */
+    } else if (c->qp != NULL) {
         ibv_destroy_qp(c->qp);
     }
     if (c->mr != NULL) {
-        ibv_dereg_mr(c->mr);
+        rdmach_rc_dereg(c->mr);
     }
     free(c->block);
     free(c);
@@ -614,8 +554,9 @@ static void rdmach_rc_close(rdmach_wire_t *wire)
             rdmach_rc_conn_free(w->conns[i]);
         }
     }
-    ibv_dereg_mr(w->db_mr);
-    ibv_dereg_mr(w->bounce_mr);
+    rdmach_rc_dereg(w->db_mr);
+    rdmach_rc_dereg(w->bounce_mr);
+    rdmach_rc_xrc_close(w);
     rdmach_rc_srq_close(w);
     ibv_destroy_cq(w->cq);
     if (w->chan != NULL) {
@@ -666,7 +607,8 @@ static inline uint64_t rdmach_rc_wr_id(const rdmach_rc_conn_t *c, uint64_t seq)
 
 static inline uint32_t rdmach_rc_sq_free(const rdmach_rc_conn_t *c)
 {
-    return c->w->sq_depth - (uint32_t)(c->posted - c->completed);
+    /* an owed XRC notice goes ahead of the next WR: its room is kept */
+    return c->sq->depth - (uint32_t)(c->sq->posted - c->sq->completed) - (uint32_t)c->notice_due;
 }
 
 static void rdmach_rc_fail(rdmach_rc_conn_t *c, int err);
@@ -712,6 +654,20 @@ static inline rdmach_rc_conn_t *rdmach_rc_conn(const rdmach_rc_wire_t *w, uint32
     return (id < w->next_ring) ? w->conns[id] : NULL;
 }
 
+/* A signalled WR of c completed: its QP's WRs up to it are done. A QP of its own: c's
+ * sequence is the QP's. Shared (XRC): the next signalled position of the QP (they complete
+ * in order). */
+static inline void rdmach_rc_sq_done(rdmach_rc_conn_t *c)
+{
+    rdmach_rc_sq_t *sq = c->sq;
+
+    if (sq->sig == NULL) {
+        sq->completed = c->completed;
+    } else if (sq->sig_head != sq->sig_tail) {
+        sq->completed = sq->sig[sq->sig_head++ % sq->depth];
+    }
+}
+
 /* Polls the CQ; deliver == 0 (inside an operation): only advances the completed sequences,
  * and the operations they finish are delivered by the next progress. */
 static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
@@ -738,6 +694,11 @@ static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
                 RC_LOG(w, 0, "rdmach: RC connection of ring %u failed: %s (vendor error 0x%x)",
                        c->ring_id, ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
             }
+            if ((w->xrcd != NULL) && (c->xrc.host >= 0)) {
+                /* the host connection's INI QP is in error: every connection through it
+                 * fails with its own WRs' flushed completions; new ones make a new one */
+                rdmach_xrc_host_failed(&w->xrc, c->xrc.host);
+            }
             rdmach_rc_fail(c, -ECONNRESET);
             continue;
         }
@@ -746,6 +707,10 @@ static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
          * (from a send inside a completion callback) may have seen a later one */
         if ((wc[i].wr_id & RC_SEQ_MASK) > c->completed) {
             c->completed = wc[i].wr_id & RC_SEQ_MASK;
+        }
+        rdmach_rc_sq_done(c);
+        if ((w->xrcd != NULL) && (c->xrc.host >= 0)) {
+            rdmach_xrc_confirm(&w->xrc, c->xrc.host);   /* its TGT answers: shareable */
         }
         if (c->op_head != c->op_tail) {
             if (deliver) {
@@ -768,16 +733,53 @@ static unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver)
 
 /* Posts a chain of n WRs; the last is signalled when 'signal' or when RC_SIGNAL_EVERY WRs
  * went unsignalled. Returns the last WR's sequence, or 0 (errno set). */
+static void rdmach_rc_write_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, void *addr,
+                               uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                               int inl);
+
+/* XRC: the notice the peer awaits (the TGT on its host our INI reaches), one inline WRITE
+ * into its rx ctl ahead of our first WR to it: RC places a QP's WRITEs in order, so the peer
+ * has it before any record of ours completes there (rdmach_rc_poll_recv reads it then). */
+static int rdmach_rc_post_notice(rdmach_rc_conn_t *c)
+{
+    uint64_t word = rdmach_rc_notice_pack(c->xrc.tgt_used);
+    struct ibv_send_wr wr, *bad;
+    struct ibv_sge sge;
+    int ret;
+
+    memset(&wr, 0, sizeof(wr));
+    rdmach_rc_write_wr(&wr, &sge, &word, sizeof(word), 0,
+                       c->r_slots - sizeof(rdmach_ring_ctl_t) +
+                       offsetof(rdmach_ring_ctl_t, peer_info[RDMACH_RC_NOTICE_WORD]),
+                       c->r_rkey, 1);
+    wr.qp_type.xrc.remote_srqn = c->r_srqn;
+    wr.wr_id                   = rdmach_rc_wr_id(c, c->posted);   /* names c if flushed */
+    ret = ibv_post_send(c->qp, &wr, &bad);
+    if (ret == 0) {
+        c->notice_due = 0;
+        ++c->sq->posted;   /* unsignalled: retired by the next signalled WR of the QP */
+        STATS(c->w, posts)++;
+    }
+    return ret;
+}
+
 static uint64_t rdmach_rc_post(rdmach_rc_conn_t *c, struct ibv_send_wr *wr, unsigned n,
                                int signal)
 {
     rdmach_rc_wire_t *w = c->w;
+    rdmach_rc_sq_t *sq  = c->sq;
     struct ibv_send_wr *bad;
     uint64_t seq        = c->posted + n;
     unsigned i;
     int ret;
 
-    if (c->posted + n - c->signalled >= RC_SIGNAL_EVERY) {
+    if (c->notice_due && ((ret = rdmach_rc_post_notice(c)) != 0)) {
+        errno = ret;
+        return 0;
+    }
+    /* signalling is counted per QP: a QP shared by connections (XRC) retires its WRs only
+     * through its own signalled ones */
+    if (sq->posted + n - sq->signalled >= RC_SIGNAL_EVERY) {
         signal = 1;
     }
     for (i = 0; i < n; ++i) {
@@ -785,16 +787,22 @@ static uint64_t rdmach_rc_post(rdmach_rc_conn_t *c, struct ibv_send_wr *wr, unsi
         wr[i].wr_id      = rdmach_rc_wr_id(c, c->posted + i + 1);
         wr[i].send_flags = (wr[i].send_flags & IBV_SEND_INLINE) |
                            ((signal && (i + 1 == n)) ? IBV_SEND_SIGNALED : 0);
+        wr[i].qp_type.xrc.remote_srqn = c->r_srqn;   /* XRC: the peer's SRQ; RC ignores it */
     }
     ret = ibv_post_send(c->qp, wr, &bad);
     if (ret != 0) {
         errno = ret;
         return 0;
     }
-    c->posted = seq;
+    c->posted   = seq;
+    sq->posted += n;
     STATS(w, posts) += n;
     if (signal) {
-        c->signalled = seq;
+        c->signalled  = seq;
+        sq->signalled = sq->posted;
+        if (sq->sig != NULL) {
+            sq->sig[sq->sig_tail++ % sq->depth] = sq->posted;
+        }
         --w->cq_free;
     }
     return seq;
@@ -924,16 +932,10 @@ static const rdmach_ring_ops_t rdmach_rc_ring_ops = {
 
 /* ---- connections ---- */
 
-static size_t rdmach_rc_ring_bytes(const rdmach_geom_t *geom)
-{
-    return sizeof(rdmach_ring_ctl_t) + rdmach_geom_ring_bytes(geom);
-}
-
 static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer_t **peer_p)
 {
     rdmach_rc_wire_t *w = (rdmach_rc_wire_t*)wire;
     size_t ring         = rdmach_rc_ring_bytes(&wire->geom);
-    struct ibv_qp_attr attr;
     rdmach_rc_conn_t *c;
     uint32_t id;
     int ret;
@@ -951,12 +953,13 @@ static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer
     }
     c->w                = w;
     c->ep_ctx           = ep_ctx;
+    c->xrc.host         = c->xrc.tgt = -1;
     c->ring_id          = id;
     c->super.geom       = wire->geom;
     c->super.max_rings  = wire->max_rings;
     /* rx ring | shadow ctl + credit line (one ctl: the credit line is in its padding) |
      * shadow slots */
-    c->block_size = 2 * ring;
+    c->block_size = rdmach_rc_block_bytes(&wire->geom);
     if (posix_memalign((void**)&c->block, 4096, c->block_size) != 0) {
         c->block = NULL;
         ret      = -ENOMEM;
@@ -967,7 +970,7 @@ static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer
     c->sh_ctl   = (rdmach_ring_ctl_t*)(c->block + ring);
     c->credit   = &c->sh_ctl->peer_info[0];
     c->sh_slots = (uint8_t*)(c->sh_ctl + 1);
-    c->mr       = ibv_reg_mr(w->dom->pd, c->block, c->block_size, RDMACH_RC_ACCESS);
+    c->mr       = rdmach_rc_reg(w, c->block, c->block_size);
     if (c->mr == NULL) {
         ret = -errno;
         RC_LOG(w, 1, "rdmach: cannot register %zu bytes for a connection: %s (check ulimit -l)",
@@ -975,25 +978,30 @@ static int rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer
         goto err;
     }
 
-    c->qp = rdmach_rc_create_qp(w, NULL);
-    if (c->qp == NULL) {
-        ret = -errno;
-        RC_LOG(w, 1, "rdmach: cannot create an RC QP: %s", strerror(errno));
-        goto err;
-    }
-
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state        = IBV_QPS_INIT;
-    attr.pkey_index      = 0;
-    attr.port_num        = w->port;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_REMOTE_ATOMIC;
-    ret = ibv_modify_qp(c->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_ACCESS_FLAGS);
-    if (ret != 0) {
-        RC_LOG(w, 1, "rdmach: cannot move an RC QP to INIT: %s", strerror(ret));
-        ret = -ret;
-        goto err;
+    if (w->xrcd != NULL) {
+        /* XRC: the QPs come from the host connection at connect; offer candidates */
+        ret = rdmach_xrc_conn_open(&w->xrc, &c->xrc);
+        if (ret != 0) {
+            RC_LOG(w, 1, "rdmach: cannot create XRC QPs: %s", strerror(-ret));
+            goto err;
+        }
+        c->sq = &c->own_sq;   /* no QP, no room until connect */
+    } else {
+        c->qp = rdmach_rc_create_qp(w, NULL);
+        if (c->qp == NULL) {
+            ret = -errno;
+            RC_LOG(w, 1, "rdmach: cannot create an RC QP: %s", strerror(errno));
+            goto err;
+        }
+        ret = rdmach_rc_qp_init(w, c->qp, 1);
+        if (ret != 0) {
+            RC_LOG(w, 1, "rdmach: cannot move an RC QP to INIT: %s", strerror(ret));
+            ret = -ret;
+            goto err;
+        }
+        c->own_sq.qp    = c->qp;
+        c->own_sq.depth = w->sq_depth;
+        c->sq           = &c->own_sq;
     }
 
     w->conns[c->ring_id] = c;
@@ -1018,7 +1026,7 @@ static void rdmach_rc_ep_pack_addr(const rdmach_wire_peer_t *peer, void *buf)
     rdmach_rc_ep_addr_t addr;
 
     memset(&addr, 0, sizeof(addr));
-    addr.qpn        = c->qp->qp_num;
+    addr.qpn        = (c->qp != NULL) ? c->qp->qp_num : 0;
     addr.ring_id    = c->ring_id;
     addr.rkey       = c->mr->rkey;
     addr.ring       = (uintptr_t)c->rx_ctl;
@@ -1029,6 +1037,11 @@ static void rdmach_rc_ep_pack_addr(const rdmach_wire_peer_t *peer, void *buf)
     addr.slot_size  = c->super.geom.slot_size;
     addr.nslots     = c->super.geom.nslots;
     addr.flags      = (w->srq != NULL) ? RDMACH_RC_ADDR_IMM : 0;
+    if (w->xrcd != NULL) {
+        addr.flags |= RDMACH_RC_ADDR_XRC;
+        addr.srqn   = w->srqn;
+        rdmach_xrc_conn_pack(&w->xrc, &c->xrc, &addr.xrc);
+    }
     memcpy(buf, &addr, sizeof(addr));
 }
 
@@ -1047,6 +1060,95 @@ static uint8_t rdmach_rc_timeout_exp(double t)
     return exp;
 }
 
+int rdmach_rc_qp_init(const rdmach_rc_wire_t *w, struct ibv_qp *qp, int remote_access)
+{
+    struct ibv_qp_attr attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.pkey_index      = 0;
+    attr.port_num        = w->port;
+    attr.qp_access_flags = remote_access ? (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                            IBV_ACCESS_REMOTE_ATOMIC) : 0;
+    return ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                         IBV_QP_ACCESS_FLAGS);
+}
+
+/* The attributes each QP type requires for RTR and RTS (the kernel refuses any other): an
+ * RC QP both sends and responds; an XRC INI only sends, an XRC TGT only responds. */
+int rdmach_rc_qp_connect(const rdmach_rc_wire_t *w, struct ibv_qp *qp,
+                         const rdmach_rc_dev_addr_t *dev, uint32_t dest_qpn)
+{
+    int responds = (qp->qp_type != IBV_QPT_XRC_SEND);
+    int sends    = (qp->qp_type != IBV_QPT_XRC_RECV);
+    struct ibv_qp_attr attr;
+    int mask, ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state              = IBV_QPS_RTR;
+    attr.path_mtu              = w->port_attr.active_mtu;
+    attr.dest_qp_num           = dest_qpn;
+    attr.rq_psn                = 0;
+    attr.max_dest_rd_atomic    = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);
+    attr.min_rnr_timer         = 12;
+    attr.ah_attr.port_num      = w->port;
+    attr.ah_attr.sl            = 0;
+    if ((dev->link_layer == IBV_LINK_LAYER_ETHERNET) || (dev->lid == 0)) {
+        attr.ah_attr.is_global      = 1;
+        attr.ah_attr.grh.hop_limit  = 64;
+        attr.ah_attr.grh.sgid_index = (uint8_t)w->gid_index;
+        memcpy(attr.ah_attr.grh.dgid.raw, dev->gid, sizeof(dev->gid));
+    } else {
+        attr.ah_attr.dlid = dev->lid;
+    }
+    mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    if (responds) {
+        mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    }
+    ret = ibv_modify_qp(qp, &attr, mask);
+    if (ret != 0) {
+        RC_LOG(w, 1, "rdmach: cannot move a QP to RTR: %s", strerror(ret));
+        return ret;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.timeout       = rdmach_rc_timeout_exp(w->super.params.net_timeout);
+    attr.retry_cnt     = RC_MIN(w->super.params.net_retry_count, 7u);
+    attr.rnr_retry     = RC_RNR_RETRY;
+    attr.sq_psn        = 0;
+    attr.max_rd_atomic = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);
+    mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+    if (sends) {
+        mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    }
+    ret = ibv_modify_qp(qp, &attr, mask);
+    if (ret != 0) {
+        RC_LOG(w, 1, "rdmach: cannot move a QP to RTS: %s", strerror(ret));
+    }
+    return ret;
+}
+
+/* XRC: the host connection the core picks (or makes) for this peer, and the peer's SRQ. */
+static int rdmach_rc_xrc_connect(rdmach_rc_wire_t *w, rdmach_rc_conn_t *c,
+                                 const rdmach_rc_dev_addr_t *dev, const rdmach_rc_ep_addr_t *addr)
+{
+    uint8_t host[RDMACH_XRC_HOST_MAX];
+    int ret;
+
+    memset(host, 0, sizeof(host));
+    memcpy(host, dev, sizeof(*dev));   /* a host is a port: its XRC domain is per device */
+    ret = rdmach_xrc_conn_connect(&w->xrc, &c->xrc, host, &addr->xrc);
+    if (ret != 0) {
+        RC_LOG(w, 1, "rdmach: cannot connect through XRC: %s", strerror(-ret));
+        return ret;
+    }
+    c->sq         = rdmach_rc_xrc_sq(w, c->xrc.host);
+    c->qp         = c->sq->qp;
+    c->r_srqn     = addr->srqn;
+    c->notice_due = 1;
+    return 0;
+}
+
 static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
                                 const void *dev_addr, const void *ep_addr, rdmach_tx_t *tx)
 {
@@ -1054,7 +1156,6 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
     rdmach_rc_dev_addr_t dev;
     rdmach_rc_ep_addr_t addr;
-    struct ibv_qp_attr attr;
     int ret;
 
     memcpy(&dev, dev_addr, sizeof(dev));
@@ -1065,46 +1166,19 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
                wire->geom.nslots, wire->geom.slot_size);
         return -EINVAL;
     }
+    if (!(addr.flags & RDMACH_RC_ADDR_XRC) != (w->xrcd == NULL)) {
+        RC_LOG(w, 1, "rdmach: the peer connects through %s, we through %s: every process must "
+               "use the same UCX_RDMACH_XRC (and devices that have XRC)",
+               (addr.flags & RDMACH_RC_ADDR_XRC) ? "XRC" : "RC", w->xrcd ? "XRC" : "RC");
+        return -EPROTO;
+    }
     if (c->connected) {
         return -EISCONN;
     }
-
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state              = IBV_QPS_RTR;
-    attr.path_mtu              = w->port_attr.active_mtu;
-    attr.dest_qp_num           = addr.qpn;
-    attr.rq_psn                = 0;
-    attr.max_dest_rd_atomic    = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);
-    attr.min_rnr_timer         = 12;
-    attr.ah_attr.port_num      = w->port;
-    attr.ah_attr.sl            = 0;
-    if ((dev.link_layer == IBV_LINK_LAYER_ETHERNET) || (dev.lid == 0)) {
-        attr.ah_attr.is_global      = 1;
-        attr.ah_attr.grh.hop_limit  = 64;
-        attr.ah_attr.grh.sgid_index = (uint8_t)w->gid_index;
-        memcpy(attr.ah_attr.grh.dgid.raw, dev.gid, sizeof(dev.gid));
-    } else {
-        attr.ah_attr.dlid = dev.lid;
-    }
-    ret = ibv_modify_qp(c->qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                        IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                        IBV_QP_MIN_RNR_TIMER);
+    ret = (w->xrcd != NULL) ? rdmach_rc_xrc_connect(w, c, &dev, &addr) :
+                              -rdmach_rc_qp_connect(w, c->qp, &dev, addr.qpn);
     if (ret != 0) {
-        RC_LOG(w, 1, "rdmach: cannot move an RC QP to RTR: %s", strerror(ret));
-        return -ret;
-    }
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = rdmach_rc_timeout_exp(w->super.params.net_timeout);
-    attr.retry_cnt     = RC_MIN(w->super.params.net_retry_count, 7u);
-    attr.rnr_retry     = RC_RNR_RETRY;
-    attr.sq_psn        = 0;
-    attr.max_rd_atomic = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);
-    ret = ibv_modify_qp(c->qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    if (ret != 0) {
-        RC_LOG(w, 1, "rdmach: cannot move an RC QP to RTS: %s", strerror(ret));
-        return -ret;
+        return (ret > 0) ? -ret : ret;
     }
 
     c->r_slots      = addr.ring + sizeof(rdmach_ring_ctl_t);
@@ -1127,6 +1201,12 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
 
 static uint64_t rdmach_rc_post_empty(rdmach_rc_conn_t *c);
 
+/* The connection has a QP of its own (RC, not an XRC host connection). */
+static inline int w_is_rc(const rdmach_rc_conn_t *c)
+{
+    return (c->w->xrcd == NULL) && (c->qp != NULL);
+}
+
 static void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
 {
     rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
@@ -1143,9 +1223,13 @@ static void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
     } else {
         c->fence_seq = rdmach_rc_post_empty(c);
     }
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state = IBV_QPS_ERR;
-    ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);
+    if (w_is_rc(c)) {
+        memset(&attr, 0, sizeof(attr));
+        attr.qp_state = IBV_QPS_ERR;
+        ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);
+    }
+    /* XRC: the INI QP serves other connections and stays; the fence still completes after
+     * every WR of this connection (one QP completes in order) */
     c->failed = 1;
     rdmach_rc_deliver(c);
 }
@@ -1359,6 +1443,27 @@ static int rdmach_rc_atomic64(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
     return RDMACH_WIRE_INPROGRESS;
 }
 
+/* Did a record for c arrive on the QP it should (a peer's ring id is checked against the
+ * connection's QP)? XRC: through the TGT c receives on. A pending one (rdmach_xrc.h) may have
+ * changed: the peer's notice, written before its first record, says which. */
+static int rdmach_rc_came_on(rdmach_rc_wire_t *w, rdmach_rc_conn_t *c, uint32_t qpn)
+{
+    uint32_t notice;
+
+    if (w->xrcd == NULL) {
+        return (c->qp != NULL) && (c->qp->qp_num == qpn);
+    }
+    if (c->xrc.pending) {
+        notice = rdmach_rc_notice_unpack(
+                __atomic_load_n(&c->rx_ctl->peer_info[RDMACH_RC_NOTICE_WORD], __ATOMIC_ACQUIRE));
+        if ((notice != 0) && (rdmach_xrc_notice(&w->xrc, &c->xrc, notice) != 0)) {
+            RC_LOG(w, 0, "rdmach: XRC notice of ring %u names TGT 0x%x: refused", c->ring_id,
+                   notice);
+        }
+    }
+    return rdmach_rc_xrc_tgt_qpn(w, c) == qpn;
+}
+
 /* Completions of records written into our rings: count each in for its ring (the immediate
  * names it; a peer's claim is checked against the QP it came on) and ring its doorbell. A
  * record is at least its header: a shorter write with immediate (a broken peer's) is counted
@@ -1379,7 +1484,8 @@ static unsigned rdmach_rc_poll_recv(rdmach_rc_wire_t *w)
         id = ntohl(wc[i].imm_data);
         c  = rdmach_rc_conn(w, id);
         if ((wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) || (c == NULL) ||
-            (c->qp->qp_num != wc[i].qp_num) || (wc[i].byte_len < sizeof(rdmach_rec_hdr_t))) {
+            !rdmach_rc_came_on(w, c, wc[i].qp_num) ||
+            (wc[i].byte_len < sizeof(rdmach_rec_hdr_t))) {
             if (w->super.params.stats != NULL) {
                 w->super.params.stats->corrupt++;
             }

@@ -365,6 +365,15 @@ void rdmach_xrc_conn_close(rdmach_xrc_t *x, rdmach_xrc_conn_t *c)
     c->host = c->tgt = -1;
 }
 
+void rdmach_xrc_model(uint64_t ppn, uint64_t nodes, rdmach_xrc_model_t *model)
+{
+    uint64_t remote_hosts = (nodes > 0) ? nodes - 1 : 0;
+
+    model->ini_per_proc    = remote_hosts;
+    model->tgt_per_node    = ppn * remote_hosts;   /* every remote process's INI to us */
+    model->setups_per_proc = 2 * remote_hosts;
+}
+
 void rdmach_xrc_count(const rdmach_xrc_t *x, const rdmach_xrc_conn_t *conns, unsigned nconns,
                       rdmach_xrc_count_t *count)
 {

@@ -161,6 +161,17 @@ typedef struct rdmach_xrc_count {
 void rdmach_xrc_count(const rdmach_xrc_t *x, const rdmach_xrc_conn_t *conns, unsigned nconns,
                       rdmach_xrc_count_t *count);
 
+/* The steady state the sharing above reaches in a job of ppn processes on each of nodes
+ * hosts where every process talks to every process on the other hosts (the resource model,
+ * perf/resource_model; the unit test checks it against the core on in-memory hosts). */
+typedef struct rdmach_xrc_model {
+    uint64_t ini_per_proc;      /* host connections: one per remote host */
+    uint64_t tgt_per_node;      /* TGT QPs on a host: one per INI that reaches it */
+    uint64_t setups_per_proc;   /* QPs a process connects: its INIs, and as many TGTs on
+                                 * average (the TGTs of a host are made by its processes) */
+} rdmach_xrc_model_t;
+void rdmach_xrc_model(uint64_t ppn, uint64_t nodes, rdmach_xrc_model_t *model);
+
 #ifdef __cplusplus
 }
 #endif

@@ -115,6 +115,9 @@ int udz_peer_is_failed(const udz_peer_t *peer);
 size_t udz_core_max_payload(const udz_core_t *core);
 /* Bytes of one peer's state (for the scalability table). */
 size_t udz_peer_state_bytes(void);
+/* Bytes of the peer table (the hash of peers by address) holding npeers: the resource model's
+ * figure, from the rule peer_create grows it by. */
+size_t udz_peer_table_bytes(unsigned npeers);
 /* Per-peer user pointer (the glue's, e.g. for error reporting). */
 void udz_peer_set_user(udz_peer_t *peer, void *user);
 void *udz_peer_user(const udz_peer_t *peer);

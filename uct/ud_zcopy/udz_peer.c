@@ -6,6 +6,8 @@
  */
 #include "udz_core_int.h"
 
+#define UDZ_PEER_TABLE_MIN 64   /* buckets of a new peer table */
+
 size_t udz_peer_state_bytes(void)
 {
     return sizeof(udz_peer_t) + sizeof(udz_peer_t*);    /* + its hash slot */
@@ -146,10 +148,20 @@ void peer_table_cleanup(udz_core_t *core)
     free(core->htab);
 }
 
+size_t udz_peer_table_bytes(unsigned npeers)
+{
+    size_t size = UDZ_PEER_TABLE_MIN;
+
+    while (npeers > size) {
+        size *= 2;   /* peer_create: grows when a peer more would exceed one per bucket */
+    }
+    return size * sizeof(udz_peer_t*);
+}
+
 int peer_table_init(udz_core_t *core)
 {
     dl_init(&core->active);
-    core->hmask = 63;
+    core->hmask = UDZ_PEER_TABLE_MIN - 1;
     core->htab  = calloc(core->hmask + 1, sizeof(*core->htab));
     return (core->htab == NULL) ? -ENOMEM : 0;
 }
