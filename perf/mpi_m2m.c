@@ -23,10 +23,11 @@
  * Bandwidth = bytes moved by all P*P pairs (both directions with --bidir) / the slowest rank's
  * elapsed time; MB = 10^6 bytes. Before the timed iterations of each size, one untimed check
  * iteration (up to CHECK_WINDOW messages per pair) sends a pattern that depends on (source,
- * destination, size) into zeroed, distinct receive slots and every byte is verified. Rank 0 prints "# size MB/s msgs/s", one row per
- * size, "# bytes_total N" (payload that crossed between the hosts, check and warm-up included,
- * for a harness to compare with its network counters), then "PASS mpi_m2m" only if every check
- * passed on every rank (else "FAIL mpi_m2m ..." and exit 1).
+ * destination, size) into zeroed, distinct receive slots and every byte is verified. Rank 0
+ * prints "# size MB/s msgs/s", one row per size, "# bytes_total N" (payload that crossed
+ * between the hosts, check and warm-up included, for a harness to compare with its network
+ * counters), then "PASS mpi_m2m" only if every check passed on every rank (else
+ * "FAIL mpi_m2m ..." and exit 1).
  */
 #include <mpi.h>
 #include <stdint.h>

@@ -33,8 +33,6 @@ noisy in absolute terms: read the ratios.
 import datetime
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -42,6 +40,7 @@ import counters
 
 from benchlib import TOP, fmt_size, parse_sizes
 from benchlib.env import Ctx, Transport, ucx_info, ext_preload, build_dir
+from benchlib.guest import run_in_guest
 from benchlib.mpi import find_perf_mpi, mpi_cmd
 from benchlib.plots import errorbar_panel, pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd
@@ -54,7 +53,6 @@ TIMEOUT = (900, "seconds per MPI launch (all sizes of one transport)")
 REPS_HELP = "repetitions (default 3, --quick 2)"
 
 RANK_ENV = os.path.join(TOP, "tests", "verbs", "rank_env")
-GUEST = os.path.join(TOP, "tests", "verbs", "guest")
 SIZES, QUICK_SIZES = "1K,16K,64K,256K,1M", "64K,1M"
 REF = "rc_verbs"
 HOSTS = (("rxe0", "veth0"), ("rxe1", "veth1"))   # host A, host B: Soft-RoCE device, netdev
@@ -73,7 +71,7 @@ IMPLS = {"mpich": ["mpich"], "openmpi": ["openmpi"], "both": ["mpich", "openmpi"
 
 def add_arguments(p):
     p.add_argument("--quick", action="store_true",
-                   help="sizes %s, 2 repetitions, ppn 2" % QUICK_SIZES)
+                   help="sizes %s and 2 repetitions" % QUICK_SIZES)
     p.add_argument("--in-guest", action="store_true",
                    help="boot the verbs tier's guest and run there (results to perf/results/)")
     p.add_argument("--ppn", type=int, default=2, choices=(1, 2, 3, 4),
@@ -86,7 +84,13 @@ def add_arguments(p):
                    help="bytes each sending rank moves per size and run (mpi_m2m -b, 64M)")
     p.add_argument("--bidir", action="store_true", help="both directions at once")
     p.add_argument("--only", help="comma-separated transports out of %s" % ",".join(ORDER))
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="more environment for every rank of every run (repeatable), e.g. a "
+                   "transport's knob: UCX_RDMACH_* is read by rdmach only")
     p.add_argument("--mem", type=int, default=4096, help="guest memory in MB (--in-guest)")
+    p.add_argument("--backlog", type=int, default=100000,
+                   help="net.core.netdev_max_backlog in the guest (default 100000; 0: leave "
+                   "the kernel's 1000): see raise_backlog")
 
 
 # --- in the guest -------------------------------------------------------------------------
@@ -100,8 +104,10 @@ def wire_counters():
     """veth0's bytes and packets both ways, drops on both veth ends, and what both rxe ports
     sent and retransmitted (RC's retries show how hard the run pushed rdma_rxe)."""
     net = "/sys/class/net/%s/statistics/%s"
-    hw = lambda c: sum(stat("/sys/class/infiniband/%s/ports/1/hw_counters/%s" % (d, c))
-                       for d, _ in HOSTS)
+
+    def hw(c):
+        return sum(stat("/sys/class/infiniband/%s/ports/1/hw_counters/%s" % (d, c))
+                   for d, _ in HOSTS)
     return {"veth_bytes": stat(net % ("veth0", "tx_bytes")) + stat(net % ("veth0", "rx_bytes")),
             "veth_pkts": stat(net % ("veth0", "tx_packets")) + stat(net % ("veth0", "rx_packets")),
             "veth_dropped": sum(stat(net % (n, c)) for _, n in HOSTS
@@ -110,13 +116,16 @@ def wire_counters():
             "rxe_retry_exceeded": hw("retry_exceeded_err") + hw("retry_rnr_exceeded_err")}
 
 
-def check_guest(ctx, names):
-    """The two hosts exist, and ud_zcopy offers veth0 and veth1 as devices (ucx_info -d with
-    the preload): else nothing here would measure what it claims."""
+def check_hosts():
+    """The two hosts exist (else nothing here would measure what it claims)."""
     for d, n in HOSTS:
         if not (os.path.isdir("/sys/class/infiniband/" + d) and os.path.isdir("/sys/class/net/" + n)):
             raise SystemExit("m2m: no %s on %s here: run inside tests/verbs/guest (--in-guest)"
                              % (d, n))
+
+
+def check_udz_devices(ctx, names):
+    """ud_zcopy offers veth0 and veth1 as devices (ucx_info -d with the preload)."""
     if "ud_zcopy/udp" in names:
         devs, tl = [], None
         for l in ucx_info(ctx, ["-d"]).splitlines():
@@ -130,7 +139,28 @@ def check_guest(ctx, names):
             raise SystemExit("m2m: ud_zcopy does not offer veth0 and veth1 (%s)" % devs)
 
 
-def transport(ctx, name, ppn):
+BACKLOG = "/proc/sys/net/core/netdev_max_backlog"
+
+
+def raise_backlog(ctx, n):
+    """A veth hands every packet to its peer's per-CPU backlog, 1000 packets by default. 64
+    messages of 1 MiB in flight on 4 RC connections overflow it (veth tx_dropped), and rdma_rxe
+    6.1 does not survive the retransmissions that follow: "Failed sending ACK", a WARN in
+    rxe_completer (rxe_comp.c:756) and the QP in error, for UCX's rc_verbs as for rdmach
+    (Endpoint timeout / Work Request Flushed). A lossless wire is what the test is about, so
+    the guest's backlog is raised (only there: the guest's kernel is its own) and every run
+    records veth_dropped."""
+    if not n or os.uname().nodename != "verbs-guest":
+        return
+    with open(BACKLOG) as f:
+        was = int(f.read())
+    with open(BACKLOG, "w") as f:
+        f.write(str(max(n, was)))
+    ctx.meta["netdev_max_backlog"] = {"was": was, "now": max(n, was)}
+    log("m2m: net.core.netdev_max_backlog %d -> %d" % (was, max(n, was)))
+
+
+def transport(ctx, name, ppn, extra=()):
     """A benchlib Transport for mpi_cmd: the ranks' devices and the preload go through
     tests/verbs/rank_env (VERBS_NET_DEVICES_<rank>, VERBS_PRELOAD), so that the launcher runs
     with --no-preload and no shell in between loads the project's transports."""
@@ -143,6 +173,7 @@ def transport(ctx, name, ppn):
         env["VERBS_NET_DEVICES_%d" % r] = devs[r // ppn]
     if ours:
         env["VERBS_PRELOAD"] = ctx.preload
+    env.update(kv.split("=", 1) for kv in extra)
     return Transport(name, tls, ours=False, extra_env=env)
 
 
@@ -158,7 +189,7 @@ def parse(out):
     return rows, total
 
 
-def one_run(ctx, name, impl, prog, args, timeout):
+def one_run(ctx, name, impl, prog, args, timeout, rep):
     """One launch of mpi_m2m over one transport; returns ({size: (MB/s, msgs/s)}, proof dict)
     or raises MeasureError when it failed or cannot prove that its transport carried it."""
     tls, ours, _, verbs = CONFIGS[name]
@@ -168,7 +199,7 @@ def one_run(ctx, name, impl, prog, args, timeout):
                  "-w", str(args.window), "-b", args.bytes,
                  # receive memory per rank: all ranks together stay under about 1 GiB
                  "-m", str((1 << 30) // nranks)] + (["--bidir"] if args.bidir else [])
-    cmd, env = mpi_cmd(ctx, transport(ctx, name, args.ppn), prog_args, nranks=nranks,
+    cmd, env = mpi_cmd(ctx, transport(ctx, name, args.ppn, args.env), prog_args, nranks=nranks,
                        counters=cdir, launch_timeout=int(timeout), impl=impl)
     w0, t0 = wire_counters(), time.time()
     rc, out, err = run_cmd(cmd, env, timeout + 30)
@@ -177,7 +208,7 @@ def one_run(ctx, name, impl, prog, args, timeout):
     proof = {k: w1[k] - w0[k] for k in w0}
     proof.update(seconds=round(secs, 1), payload_bytes=total or 0)
     os.makedirs(ctx.path("logs"), exist_ok=True)
-    with open(ctx.path("logs/%s-%s-%s.log" % (args.rep, impl, name.replace("/", "-"))), "w") as f:
+    with open(ctx.path("logs/%d-%s-%s.log" % (rep, impl, name.replace("/", "-"))), "w") as f:
         f.write("$ %s\nrc=%s %s\n--- stdout\n%s\n--- stderr\n%s" % (
             " ".join(str(c) for c in cmd), rc, proof, out, err))
     why = []
@@ -211,17 +242,29 @@ def one_run(ctx, name, impl, prog, args, timeout):
 
 
 def measure(args):
+    check_hosts()
     ctx = Ctx(args, NAME)
     args.size_list = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else SIZES))
     reps = args.reps or (2 if args.quick else 3)
     names = [n for n in ORDER if not args.only or n in args.only.split(",")]
     impls = IMPLS[args.impl]
-    check_guest(ctx, names)
+    check_udz_devices(ctx, names)
+    raise_backlog(ctx, args.backlog)
     progs = {i: find_perf_mpi(ctx.build, "mpi_m2m", i) for i in impls}
     for i, p in progs.items():
         if not p:
             raise SystemExit("m2m: no mpi_m2m for %s (not built and mpicc failed)" % i)
-    ctx.meta.update(ppn=args.ppn, pairs=args.ppn ** 2, window=args.window, bidir=args.bidir,
+    for kv in args.env:
+        if "=" not in kv:
+            raise SystemExit("m2m: --env wants NAME=VALUE, got %r" % kv)
+    # the checkout the transports were built from, as far as it can tell (the snapshot in
+    # meta.json has the libraries' sha256 and mtimes)
+    rc, head, _ = run_cmd(["git", "-C", TOP, "log", "-1", "--format=%h %cI"], dict(os.environ), 30)
+    rc2, dirty, _ = run_cmd(["git", "-C", TOP, "status", "--porcelain", "--", "uct"],
+                            dict(os.environ), 30)
+    ctx.meta["source"] = {"head": head.strip() if rc == 0 else "?",
+                          "uct_modified": dirty.split("\n") if rc2 == 0 and dirty else []}
+    ctx.meta.update(env=args.env, ppn=args.ppn, pairs=args.ppn ** 2, window=args.window, bidir=args.bidir,
                     sizes=args.size_list, reps=reps, bytes_per_sender=args.bytes,
                     programs=progs, configs={n: CONFIGS[n][:3] for n in names}, proofs=[])
     rec = Recorder()
@@ -232,9 +275,8 @@ def measure(args):
     for rep in range(reps):
         for impl in impls:
             for name in rotated(names, k):   # every transport first in turn
-                args.rep = rep
                 try:
-                    rows, proof = one_run(ctx, name, impl, progs[impl], args, args.timeout)
+                    rows, proof = one_run(ctx, name, impl, progs[impl], args, args.timeout, rep)
                 except MeasureError as e:
                     rec.errors.append("rep%d %s %s: %s" % (rep, impl, name, e))
                     log("m2m: FAILED rep %d %s %s: %s" % (rep, impl, name, e))
@@ -312,6 +354,8 @@ def plot(ctx, rec, impls, names, args):
                        "%s: many-to-many, %d ranks per host (%d pairs)%s" % (
                            "MPICH" if impl == "mpich" else "Open MPI", args.ppn, args.ppn ** 2,
                            ", bidir" if args.bidir else ""), "MB/s", COLORS)
+        ax.set_xticks(args.size_list)   # the measured sizes (size_axis has no 64 KiB tick)
+        ax.set_xticklabels([fmt_size(z).replace(" ", "") for z in args.size_list], fontsize=8)
     fig.suptitle("Soft-RoCE rxe0 <-> rxe1 across a veth pair, qemu TCG (medians, quartiles)",
                  fontsize=9)
     save(plt, fig, ctx.path("m2m.png"))
@@ -332,20 +376,16 @@ def in_guest(args):
             return 2
     name = args.out or "%s-%s%s" % (NAME, datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
                                      "-quick" if args.quick else "")
-    out = name if os.path.isabs(name) else os.path.join(TOP, "perf", "results", name)
     fwd = ["--build", build, "--timeout", str(args.timeout), "--ppn", str(args.ppn),
-           "--impl", args.impl, "--window", str(args.window), "--bytes", args.bytes]
+           "--impl", args.impl, "--window", str(args.window), "--bytes", args.bytes,
+           "--backlog", str(args.backlog)]
     for opt, val in (("--reps", args.reps), ("--sizes", args.sizes), ("--only", args.only)):
         if val:
             fwd += [opt, str(val)]
+    for kv in args.env:
+        fwd += ["--env", kv]
     fwd += ["--quick"] * args.quick + ["--bidir"] * args.bidir + ["--no-pin"] * args.no_pin
-    cmd = [GUEST, "--timeout", "7200", "--mem", str(args.mem), "--results", out, "--",
-           sys.executable, os.path.join(TOP, "perf", "bench"), NAME, "--out",
-           "/guestout/results"] + fwd
-    log("m2m: %s" % " ".join(cmd))
-    rc = subprocess.call(cmd)
-    print("results: %s" % out)
-    return rc
+    return run_in_guest(NAME, name, fwd, timeout=7200, mem=args.mem)
 
 
 def run(args):

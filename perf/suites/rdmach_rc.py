@@ -29,11 +29,10 @@ Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
 import csv
 import os
 import statistics
-import subprocess
-import sys
 
 from benchlib import fmt_size
 from benchlib.env import Ctx, Transport
+from benchlib.guest import run_in_guest
 from benchlib.mpi import find_rotbuf, mpi_run
 from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
@@ -146,17 +145,9 @@ def one(ctx, t, kind, test, size, extra, quick, timeout, rep=0):
 
 
 def in_guest(args):
-    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = args.out or os.path.join(top, "perf", "results", NAME)
-    out = out if os.path.isabs(out) else os.path.join(top, "perf", "results", out)
-    cmd = [os.path.join(top, "tests", "verbs", "guest"), "--timeout", "3600", "--results", out,
-           "--", sys.executable, os.path.join(top, "perf", "bench"), NAME, "--out",
-           "/guestout/results"] + (["--quick"] if args.quick else []) + \
-          (["--reps", str(args.reps)] if args.reps else [])
-    log("rdmach-rc: %s" % " ".join(cmd))
-    rc = subprocess.call(cmd)
-    print("results: %s" % out)
-    return rc
+    return run_in_guest(NAME, args.out or NAME,
+                        (["--quick"] if args.quick else []) +
+                        (["--reps", str(args.reps)] if args.reps else []))
 
 
 def run(args):

@@ -25,7 +25,6 @@ per node; crossovers marked, and where rdmach's rings exceed MAX_PEERS).
 
 import csv
 import io
-import math
 import os
 import subprocess
 
