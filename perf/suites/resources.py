@@ -28,6 +28,7 @@ import io
 import os
 import subprocess
 
+from benchlib import parse_size
 from benchlib.env import Ctx, tl_knobs
 from benchlib.plots import pyplot, save
 from benchlib.proc import log
@@ -61,9 +62,7 @@ def knob_args(ctx):
     """resource_model's options from the knobs ucx_info reports."""
     k = tl_knobs(ctx, "UCX_")
     def num(name, default):
-        v = k.get(name, default).strip().lower()
-        mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(v[-1:], 1)
-        return str(int(float(v.rstrip("kmgb")) * mult))
+        return str(parse_size(k.get(name, default)))
     return {"--slot-size": num("UCX_RDMACH_SLOT_SIZE", "256"),
             "--ring-size": num("UCX_RDMACH_RING_SIZE", "512"),
             "--chunk-size": num("UCX_RDMACH_CHUNK_SIZE", "16k"),

@@ -42,14 +42,34 @@ static void *rdmach_rc_xrc_handle(struct ibv_qp *qp, uint32_t depth, uint32_t *q
     return sq;
 }
 
+/* Creates the QP init describes and moves it to INIT (an INI sends only: no remote access);
+ * its handle, or NULL (logged). depth: the send queue (0: a TGT, which has none). */
+static void *rdmach_rc_xrc_qp(rdmach_rc_wire_t *w, struct ibv_qp_init_attr_ex *init,
+                              uint32_t depth, uint32_t *qpn)
+{
+    const char *kind = (init->qp_type == IBV_QPT_XRC_SEND) ? "INI" : "TGT";
+    struct ibv_qp *qp = ibv_create_qp_ex(w->dom->ctx, init);
+    int ret;
+
+    if (qp == NULL) {
+        RC_LOG(w, 1, "rdmach: cannot create an XRC %s QP: %s", kind, strerror(errno));
+        return NULL;
+    }
+    ret = rdmach_rc_qp_init(w, qp, init->qp_type == IBV_QPT_XRC_RECV);
+    if (ret != 0) {
+        RC_LOG(w, 1, "rdmach: cannot move an XRC %s QP to INIT: %s", kind, strerror(ret));
+        ibv_destroy_qp(qp);
+        return NULL;
+    }
+    return rdmach_rc_xrc_handle(qp, depth, qpn);
+}
+
 /* An INI QP: sends only, on our send CQ, deep enough for several connections' rings. */
 static void *rdmach_rc_xrc_ini_create(void *arg, uint32_t *qpn)
 {
     rdmach_rc_wire_t *w = arg;
-    struct ibv_qp_init_attr_ex init;
-    struct ibv_qp *qp;
     uint32_t depth = rdmach_rc_xrc_sq_depth(w->sq_depth, (uint32_t)w->dom->attr.max_qp_wr);
-    int ret;
+    struct ibv_qp_init_attr_ex init;
 
     memset(&init, 0, sizeof(init));
     init.qp_type             = IBV_QPT_XRC_SEND;
@@ -59,18 +79,7 @@ static void *rdmach_rc_xrc_ini_create(void *arg, uint32_t *qpn)
     init.cap.max_send_wr     = depth;
     init.cap.max_send_sge    = 1;
     init.cap.max_inline_data = (uint32_t)w->super.max_inline;
-    qp = ibv_create_qp_ex(w->dom->ctx, &init);
-    if (qp == NULL) {
-        RC_LOG(w, 1, "rdmach: cannot create an XRC INI QP: %s", strerror(errno));
-        return NULL;
-    }
-    ret = rdmach_rc_qp_init(w, qp, 0);
-    if (ret != 0) {
-        RC_LOG(w, 1, "rdmach: cannot move an XRC INI QP to INIT: %s", strerror(ret));
-        ibv_destroy_qp(qp);
-        return NULL;
-    }
-    return rdmach_rc_xrc_handle(qp, depth, qpn);
+    return rdmach_rc_xrc_qp(w, &init, depth, qpn);
 }
 
 /* A TGT QP: in the host's domain, responds to one INI and delivers to any SRQ there. */
@@ -78,25 +87,12 @@ static void *rdmach_rc_xrc_tgt_create(void *arg, uint32_t *qpn)
 {
     rdmach_rc_wire_t *w = arg;
     struct ibv_qp_init_attr_ex init;
-    struct ibv_qp *qp;
-    int ret;
 
     memset(&init, 0, sizeof(init));
     init.qp_type   = IBV_QPT_XRC_RECV;
     init.comp_mask = IBV_QP_INIT_ATTR_XRCD;
     init.xrcd      = w->xrcd;
-    qp = ibv_create_qp_ex(w->dom->ctx, &init);
-    if (qp == NULL) {
-        RC_LOG(w, 1, "rdmach: cannot create an XRC TGT QP: %s", strerror(errno));
-        return NULL;
-    }
-    ret = rdmach_rc_qp_init(w, qp, 1);
-    if (ret != 0) {
-        RC_LOG(w, 1, "rdmach: cannot move an XRC TGT QP to INIT: %s", strerror(ret));
-        ibv_destroy_qp(qp);
-        return NULL;
-    }
-    return rdmach_rc_xrc_handle(qp, 0, qpn);
+    return rdmach_rc_xrc_qp(w, &init, 0, qpn);
 }
 
 static int rdmach_rc_xrc_qp_connect(void *arg, void *handle, const void *host, uint32_t dest)

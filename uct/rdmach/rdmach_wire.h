@@ -64,8 +64,8 @@ typedef struct rdmach_wire_dev {
     rdmach_wire_dev_type_t type;
 } rdmach_wire_dev_t;
 
-/* What a network wire did, so that a test can tell it carried the traffic (shm: all 0). */
-/* reg_peak: the most bytes the wire held registered at once for its rings, doorbells and
+/* What a network wire did, so that a test can tell it carried the traffic (shm: all 0);
+ * reg_peak: the most bytes the wire held registered at once for its rings, doorbells and
  * bounce buffers (the resource model's figure, checked against a live iface). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
@@ -113,8 +113,7 @@ enum { RDMACH_WIRE_XRC_NO = 0, RDMACH_WIRE_XRC_YES = 1, RDMACH_WIRE_XRC_AUTO = 2
 
 #define RDMACH_WIRE_LOG_INFO 2
 
-/* A message through params.log (error != 0: an error, else a diagnostic); _wire is the
- * rdmach_wire_t. */
+/* A message through params.log (_error as there); _wire is the rdmach_wire_t. */
 #define RDMACH_WIRE_LOG(_wire, _error, ...) \
     do { \
         if ((_wire)->params.log != NULL) { \

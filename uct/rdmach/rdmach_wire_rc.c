@@ -1202,7 +1202,7 @@ static int rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
 static uint64_t rdmach_rc_post_empty(rdmach_rc_conn_t *c);
 
 /* The connection has a QP of its own (RC, not an XRC host connection). */
-static inline int w_is_rc(const rdmach_rc_conn_t *c)
+static inline int rdmach_rc_owns_qp(const rdmach_rc_conn_t *c)
 {
     return (c->w->xrcd == NULL) && (c->qp != NULL);
 }
@@ -1223,7 +1223,7 @@ static void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
     } else {
         c->fence_seq = rdmach_rc_post_empty(c);
     }
-    if (w_is_rc(c)) {
+    if (rdmach_rc_owns_qp(c)) {
         memset(&attr, 0, sizeof(attr));
         attr.qp_state = IBV_QPS_ERR;
         ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);

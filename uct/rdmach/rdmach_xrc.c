@@ -213,6 +213,14 @@ static void rdmach_xrc_drop_host(rdmach_xrc_t *x, int h)
 
 /* ---- connect ---- */
 
+/* A candidate that a failed step may have half connected: released, never pooled. */
+static void rdmach_xrc_discard(rdmach_xrc_t *x, void **qp, uint32_t *qpn)
+{
+    x->ops->release(x->arg, *qp);
+    *qp  = NULL;
+    *qpn = 0;
+}
+
 /* Receive side: which TGT of our host the peer's INI reaches, as far as we know now. */
 static int rdmach_xrc_connect_rx(rdmach_xrc_t *x, rdmach_xrc_conn_t *c, const void *host,
                                  const rdmach_xrc_addr_t *peer)
@@ -230,17 +238,9 @@ static int rdmach_xrc_connect_rx(rdmach_xrc_t *x, rdmach_xrc_conn_t *c, const vo
     } else {
         /* the peer took our candidate, or has not decided yet (speculative: pending) */
         ret = x->ops->tgt_connect(x->arg, c->tgt_cand, host, peer->ini_qpn);
-        if (ret != 0) {
-            x->ops->release(x->arg, c->tgt_cand);   /* half connected: no pool takes it */
-            c->tgt_cand     = NULL;
-            c->tgt_cand_qpn = 0;
-            return ret;
-        }
-        t = rdmach_xrc_hold_tgt(x, c->tgt_cand, c->tgt_cand_qpn);
+        t   = (ret == 0) ? rdmach_xrc_hold_tgt(x, c->tgt_cand, c->tgt_cand_qpn) : ret;
         if (t < 0) {
-            x->ops->release(x->arg, c->tgt_cand);   /* connected: no pool takes it back */
-            c->tgt_cand     = NULL;
-            c->tgt_cand_qpn = 0;
+            rdmach_xrc_discard(x, &c->tgt_cand, &c->tgt_cand_qpn);
             return t;
         }
         c->pending = (peer->tgt_used == 0);
@@ -270,9 +270,7 @@ static int rdmach_xrc_connect_tx(rdmach_xrc_t *x, rdmach_xrc_conn_t *c, const vo
         }
         ret = x->ops->ini_connect(x->arg, c->ini_cand, host, peer->tgt_qpn);
         if (ret != 0) {
-            x->ops->release(x->arg, c->ini_cand);   /* half connected: no pool takes it */
-            c->ini_cand     = NULL;
-            c->ini_cand_qpn = 0;
+            rdmach_xrc_discard(x, &c->ini_cand, &c->ini_cand_qpn);
             return ret;
         }
         memcpy(x->hosts[h].key, host, x->host_len);
