@@ -27,7 +27,9 @@
 #define _Static_assert static_assert    /* udz_proto.h is C11; this header is C++ */
 #endif
 #include "udz_core.h"
+#include "udz_postq.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +45,7 @@ struct Dgram {
     std::vector<uint8_t> data;
     udz_addr_t           src;
     int                  unreach = 0;
+    uint32_t             tag = 0;   /* posted mode: the immediate data */
 };
 
 struct Impair {
@@ -60,7 +63,25 @@ struct Impair {
 
 struct Stats {
     uint64_t sent = 0, delivered = 0, lost = 0, dups = 0, reordered = 0, truncated = 0,
-             corrupted = 0, dead_drops = 0, overflow = 0, unreach = 0;
+             corrupted = 0, dead_drops = 0, overflow = 0, unreach = 0, no_recv = 0;
+};
+
+/* A data channel of a net in posted mode (MemNet::posted): a receive queue as an InfiniBand
+ * UD QP has, and its completion queue. A datagram lands when it arrives (at the sender's
+ * send, or later when held back), into the oldest posted receive: its first hdr_len bytes
+ * into the header area of the receive's position, the rest into the receive's payload area
+ * (a bounce buffer when none was given); one that does not fit fails the receive, one that
+ * finds no receive is dropped. A recall flushes every posted receive. */
+struct PostedRecv {
+    uint32_t pos;
+    uint8_t *payload;
+    size_t   len;
+};
+
+struct PostedChan {
+    std::deque<PostedRecv>     rq;
+    std::deque<udz_postq_wc_t> cq;
+    std::vector<uint8_t>       hdrs, bounces;
 };
 
 class MemNet;
@@ -74,6 +95,10 @@ struct Endpoint {
         std::vector<std::pair<Dgram, int>> held;   /* held back: delivered after n more */
     };
     Queue   chan[1 + UDZ_MAX_CHANNELS];
+    /* posted mode */
+    PostedChan  pchan[UDZ_MAX_CHANNELS];
+    udz_postq_t pq;
+    udz_wire_counters_t wcnt{};
 };
 
 class MemNet {
@@ -82,9 +107,17 @@ public:
 
     Endpoint *add() {
         eps_.emplace_back(new Endpoint());
-        eps_.back()->net = this;
-        eps_.back()->idx = (int)eps_.size() - 1;
-        return eps_.back().get();
+        Endpoint *e = eps_.back().get();
+        e->net = this;
+        e->idx = (int)eps_.size() - 1;
+        if (posted) {
+            for (auto &pc : e->pchan) {
+                pc.hdrs.assign((size_t)post_depth * UDZ_HDR_LEN, 0);
+                pc.bounces.assign((size_t)post_depth * bounce_len, 0);
+            }
+            udz_postq_init(&e->pq, &pq_ops, e, post_depth, UDZ_HDR_LEN, bounce_len, &e->wcnt);
+        }
+        return e;
     }
     Endpoint *ep(int i) { return eps_[(size_t)i].get(); }
     size_t size() const { return eps_.size(); }
@@ -103,6 +136,12 @@ public:
     Impair  imp;
     Stats   st;
     bool    unreach_mode = false;   /* sends to a dead endpoint come back as 'unreach' */
+    /* Posted mode (set before adding endpoints; open through ops_posted()): the data channels
+     * take datagrams only into receives posted ahead, as InfiniBand UD does, received through
+     * the wire's engine for that (udz_postq.h). */
+    bool     posted     = false;
+    unsigned post_depth = UDZ_POSTQ_MAX_DEPTH;
+    size_t   bounce_len = 8192;
 
     /* Puts raw bytes into a channel's queue as if src had sent them (tests, fuzzer). */
     void inject(int dst, uint32_t chan, const void *p, size_t len, const udz_addr_t &src) {
@@ -217,9 +256,77 @@ public:
             nullptr,   /* rx_idle: never known, every poll receives */
             chan_id_op, chan_addr_op, chan_recv_op, send_op,
             nullptr,   /* no wakeup */
+            0, nullptr,
         };
         return &o;
     }
+
+    /* ---- posted mode: the data channels as InfiniBand UD QPs (udz_postq.h) ---- */
+
+    static int chan_recv_posted_op(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n) {
+        Endpoint *at = (Endpoint*)wire;
+        if (at->dead) {
+            return 0;
+        }
+        at->net->land_held(at, chan);
+        return udz_postq_recv(&at->pq, chan, msgs, n);
+    }
+    static void chan_end_op(void *wire, unsigned chan) {
+        udz_postq_end(&((Endpoint*)wire)->pq, chan);
+    }
+    /* one coalesced run is one datagram: the core offers rx_batch slots, as to InfiniBand */
+    static const udz_wire_ops_t *ops_posted() {
+        static const udz_wire_ops_t o = {
+            "mem-posted",
+            65507, 1, 1,
+            dev_mtu_op,
+            query_devices_op, open_op, close_op, query_op,
+            4, 4, dev_addr_pack_op, iface_addr_pack_op, addr_unpack_op, is_reachable_op,
+            send_op, recv_op,
+            nullptr,
+            chan_id_op, chan_addr_op, chan_recv_posted_op, send_op,
+            nullptr,
+            1, chan_end_op,
+        };
+        return &o;
+    }
+    static int pq_post(void *wire, unsigned chan, uint32_t pos, void *payload, size_t len) {
+        Endpoint *e = (Endpoint*)wire;
+        PostedChan &pc = e->pchan[chan];
+        if (payload == nullptr) {
+            payload = pc.bounces.data() + (size_t)pos * e->net->bounce_len;
+            len     = e->net->bounce_len;
+        }
+        pc.rq.push_back(PostedRecv{pos, (uint8_t*)payload, len});
+        return 0;
+    }
+    static int pq_poll(void *wire, unsigned chan, udz_postq_wc_t *wc, int n) {
+        PostedChan &pc = ((Endpoint*)wire)->pchan[chan];
+        int k = 0;
+        for (; (k < n) && !pc.cq.empty(); ++k) {
+            wc[k] = pc.cq.front();
+            pc.cq.pop_front();
+        }
+        return k;
+    }
+    static int pq_recall(void *wire, unsigned chan) {
+        PostedChan &pc = ((Endpoint*)wire)->pchan[chan];
+        for (auto &r : pc.rq) {
+            udz_postq_wc_t wc{};
+            wc.pos = r.pos;
+            pc.cq.push_back(wc);        /* flushed */
+        }
+        pc.rq.clear();
+        return 0;
+    }
+    static void *pq_hdr(void *wire, unsigned chan, uint32_t pos) {
+        return ((Endpoint*)wire)->pchan[chan].hdrs.data() + (size_t)pos * UDZ_HDR_LEN;
+    }
+    static void *pq_bounce(void *wire, unsigned chan, uint32_t pos) {
+        Endpoint *e = (Endpoint*)wire;
+        return e->pchan[chan].bounces.data() + (size_t)pos * e->net->bounce_len;
+    }
+    static constexpr udz_postq_ops_t pq_ops = {pq_post, pq_poll, pq_recall, pq_hdr, pq_bounce};
 
 private:
     int send(Endpoint *from, const udz_addr_t &dst, const udz_txmsg_t *msgs, int n) {
@@ -276,9 +383,13 @@ private:
             if (copies == 2) {
                 st.dups++;
             }
+            d.tag = msgs[i].tag;
             for (int c = 0; c < copies; ++c) {
                 Dgram dd = (c + 1 < copies) ? d : std::move(d);
                 enqueue(to->chan[ch], std::move(dd), impair && chance(imp.reorder));
+            }
+            if (posted && (ch > 0)) {
+                land_queued(to, ch - 1);    /* the HCA places it now, not when polled */
             }
         }
         return n;   /* like a UDP socket: what went into the network counts as sent */
@@ -371,6 +482,49 @@ private:
             st.delivered++;
         }
         return got;
+    }
+
+    /* Posted mode: what reached a data channel's queue lands in its posted receives. */
+    void land_queued(Endpoint *at, unsigned chan) {
+        Endpoint::Queue &q = at->chan[1 + chan];
+        while (!q.q.empty()) {
+            land(at, chan, q.q.front());
+            q.q.pop_front();
+        }
+    }
+    void land_held(Endpoint *at, unsigned chan) {
+        Endpoint::Queue &q = at->chan[1 + chan];
+        if (q.q.empty() && !q.held.empty()) {
+            for (auto &h : q.held) {
+                q.q.push_back(std::move(h.first));
+            }
+            q.held.clear();
+        }
+        land_queued(at, chan);
+    }
+    void land(Endpoint *at, unsigned chan, const Dgram &d) {
+        PostedChan &pc = at->pchan[chan];
+        if (pc.rq.empty()) {
+            st.no_recv++;       /* UD: no receive posted, dropped */
+            return;
+        }
+        PostedRecv r = pc.rq.front();
+        pc.rq.pop_front();
+        udz_postq_wc_t wc{};
+        wc.pos = r.pos;
+        wc.src = d.src;
+        wc.imm = d.tag;
+        wc.len = (uint32_t)d.data.size();
+        size_t hl = std::min(d.data.size(), (size_t)UDZ_HDR_LEN);
+        if (d.data.size() - hl <= r.len) {
+            memcpy(at->pchan[chan].hdrs.data() + (size_t)r.pos * UDZ_HDR_LEN, d.data.data(), hl);
+            if (d.data.size() > hl) {
+                memcpy(r.payload, d.data.data() + hl, d.data.size() - hl);
+            }
+            wc.ok = 1;
+            st.delivered++;
+        }                       /* else a local length error: the receive fails */
+        pc.cq.push_back(wc);
     }
 
     std::vector<std::unique_ptr<Endpoint>> eps_;

@@ -270,11 +270,12 @@ static inline uint64_t repair_gate(const udz_core_t *core, const udz_peer_t *p)
 
 static inline unsigned addr_hash(const udz_addr_t *a)
 {
-    uint64_t w0, w1;
+    uint64_t w0, w1, w2;
 
     memcpy(&w0, a->b, 8);
     memcpy(&w1, a->b + 8, 8);
-    w0 ^= w1 * 0x9e3779b97f4a7c15ull;
+    memcpy(&w2, a->b + 16, 8);
+    w0 ^= (w1 ^ (w2 * 0xc2b2ae3d27d4eb4full)) * 0x9e3779b97f4a7c15ull;
     w0 ^= w0 >> 29;
     w0 *= 0xbf58476d1ce4e5b9ull;
     return (unsigned)(w0 ^ (w0 >> 32));
@@ -332,6 +333,7 @@ static inline int wire_send1(udz_core_t *core, const udz_addr_t *dst, const void
         m.iov[1 + i] = iov[i];
     }
     m.iovcnt = 1 + iovcnt;
+    m.tag    = 0;
     rc = core->wops->send(core->wire, dst, &m, 1);
     if (rc != 1) {
         core->cnt->tx_eagain++;
@@ -402,6 +404,14 @@ static inline uint32_t chunk_len(size_t len, uint32_t chunk, uint32_t i)
     size_t off = (size_t)i * chunk;
 
     return (uint32_t)((len - off) < chunk ? (len - off) : chunk);
+}
+
+/* The tag of chunk i of transfer xfer_id (a ZDATA's, and the slot that predicts it): distinct
+ * for the chunks of one transfer, so a wire that posts receives ahead tells a datagram that
+ * did not come where predicted without reading it. */
+static inline uint32_t zdata_tag(uint32_t xfer_id, uint32_t i)
+{
+    return (xfer_id * 0x9e3779b1u) ^ i;
 }
 
 static inline int bit_get(const uint64_t *bm, uint32_t i) { return (bm[i >> 6] >> (i & 63)) & 1; }

@@ -25,18 +25,31 @@
 extern "C" {
 #endif
 
-#define UDZ_ADDR_LEN      16
+#define UDZ_ADDR_LEN      24
 #define UDZ_MAX_CHANNELS  64
 #define UDZ_MAX_IOV       4
 
-/* A control endpoint's address (UDP: IPv4 address and port), opaque to the core. */
+/* A control endpoint's address (UDP: IPv4 address and port; InfiniBand UD: GID, LID and
+ * QP number), opaque to the core. */
 typedef struct udz_addr {
     uint8_t b[UDZ_ADDR_LEN];
 } udz_addr_t;
 
+/* What a data channel's receive slot is (udz_rxmsg_t.kind):
+ *  NONE: it predicts no datagram (room for an unexpected one), the area is the core's for
+ *        this call only;
+ *  SCRATCH: it predicts the datagram with its tag, the area is the core's for this call only;
+ *  DEST: it predicts the datagram with its tag, and iov[1] is that datagram's destination,
+ *        which stays so until a datagram is reported in a slot with this tag or the transfer
+ *        ends (chan_end): a wire that posts receives ahead may leave one posted there. */
+enum { UDZ_SLOT_NONE = 0, UDZ_SLOT_SCRATCH = 1, UDZ_SLOT_DEST = 2 };
+
 /* One datagram to receive: the core supplies the areas, the wire scatters into them. */
 typedef struct udz_rxmsg {
     struct iovec iov[2];    /* in: [0] header area, [1] payload area (may be empty) */
+    uint32_t     tag;       /* in, data channels: the tag of the datagram this slot predicts
+                             * (the chunk's, udz_txmsg_t.tag) */
+    int          kind;      /* in, data channels: UDZ_SLOT_* */
     size_t       len;       /* out: bytes the datagram had */
     int          trunc;     /* out: it did not fit into iov[0] + iov[1] */
     int          unreach;   /* out: not a datagram but the wire's report that src cannot be
@@ -49,12 +62,20 @@ typedef struct udz_rxmsg {
 typedef struct udz_txmsg {
     struct iovec iov[1 + UDZ_MAX_IOV];
     int          iovcnt;
+    uint32_t     tag;       /* chan_send: the datagram's tag, which the receiver's slot
+                             * predicted (InfiniBand UD: the immediate data); others: 0 */
 } udz_txmsg_t;
 
 /* What a wire counts, for the glue's counter files (the glue zeroes them; NULL: not kept).
  * ctl_recv_calls: receive calls on the control endpoint that went to the kernel;
- * idle_polls_free: polls of an idle control endpoint answered without one (UDP: io_uring). */
-#define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free)
+ * idle_polls_free: polls of an idle control endpoint answered without one (UDP: io_uring);
+ * a wire that posts receives ahead (udz_postq.h): chan_zc_dgrams, data-channel datagrams
+ * placed by a receive posted in their destination; chan_copy_dgrams, those received in the
+ * wire's own buffer and copied; chan_recalls, times a channel's posted receives were
+ * recalled (a datagram did not come where predicted, or a transfer ended with receives
+ * posted). */
+#define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free) \
+    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_recalls)
 
 typedef struct udz_wire_counters {
 #define UDZ_WIRE_COUNTER_FIELD(_n) uint64_t _n;
@@ -145,7 +166,13 @@ typedef struct udz_wire_ops {
      * a later call may already have placed the chunk they predicted.
      * chan_send: n datagrams (the chunks of one transfer, each [header, chunk]) to a peer's
      * data channel, as few sends as the wire can make of them (UDP: sendmmsg, runs of equal
-     * datagrams as one GSO send). Returns as send. */
+     * datagrams as one GSO send). Returns as send.
+     * posts_ahead: the wire's receives must be posted before the datagrams come (InfiniBand
+     * UD drops what finds no receive): the core then offers a transfer's first slots before
+     * it asks the owner to send (its ZREQ), and slots with keep may stay posted after the
+     * call (udz_postq.h does it for such a wire).
+     * chan_end (optional): the transfer on channel chan ended (done, failed or cancelled):
+     * nothing may land any more in what its calls offered, as the user has the buffer back. */
     uint32_t (*chan_id)(void *wire, unsigned chan);
     void (*chan_addr)(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
     int (*chan_recv)(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
@@ -156,6 +183,10 @@ typedef struct udz_wire_ops {
      * something; the wire keeps and closes it. A negative errno when it cannot; NULL: never
      * (the transport then offers no events). UDP: an epoll set of its sockets. */
     int (*event_fd)(void *wire);
+
+    /* ---- receives posted ahead (after the data channels' calls above they explain) ---- */
+    int  posts_ahead;
+    void (*chan_end)(void *wire, unsigned chan);
 } udz_wire_ops_t;
 
 /* The wires built in, NULL-terminated (udz_wires.c): the glue lists their devices and opens a

@@ -62,6 +62,10 @@ static void zrx_finish(udz_core_t *core, udz_zrx_t *z, int status)
     z->peer = NULL;
     z->ctx  = NULL;
     core->zrx_busy--;
+    if (core->wops->chan_end != NULL) {
+        /* before the user has the buffer back: receives posted into it are recalled */
+        core->wops->chan_end(core->wire, (unsigned)(z - core->zrx));
+    }
     core->uops->get_done(core->user, ctx, status);
     if (core->starved) {
         core->starved = 0;
@@ -145,6 +149,11 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
         req->window = 1;
     }
     memcpy(req->rkey, rkey, UDZ_RKEY_LEN);
+    if (core->wops->posts_ahead) {
+        /* the first chunks' receives are posted before the owner is asked to send them
+         * (Koop, Sur, Panda: the receiver posts, then sends its clear-to-send) */
+        (void)zrx_poll(core, z);
+    }
     err = udz_send_commit(core, UDZ_T_ZREQ, 0, sizeof(*req));
     if (err != 0) {
         skb_release(core, z->fin, 0);
@@ -207,8 +216,9 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
     core->cnt->rx_zchunks++;
 }
 
-/* Receive slot k: header k, then a full chunk at dst, or in scratch slot k when dst is NULL. */
-static void zrx_slot(udz_core_t *core, unsigned k, uint8_t *dst)
+/* Receive slot k: header k, then a full chunk at dst (chunk tag's destination, which the
+ * wire may keep a receive posted in), or in scratch slot k when dst is NULL. */
+static void zrx_slot(udz_core_t *core, unsigned k, uint8_t *dst, uint32_t tag)
 {
     size_t chunk = core->cfg.chunk_size;
     udz_rxmsg_t *m = &core->zmsgs[k];
@@ -217,6 +227,8 @@ static void zrx_slot(udz_core_t *core, unsigned k, uint8_t *dst)
     m->iov[0].iov_len  = UDZ_HDR_LEN;
     m->iov[1].iov_base = (dst != NULL) ? dst : core->zscratch + (size_t)k * chunk;
     m->iov[1].iov_len  = chunk;
+    m->tag             = tag;
+    m->kind            = (dst != NULL) ? UDZ_SLOT_DEST : UDZ_SLOT_SCRATCH;
 }
 
 unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
@@ -235,7 +247,7 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
          p = zrx_next_missing_from(z, p + 1)) {
         slot[k] = p;
         zrx_slot(core, k, (chunk_len(z->len, chunk, p) == chunk) ?
-                          z->buf + (size_t)p * chunk : NULL);
+                          z->buf + (size_t)p * chunk : NULL, zdata_tag(z->xfer_id, p));
         ++k;
     }
     if (k == 0) {
@@ -246,7 +258,8 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
      * a run could push the chunks still missing out of a coalesced receive (truncated, lost). */
     for (; k < batch; ++k) {
         slot[k] = UINT32_MAX;
-        zrx_slot(core, k, NULL);
+        zrx_slot(core, k, NULL, 0);
+        core->zmsgs[k].kind = UDZ_SLOT_NONE;
     }
     n = core->wops->chan_recv(core->wire, (unsigned)(z - core->zrx), m, (int)k);
     if (n <= 0) {
@@ -452,6 +465,15 @@ int zrx_init(udz_core_t *core)
     }
     if (core->zbatch < cfg->rx_batch) {
         core->zbatch = cfg->rx_batch;
+    }
+    if (core->wops->posts_ahead) {
+        /* a wire posts receives only into slots offered: twice a window, so that what one
+         * call's reports consume is offered again beyond them before its ZACK lets the
+         * owner send on */
+        size_t w2 = 2 * ((cfg->zc_window + cfg->chunk_size - 1) / cfg->chunk_size);
+        if (core->zbatch < w2) {
+            core->zbatch = (w2 < UDZ_BATCH_MAX) ? (unsigned)w2 : UDZ_BATCH_MAX;
+        }
     }
     nwords             = (cfg->zc_max / cfg->chunk_size + 1 + 63) / 64;
     core->bitmap_words = (uint32_t)nwords;

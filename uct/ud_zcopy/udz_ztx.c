@@ -50,6 +50,7 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
         msg[i].iov[1].iov_base = (void*)(t->src + (size_t)c * t->chunk);
         msg[i].iov[1].iov_len  = core->ztxhdr[i].len;
         msg[i].iovcnt          = 2;
+        msg[i].tag             = zdata_tag(t->xfer_id, c);
     }
     rc = core->wops->chan_send(core->wire, &t->dst, msg, (int)n);
     if (rc < (int)n) {
