@@ -367,8 +367,21 @@ static const ucx_ext_knob_t uct_udz_knobs[] = {
     UCX_EXT_KNOB(uct_udz_iface_config_t, "SNDBUF", sndbuf, SIZE, 1, INT_MAX),
 };
 
-/* Every knob checked on its own, so the message names the variable. max_dgram: the wire's
- * largest datagram. */
+/* The largest datagram of any wire: SEG_SIZE's bound (a wire that carries less caps it). */
+static size_t uct_udz_wires_max_dgram(void)
+{
+    const udz_wire_ops_t *const *w;
+    size_t max = 0;
+
+    for (w = udz_wires; *w != NULL; ++w) {
+        max = ucs_max(max, (*w)->max_dgram);
+    }
+    return max;
+}
+
+/* Every knob checked on its own, so the message names the variable. max_dgram: the largest
+ * datagram a chunk's may be (a wire that posts receives ahead receives one device MTU at
+ * most per receive). */
 static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t seg,
                                          size_t chunk, size_t max_dgram)
 {
@@ -379,10 +392,10 @@ static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t
     if (status != UCS_OK) {
         return status;
     }
-    if ((c->seg_size < UDZ_HDR_LEN + 256) || (c->seg_size > max_dgram)) {
+    if ((c->seg_size < UDZ_HDR_LEN + 256) || (c->seg_size > uct_udz_wires_max_dgram())) {
         return ucx_ext_config_error(UCT_UDZ_NAME, UCT_UDZ_PREFIX,
                                     "SEG_SIZE must be between %u and %zu bytes",
-                                    UDZ_HDR_LEN + 256, max_dgram);
+                                    UDZ_HDR_LEN + 256, uct_udz_wires_max_dgram());
     }
     if ((c->chunk_size != UCS_MEMUNITS_AUTO) &&
         ((c->chunk_size < 256) || (c->chunk_size > max_dgram - UDZ_HDR_LEN))) {
@@ -458,13 +471,15 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     max_dgram = self->wops->max_dgram;
     mtu       = self->wops->dev_mtu(self->ifname);
     seg_max   = (mtu > UDZ_HDR_LEN + 256) ? ucs_min(mtu, max_dgram) : max_dgram;
-    if ((config->seg_size >= UDZ_HDR_LEN + 256) && (config->seg_size <= max_dgram)) {
+    /* SEG_SIZE above what the wire carries (16k on a 4 KiB InfiniBand MTU) is capped */
+    if (config->seg_size >= UDZ_HDR_LEN + 256) {
         self->max_payload = ucs_min(config->seg_size, seg_max) - UDZ_HDR_LEN;
     }
     cc.seg_size   = self->max_payload + UDZ_HDR_LEN;
     cc.chunk_size = (config->chunk_size == UCS_MEMUNITS_AUTO) ?
                     seg_max - UDZ_HDR_LEN : config->chunk_size;
-    status = uct_udz_config_check(config, cc.seg_size, cc.chunk_size, max_dgram);
+    status = uct_udz_config_check(config, cc.seg_size, cc.chunk_size,
+                                  self->wops->posts_ahead ? seg_max : max_dgram);
     if (status != UCS_OK) {
         return status;
     }

@@ -156,10 +156,15 @@ static void pq_post(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c, const ud
     }
     for (i = (int)pending; (i < n) && (c->head - c->tail < q->depth) &&
                            (m[i].kind != UDZ_SLOT_NONE); ++i) {
-        /* a SCRATCH slot's datagram (the short last chunk) goes to a bounce buffer */
+        /* a SCRATCH slot's datagram (the short last chunk) goes to a bounce buffer, and so
+         * does one whose destination the wire cannot post into (not registered) */
         dst = (m[i].kind == UDZ_SLOT_DEST) ? m[i].iov[1].iov_base : NULL;
-        if (q->ops->post(q->wire, chan, c->head % q->depth, dst,
-                         (dst != NULL) ? m[i].iov[1].iov_len : q->bounce_len) != 0) {
+        if ((dst != NULL) &&
+            (q->ops->post(q->wire, chan, c->head % q->depth, dst, m[i].iov[1].iov_len) != 0)) {
+            dst = NULL;
+        }
+        if ((dst == NULL) &&
+            (q->ops->post(q->wire, chan, c->head % q->depth, NULL, q->bounce_len) != 0)) {
             c->error = 1;
             return;
         }

@@ -50,6 +50,8 @@ typedef struct udz_rxmsg {
     uint32_t     tag;       /* in, data channels: the tag of the datagram this slot predicts
                              * (the chunk's, udz_txmsg_t.tag) */
     int          kind;      /* in, data channels: UDZ_SLOT_* */
+    struct iovec dest;      /* in, DEST slots: the whole destination iov[1] lies in (a wire
+                             * that must register memory registers it once per transfer) */
     size_t       len;       /* out: bytes the datagram had */
     int          trunc;     /* out: it did not fit into iov[0] + iov[1] */
     int          unreach;   /* out: not a datagram but the wire's report that src cannot be

@@ -218,7 +218,8 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
 
 /* Receive slot k: header k, then a full chunk at dst (chunk tag's destination, which the
  * wire may keep a receive posted in), or in scratch slot k when dst is NULL. */
-static void zrx_slot(udz_core_t *core, unsigned k, uint8_t *dst, uint32_t tag)
+static void zrx_slot(udz_core_t *core, const udz_zrx_t *z, unsigned k, uint8_t *dst,
+                     uint32_t tag)
 {
     size_t chunk = core->cfg.chunk_size;
     udz_rxmsg_t *m = &core->zmsgs[k];
@@ -229,6 +230,8 @@ static void zrx_slot(udz_core_t *core, unsigned k, uint8_t *dst, uint32_t tag)
     m->iov[1].iov_len  = chunk;
     m->tag             = tag;
     m->kind            = (dst != NULL) ? UDZ_SLOT_DEST : UDZ_SLOT_SCRATCH;
+    m->dest.iov_base   = z->buf;
+    m->dest.iov_len    = z->len;
 }
 
 unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
@@ -246,7 +249,7 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
     for (p = zrx_next_missing(z, z->pred); (k < batch) && (p < z->nchunks);
          p = zrx_next_missing_from(z, p + 1)) {
         slot[k] = p;
-        zrx_slot(core, k, (chunk_len(z->len, chunk, p) == chunk) ?
+        zrx_slot(core, z, k, (chunk_len(z->len, chunk, p) == chunk) ?
                           z->buf + (size_t)p * chunk : NULL, zdata_tag(z->xfer_id, p));
         ++k;
     }
@@ -258,7 +261,7 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
      * a run could push the chunks still missing out of a coalesced receive (truncated, lost). */
     for (; k < batch; ++k) {
         slot[k] = UINT32_MAX;
-        zrx_slot(core, k, NULL, 0);
+        zrx_slot(core, z, k, NULL, 0);
         core->zmsgs[k].kind = UDZ_SLOT_NONE;
     }
     n = core->wops->chan_recv(core->wire, (unsigned)(z - core->zrx), m, (int)k);
