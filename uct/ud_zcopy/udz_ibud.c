@@ -251,7 +251,8 @@ static int ibud_pick_gid(udz_ibud_t *w, const struct ibv_port_attr *pattr)
     return -1;
 }
 
-/* ---- addresses: [GID 16][LID 2][0 0][QPN 4] ---- */
+/* ---- addresses: [GID 16][LID 2][0 0][QPN 4]; UCP gets the GID as the device address and
+ * the QPN and LID as the iface address ---- */
 
 static void ibud_addr_make(const uint8_t *gid, uint16_t lid, uint32_t qpn, udz_addr_t *out)
 {
@@ -539,6 +540,9 @@ static int ibud_post_sends(udz_ibud_t *w, const udz_addr_t *dst, const udz_txmsg
         return 0;
     }
     w->sq_head += (uint64_t)m;
+    if (w->counters != NULL) {
+        w->counters->ud_sends += (uint64_t)m;
+    }
     return i;
 }
 
@@ -1032,17 +1036,16 @@ static void ibud_query(void *wire, udz_wire_attr_t *attr)
 
 static void ibud_dev_addr_pack(void *wire, void *dev_addr)
 {
-    udz_ibud_t *w = wire;
-
-    memcpy(dev_addr, w->gid, 16);
-    memcpy((uint8_t*)dev_addr + 16, &w->lid, 2);
+    memcpy(dev_addr, ((udz_ibud_t*)wire)->gid, 16);
 }
 
 static void ibud_iface_addr_pack(void *wire, void *iface_addr)
 {
-    uint32_t qpn = ((udz_ibud_t*)wire)->qp->qp_num;
+    udz_ibud_t *w = wire;
+    uint32_t qpn  = w->qp->qp_num;
 
     memcpy(iface_addr, &qpn, 4);
+    memcpy((uint8_t*)iface_addr + 4, &w->lid, 2);
 }
 
 static void ibud_addr_unpack(const void *dev_addr, const void *iface_addr, udz_addr_t *out)
@@ -1050,8 +1053,8 @@ static void ibud_addr_unpack(const void *dev_addr, const void *iface_addr, udz_a
     uint16_t lid;
     uint32_t qpn;
 
-    memcpy(&lid, (const uint8_t*)dev_addr + 16, 2);
     memcpy(&qpn, iface_addr, 4);
+    memcpy(&lid, (const uint8_t*)iface_addr + 4, 2);
     ibud_addr_make(dev_addr, lid, qpn, out);
 }
 
@@ -1080,8 +1083,8 @@ const udz_wire_ops_t udz_ibud_wire = {
     .open            = ibud_open,
     .close           = ibud_close,
     .query           = ibud_query,
-    .dev_addr_len    = 18,
-    .iface_addr_len  = 4,
+    .dev_addr_len    = 16,
+    .iface_addr_len  = 6,
     .dev_addr_pack   = ibud_dev_addr_pack,
     .iface_addr_pack = ibud_iface_addr_pack,
     .addr_unpack     = ibud_addr_unpack,

@@ -198,9 +198,7 @@ static int uct_udz_iface_is_reachable(const uct_iface_h tl_iface,
     uct_udz_host_id_t remote;
 
     memcpy(&remote, UCS_PTR_BYTE_OFFSET(dev_addr, iface->wops->dev_addr_len), sizeof(remote));
-    return iface->wops->is_reachable(iface->wire, dev_addr,
-                                     (remote.sys_id == iface->host.sys_id) &&
-                                     (remote.net_ns == iface->host.net_ns));
+    return iface->wops->is_reachable(iface->wire, dev_addr, remote.hash == iface->host.hash);
 }
 
 /* ---- the core's view of us ---- */
@@ -484,8 +482,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
         return status;
     }
 
-    self->host.sys_id = ucs_get_system_id();
-    self->host.net_ns = ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET);
+    self->host.hash = ucs_get_system_id() ^
+                      ((uint64_t)ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET) * 0x9e3779b97f4a7c15ull);
 
     wparams.channels  = config->channels;
     wparams.rx_buffer = config->rcvbuf;

@@ -72,8 +72,10 @@ void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey);
  * port), then the glue's: the device address ends with the host identity below, the iface
  * address with the core's cookie (uint64_t). */
 typedef struct uct_udz_host_id {
-    uint64_t sys_id;        /* the wire may reach some addresses (UDP: loopback) only from ... */
-    uint64_t net_ns;        /* ... the same host and network namespace */
+    uint64_t hash;          /* the wire may reach some addresses (UDP: loopback) only from the
+                             * same host and network namespace: a hash of the system id and
+                             * the namespace (UCP takes 31 bytes of device address at most,
+                             * and a GID is 16) */
 } UCS_S_PACKED uct_udz_host_id_t;
 
 typedef struct uct_udz_iface_config {

@@ -75,9 +75,10 @@ typedef struct udz_txmsg {
  * placed by a receive posted in their destination; chan_copy_dgrams, those received in the
  * wire's own buffer and copied; chan_recalls, times a channel's posted receives were
  * recalled (a datagram did not come where predicted, or a transfer ended with receives
- * posted). */
+ * posted); ud_sends: datagrams the InfiniBand UD wire posted (its traffic, told apart from
+ * UDP's). */
 #define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free) \
-    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_recalls)
+    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_recalls) _(ud_sends)
 
 typedef struct udz_wire_counters {
 #define UDZ_WIRE_COUNTER_FIELD(_n) uint64_t _n;
