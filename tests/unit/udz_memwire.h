@@ -71,7 +71,7 @@ struct Stats {
  * send, or later when held back), into the oldest posted receive: its first hdr_len bytes
  * into the header area of the receive's position, the rest into the receive's payload area
  * (a bounce buffer when none was given); one that does not fit fails the receive, one that
- * finds no receive is dropped. A recall flushes every posted receive. */
+ * finds no receive is dropped. A renew drops every posted receive and its completions. */
 struct PostedRecv {
     uint32_t pos;
     uint8_t *payload;
@@ -309,14 +309,12 @@ public:
         }
         return k;
     }
-    static int pq_recall(void *wire, unsigned chan) {
+    /* a new QP: what was posted is gone, and so are its completions not polled yet (the
+     * channel's id stays: stale datagrams still find it, as a test of the rules) */
+    static int pq_renew(void *wire, unsigned chan) {
         PostedChan &pc = ((Endpoint*)wire)->pchan[chan];
-        for (auto &r : pc.rq) {
-            udz_postq_wc_t wc{};
-            wc.pos = r.pos;
-            pc.cq.push_back(wc);        /* flushed */
-        }
         pc.rq.clear();
+        pc.cq.clear();
         return 0;
     }
     static void *pq_hdr(void *wire, unsigned chan, uint32_t pos) {
@@ -326,7 +324,7 @@ public:
         Endpoint *e = (Endpoint*)wire;
         return e->pchan[chan].bounces.data() + (size_t)pos * e->net->bounce_len;
     }
-    static constexpr udz_postq_ops_t pq_ops = {pq_post, pq_poll, pq_recall, pq_hdr, pq_bounce};
+    static constexpr udz_postq_ops_t pq_ops = {pq_post, pq_poll, pq_renew, pq_hdr, pq_bounce};
 
 private:
     int send(Endpoint *from, const udz_addr_t &dst, const udz_txmsg_t *msgs, int n) {

@@ -11,8 +11,11 @@
  *    core's header into a buffer of ours and the payload straight into the destination,
  *    posted before the requester's ZREQ goes. The owner sends every chunk from its control QP
  *    with SEND_WITH_IMM, the chunk's tag in the immediate data. A loss is repaired by the
- *    core's selective repair, as on UDP; the receives posted behind it are recalled (the QP
- *    to error and back) and the rest of that transfer goes through bounce buffers.
+ *    core's selective repair, as on UDP; what lands in another chunk's place is moved out,
+ *    and the rest of that transfer goes through bounce buffers. No QP changes state while
+ *    traffic may come (rdma_rxe on Linux 6.1 dereferences NULL in rxe_responder when a UD
+ *    QP goes to error and reset under arriving packets): a channel that ends a transfer
+ *    with receives posted gets a new QP and CQ instead.
  *  - Destinations are registered through UCX's registration cache (ucs_rcache, as UCX's ib
  *    md), once per transfer and channel: the core names the whole destination in its slots.
  *  - Peers: an address is the GID, LID and QP number (24 bytes); address handles are made
@@ -31,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include <ucm/api/ucm.h>
 #include <ucs/memory/rcache.h>
@@ -46,7 +48,6 @@
 #define IBUD_BATCH        64
 #define IBUD_CHAN_REGS    4                /* destinations a channel holds registered */
 #define IBUD_AH_BUCKETS   64
-#define IBUD_RECALL_NS    (2ull * 1000 * 1000 * 1000)
 
 typedef struct ibud_ah {
     struct ibv_ah  *ah;
@@ -67,8 +68,6 @@ typedef struct ibud_chan {
     struct ibv_cq  *cq;
     struct ibv_qp  *qp;
     uint32_t        posted;                         /* receives not polled yet */
-    udz_postq_wc_t  stash[UDZ_POSTQ_MAX_DEPTH];     /* drained by a recall, not polled yet */
-    unsigned        nstash, stash_at;
     ibud_reg_t      reg[IBUD_CHAN_REGS];
     unsigned        nreg;
 } ibud_chan_t;
@@ -640,74 +639,58 @@ static int ibud_pq_poll(void *wire, unsigned chan, udz_postq_wc_t *wc, int n)
 {
     udz_ibud_t *w = wire;
     ibud_chan_t *c = &w->chan[chan];
-    int i, k = 0;
+    int j, k;
 
-    while ((k < n) && (c->stash_at < c->nstash)) {
-        wc[k++] = c->stash[c->stash_at++];
-    }
-    if (k == n) {
-        return k;
-    }
-    i = ibv_poll_cq(c->cq, (n - k < IBUD_BATCH) ? n - k : IBUD_BATCH, w->wc);
-    for (int j = 0; j < i; ++j) {
-        ibud_pq_wc(w, chan, &w->wc[j], &wc[k++]);
+    k = ibv_poll_cq(c->cq, (n < IBUD_BATCH) ? n : IBUD_BATCH, w->wc);
+    for (j = 0; j < k; ++j) {
+        ibud_pq_wc(w, chan, &w->wc[j], &wc[j]);
         c->posted--;
     }
-    return k;
+    return (k < 0) ? -EIO : k;
 }
 
-static uint64_t ibud_now_ns(void)
+/* A channel QP (and its CQ), ready to receive. */
+static int ibud_chan_open(udz_ibud_t *w, unsigned chan)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Every posted receive out: the QP to error flushes them (their completions are drained
- * here, before the QP is reset, as a reset may discard them), and back to ready. */
-static int ibud_pq_recall(void *wire, unsigned chan)
-{
-    udz_ibud_t *w = wire;
     ibud_chan_t *c = &w->chan[chan];
-    struct ibv_qp_attr attr;
-    uint64_t deadline = ibud_now_ns() + IBUD_RECALL_NS;
-    int i, k;
 
-    /* what was drained before and not polled goes first */
-    if (c->stash_at > 0) {
-        memmove(c->stash, c->stash + c->stash_at, (c->nstash - c->stash_at) * sizeof(c->stash[0]));
-        c->nstash  -= c->stash_at;
-        c->stash_at = 0;
-    }
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state = IBV_QPS_ERR;
-    if (ibv_modify_qp(c->qp, &attr, IBV_QP_STATE) != 0) {
-        return -errno;
-    }
-    while (c->posted > 0) {
-        k = ibv_poll_cq(c->cq, IBUD_BATCH, w->wc);
-        for (i = 0; i < k; ++i) {
-            if (c->nstash < UDZ_POSTQ_MAX_DEPTH) {
-                ibud_pq_wc(w, chan, &w->wc[i], &c->stash[c->nstash++]);
-            }
-            c->posted--;
-        }
-        if ((k <= 0) && (ibud_now_ns() > deadline)) {
-            return -ETIMEDOUT;
-        }
-    }
-    attr.qp_state = IBV_QPS_RESET;
-    if (ibv_modify_qp(c->qp, &attr, IBV_QP_STATE) != 0) {
-        return -errno;
+    c->posted = 0;
+    c->cq     = ibv_create_cq(w->ctx, (int)w->depth, NULL, NULL, 0);
+    c->qp     = (c->cq != NULL) ? ibud_qp_create(w, w->scq, c->cq, 1, w->depth, NULL) : NULL;
+    if (c->qp == NULL) {
+        return (errno != 0) ? -errno : -ENOMEM;
     }
     return ibud_qp_ready(w, c->qp);
+}
+
+static void ibud_chan_close(udz_ibud_t *w, unsigned chan)
+{
+    ibud_chan_t *c = &w->chan[chan];
+
+    if (c->qp != NULL) {
+        ibv_destroy_qp(c->qp);
+        c->qp = NULL;
+    }
+    if (c->cq != NULL) {
+        ibv_destroy_cq(c->cq);
+        c->cq = NULL;
+    }
+}
+
+/* Every posted receive gone: a new QP (its own number: the old one's stale datagrams find no
+ * QP) and a new CQ (none of the old QP's completions can be polled as the new one's). */
+static int ibud_pq_renew(void *wire, unsigned chan)
+{
+    udz_ibud_t *w = wire;
+
+    ibud_chan_close(w, chan);
+    return ibud_chan_open(w, chan);
 }
 
 static const udz_postq_ops_t ibud_pq_ops = {
     .post   = ibud_pq_post,
     .poll   = ibud_pq_poll,
-    .recall = ibud_pq_recall,
+    .renew  = ibud_pq_renew,
     .hdr    = ibud_pq_hdr,
     .bounce = ibud_pq_bounce,
 };
@@ -856,12 +839,7 @@ static void ibud_close(void *wire)
 
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
         ibud_chan_release(w, i);
-        if (w->chan[i].qp != NULL) {
-            ibv_destroy_qp(w->chan[i].qp);
-        }
-        if (w->chan[i].cq != NULL) {
-            ibv_destroy_cq(w->chan[i].cq);
-        }
+        ibud_chan_close(w, i);
     }
     for (i = 0; i < IBUD_AH_BUCKETS; ++i) {
         for (a = w->ah[i]; a != NULL; a = next) {
@@ -982,11 +960,8 @@ static int ibud_open(const char *dev, const udz_wire_params_t *params, void **wi
         goto err;
     }
     for (i = 0; i < w->nchan; ++i) {
-        w->chan[i].cq = ibv_create_cq(w->ctx, (int)w->depth, NULL, NULL, 0);
-        w->chan[i].qp = (w->chan[i].cq != NULL) ?
-                        ibud_qp_create(w, w->scq, w->chan[i].cq, 1, w->depth, NULL) : NULL;
-        if ((w->chan[i].qp == NULL) || ((rc = ibud_qp_ready(w, w->chan[i].qp)) != 0)) {
-            rc = (w->chan[i].qp == NULL) ? -errno : rc;
+        rc = ibud_chan_open(w, i);
+        if (rc != 0) {
             snprintf(err, errlen, "%s: data channel %u's UD QP: %s", dev, i, strerror(-rc));
             goto err;
         }

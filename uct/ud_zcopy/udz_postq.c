@@ -1,6 +1,6 @@
 /*
  * ud_zcopy: zero-copy receive into receives posted ahead (see udz_postq.h for the design and
- * the invariant every path below keeps).
+ * the two rules every path below keeps).
  */
 #include "udz_postq.h"
 
@@ -38,8 +38,8 @@ unsigned udz_postq_posted(const udz_postq_t *q, unsigned chan)
     return q->chan[chan].head - q->chan[chan].polled;
 }
 
-/* Completions into the FIFO (they come in posting order; a position is marked by what the
- * wire says, and the FIFO advances over every completed one). */
+/* Completions into the FIFO, in posting order. A datagram that landed in another chunk's
+ * destination moves to its position's bounce buffer at once (the first rule). */
 static void pq_poll(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c)
 {
     udz_postq_ent_t *e;
@@ -57,6 +57,16 @@ static void pq_poll(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c)
             e->len  = q->wc[i].len;
             e->imm  = q->wc[i].imm;
             e->src  = q->wc[i].src;
+            if (e->ok && (e->imm != e->tag)) {
+                c->bounce = 1;      /* the stream is not what was predicted */
+                if (e->dst != NULL) {
+                    memcpy(q->ops->bounce(q->wire, chan, q->wc[i].pos % q->depth), e->dst,
+                           PQ_MIN((e->len > q->hdr_len) ? e->len - q->hdr_len : 0,
+                                  q->bounce_len));
+                    e->dst = NULL;
+                    PQ_COUNT(q, chan_misplaced);
+                }
+            }
         }
         while ((c->polled != c->head) && pq_ent(q, c, c->polled)->done) {
             c->polled++;
@@ -64,60 +74,33 @@ static void pq_poll(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c)
     }
 }
 
-/* Every posted receive of the channel completes; what landed in destinations moves to the
- * bounce buffers, and the channel receives through them until the transfer ends. */
-static void pq_recall(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c)
+/* Whether a zero-copy receive for the datagram with this tag is still posted (the second
+ * rule: its chunk waits). */
+static int pq_zc_posted(const udz_postq_t *q, udz_postq_chan_t *c, uint32_t tag)
 {
-    udz_postq_ent_t *e;
+    const udz_postq_ent_t *e;
     uint32_t s;
 
-    PQ_COUNT(q, chan_recalls);
-    if (q->ops->recall(q->wire, chan) != 0) {
-        c->error = 1;   /* it cannot take receives again: nothing more is posted */
-    }
-    pq_poll(q, chan, c);
     for (s = c->polled; s != c->head; ++s) {
-        e = pq_ent(q, c, s);    /* never returned: nothing landed (a wire in error) */
-        e->done = 1;
-        e->ok   = 0;
-    }
-    c->polled = c->head;
-    for (s = c->tail; s != c->head; ++s) {
         e = pq_ent(q, c, s);
-        if (e->ok && (e->dst != NULL)) {
-            memcpy(q->ops->bounce(q->wire, chan, s % q->depth), e->dst,
-                   PQ_MIN((e->len > q->hdr_len) ? e->len - q->hdr_len : 0, q->bounce_len));
-        }
-        e->dst = NULL;
-    }
-    c->bounce = 1;
-}
-
-/* Whether a zero-copy receive not reported yet (posted, or landed) has this destination. */
-static int pq_zc_at(const udz_postq_t *q, udz_postq_chan_t *c, const void *dst)
-{
-    uint32_t s;
-
-    for (s = c->tail; s != c->head; ++s) {
-        if (pq_ent(q, c, s)->dst == dst) {
+        if ((e->dst != NULL) && (e->tag == tag)) {
             return 1;
         }
     }
     return 0;
 }
 
-/* The completed receive e reported in slot m: header copied, payload copied from src or
- * already in place (src NULL). */
+/* The completed receive e reported in slot m, where its payload lies: its destination (in
+ * place: the core finds it there) or its bounce buffer. */
 static void pq_report(udz_postq_t *q, unsigned chan, const udz_postq_ent_t *e, uint32_t pos,
-                      udz_rxmsg_t *m, const void *src)
+                      udz_rxmsg_t *m)
 {
     size_t hl = PQ_MIN(e->len, q->hdr_len);
     size_t pl = (e->len > q->hdr_len) ? e->len - q->hdr_len : 0;
 
     memcpy(m->iov[0].iov_base, q->ops->hdr(q->wire, chan, pos), PQ_MIN(hl, m->iov[0].iov_len));
-    if ((src != NULL) && (pl > 0)) {
-        memcpy(m->iov[1].iov_base, src, PQ_MIN(pl, m->iov[1].iov_len));
-    }
+    m->iov[1].iov_base = (e->dst != NULL) ? e->dst : q->ops->bounce(q->wire, chan, pos);
+    m->iov[1].iov_len  = (e->dst != NULL) ? pl : q->bounce_len;
     m->len     = e->len;
     m->trunc   = (hl > m->iov[0].iov_len) || (pl > m->iov[1].iov_len);
     m->unreach = 0;
@@ -125,12 +108,12 @@ static void pq_report(udz_postq_t *q, unsigned chan, const udz_postq_ent_t *e, u
 }
 
 /* Posts receives for the slots the core predicts beyond what is posted: only while what is
- * posted is the prefix of its predictions (else they moved: a surprise will recall). */
+ * posted is the prefix of its predictions (else they moved, and a surprise follows). */
 static void pq_post(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c, const udz_rxmsg_t *m,
                     int n)
 {
     udz_postq_ent_t *e;
-    uint32_t pending = c->head - c->tail;
+    uint32_t pending = c->head - c->tail, s;
     void *dst;
     int i;
 
@@ -148,9 +131,9 @@ static void pq_post(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c, const ud
         }
         return;
     }
-    for (i = 0; i < (int)pending; ++i) {
-        if ((i >= n) || (m[i].kind == UDZ_SLOT_NONE) ||
-            (m[i].tag != pq_ent(q, c, c->tail + (uint32_t)i)->tag)) {
+    /* the unreported receives, in order, must be the core's first predictions */
+    for (i = 0, s = c->tail; s != c->head; ++s, ++i) {
+        if ((i >= n) || (m[i].kind == UDZ_SLOT_NONE) || (m[i].tag != pq_ent(q, c, s)->tag)) {
             return;
         }
     }
@@ -179,42 +162,48 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
 {
     udz_postq_chan_t *c = &q->chan[chan];
     udz_postq_ent_t *e;
-    udz_rxmsg_t *m;
-    uint32_t pos;
+    uint32_t s;
     int j = 0;
 
     pq_poll(q, chan, c);
-    while ((j < n) && (c->tail != c->polled)) {
-        pos = c->tail % q->depth;
-        e   = &c->ent[pos];
-        m   = &msgs[j];
+    for (s = c->tail; (j < n) && (s != c->polled); ++s) {
+        e = pq_ent(q, c, s);
+        if (e->reported) {
+            continue;
+        }
         if (!e->ok) {
-            c->tail++;      /* flushed by a recall */
+            e->reported = 1;    /* a failed receive: nothing landed */
             continue;
         }
-        if (!c->bounce && ((e->imm != e->tag) ||
-                           ((e->dst != NULL) &&
-                            ((m->kind != UDZ_SLOT_DEST) || (m->tag != e->tag) ||
-                             (m->iov[1].iov_base != e->dst))) ||
-                           ((e->dst == NULL) && (m->kind == UDZ_SLOT_DEST) &&
-                            pq_zc_at(q, c, m->iov[1].iov_base)))) {
-            /* a surprise: not the datagram predicted, or a report that would write where
-             * a receive may still land */
-            pq_recall(q, chan, c);
-            continue;
+        if ((e->dst == NULL) && pq_zc_posted(q, c, e->imm)) {
+            continue;           /* waits until its chunk's own receive completed */
         }
+        pq_report(q, chan, e, s % q->depth, &msgs[j++]);
+        e->reported = 1;
         if (e->dst != NULL) {
-            pq_report(q, chan, e, pos, m, NULL);
             PQ_COUNT(q, chan_zc_dgrams);
         } else {
-            pq_report(q, chan, e, pos, m, q->ops->bounce(q->wire, chan, pos));
             PQ_COUNT(q, chan_copy_dgrams);
         }
-        c->tail++;
-        ++j;
     }
-    pq_post(q, chan, c, msgs + j, n - j);
-    return (j == 0) && c->error ? -EIO : j;
+    while ((c->tail != c->polled) && pq_ent(q, c, c->tail)->reported) {
+        c->tail++;
+    }
+    if (c->tail == c->head) {
+        pq_post(q, chan, c, msgs + j, n - j);
+    } else if (!c->bounce) {
+        /* what is not reported yet was predicted before this call's slots */
+        uint32_t unrep = 0;
+        for (s = c->tail; s != c->polled; ++s) {
+            unrep += !pq_ent(q, c, s)->reported;
+        }
+        if (unrep == 0) {
+            pq_post(q, chan, c, msgs + j, n - j);
+        }
+    } else {
+        pq_post(q, chan, c, msgs + j, n - j);
+    }
+    return ((j == 0) && c->error) ? -EIO : j;
 }
 
 void udz_postq_end(udz_postq_t *q, unsigned chan)
@@ -222,7 +211,12 @@ void udz_postq_end(udz_postq_t *q, unsigned chan)
     udz_postq_chan_t *c = &q->chan[chan];
 
     if (c->polled != c->head) {
-        pq_recall(q, chan, c);  /* nothing may land in the user's buffer from now on */
+        /* receives still posted (after a surprise, or cancelled): nothing of this transfer
+         * may land in the user's buffer from now on, nor in the next transfer's receives */
+        PQ_COUNT(q, chan_renews);
+        if (q->ops->renew(q->wire, chan) != 0) {
+            c->error = 1;
+        }
     }
     c->tail   = c->head;
     c->polled = c->head;

@@ -7,7 +7,7 @@
  * comes as immediate data.
  *
  * Plain C, no verbs: a wire gives the engine its calls (udz_postq_ops_t: post a receive,
- * poll completions, recall every posted receive, its own buffers) and fills its table's
+ * poll completions, renew a channel, its own buffers) and fills its table's
  * chan_recv and chan_end with udz_postq_recv and udz_postq_end; the unit tests run it over
  * an in-memory receive queue with the same semantics (tests/unit/udz_memwire.h).
  *
@@ -15,18 +15,26 @@
  * the call. Per channel the engine keeps the FIFO of receives it posted, each one
  *  - zero-copy: into a DEST slot's destination, with the slot's tag;
  *  - bounce: into the wire's buffer for that FIFO position (a SCRATCH slot's datagram: the
- *    short last chunk; and everything after a recall), copied into a slot when reported.
- * The invariant that makes it safe: a zero-copy receive is posted only into the destination
- * of a chunk the core does not have yet, and stays posted only while every datagram came
- * where predicted. Then a landing never overwrites what the core holds, and the core and the
- * engine never write where a receive may still land. The first surprise (a completion whose
- * immediate is not its receive's tag: a loss shifted the stream, a duplicate, a stale
- * datagram; or a report that would copy into a destination a receive may land in) breaks the
- * prediction for the whole FIFO: the engine recalls every posted receive (the wire moves its
- * QP to error, which flushes them, and back), moves what had landed in destinations into
- * the bounce buffers, and reports it from there. The channel then receives through bounce
- * buffers until the transfer ends; chan_end recalls what is still posted, and the next
- * transfer starts zero-copy again. Loss is rare on InfiniBand: the recall is the slow path.
+ *    short last chunk; and everything after a surprise).
+ * A completion is reported where its payload lies (the core's slot is pointed there, and the
+ * core copies what is not in its own place), so the engine copies no payload on its way,
+ * and nothing is ever taken back from the receive queue while the transfer runs: taking
+ * receives back means moving the QP to error and reset, which races with arriving packets
+ * in rdma_rxe (a NULL dereference in rxe_responder on Linux 6.1).
+ * Two rules keep every landing away from what the core holds, and the core away from where
+ * a receive may land:
+ *  - a zero-copy receive is posted only into the destination of a chunk the core does not
+ *    have; a datagram that landed in another chunk's destination (its immediate is not its
+ *    receive's tag: a loss shifted the stream, a duplicate, a stale datagram) is copied out
+ *    into the bounce buffer of its position when polled, so that place is free again;
+ *  - a chunk is not reported while a zero-copy receive for it is still posted (the core
+ *    would write its destination, where that receive may land): it waits, in its bounce
+ *    buffer, until that receive completed (the datagrams that follow fill it: the core's
+ *    repair keeps them coming).
+ * After the first surprise a transfer posts only bounce receives. When a transfer ends with
+ * receives still posted (after a surprise, or cancelled), the wire renews the channel: a new
+ * QP, with a new number for the next transfer's ZREQ, so nothing of the old one can land in
+ * a buffer the user has back. A loss-free transfer ends with nothing posted and costs none.
  */
 #ifndef UDZ_POSTQ_H
 #define UDZ_POSTQ_H
@@ -44,7 +52,7 @@ extern "C" {
 /* One completion of a posted receive. */
 typedef struct udz_postq_wc {
     uint32_t   pos;         /* the receive's FIFO position (what post was given) */
-    int        ok;          /* 0: flushed by a recall, or failed: nothing landed */
+    int        ok;          /* 0: failed, nothing landed */
     uint32_t   len;         /* bytes of the datagram (the wire's own header, e.g. the GRH,
                              * not counted) */
     uint32_t   imm;         /* its tag (udz_txmsg_t.tag) */
@@ -59,9 +67,9 @@ typedef struct udz_postq_ops {
     /* Up to n completions of chan, in the order the receives were posted: how many, or
      * -errno. */
     int (*poll)(void *wire, unsigned chan, udz_postq_wc_t *wc, int n);
-    /* Every receive posted on chan completes (poll returns it, landed or flushed), and the
-     * channel takes receives again with none posted. 0 or -errno. */
-    int (*recall)(void *wire, unsigned chan);
+    /* Every receive posted on chan is gone, none completes any more, and the channel takes
+     * receives again with none posted (verbs: a new QP; its chan_id changes). 0 or -errno. */
+    int (*renew)(void *wire, unsigned chan);
     /* The wire's header area and bounce buffer of FIFO position pos (hdr_len and
      * bounce_len bytes). */
     void *(*hdr)(void *wire, unsigned chan, uint32_t pos);
@@ -73,7 +81,7 @@ typedef struct udz_postq_ent {
     uint32_t    tag;        /* the tag of the slot it was posted for */
     uint32_t    len;        /* completed: the datagram's bytes */
     uint32_t    imm;
-    uint8_t     done, ok;
+    uint8_t     done, ok, reported;
     udz_addr_t  src;
 } udz_postq_ent_t;
 
@@ -82,8 +90,8 @@ typedef struct udz_postq_chan {
     uint32_t        tail;   /* oldest receive not reported */
     uint32_t        polled; /* [tail, polled) completed, [polled, head) posted */
     uint32_t        head;   /* next position to post */
-    int             bounce; /* recalled: bounce receives until the transfer ends */
-    int             error;  /* a post or recall failed: the channel receives nothing */
+    int             bounce; /* a surprise: bounce receives until the transfer ends */
+    int             error;  /* a post or renew failed: the channel receives nothing */
 } udz_postq_chan_t;
 
 typedef struct udz_postq {

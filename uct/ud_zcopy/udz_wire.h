@@ -73,12 +73,12 @@ typedef struct udz_txmsg {
  * idle_polls_free: polls of an idle control endpoint answered without one (UDP: io_uring);
  * a wire that posts receives ahead (udz_postq.h): chan_zc_dgrams, data-channel datagrams
  * placed by a receive posted in their destination; chan_copy_dgrams, those received in the
- * wire's own buffer and copied; chan_recalls, times a channel's posted receives were
- * recalled (a datagram did not come where predicted, or a transfer ended with receives
- * posted); ud_sends: datagrams the InfiniBand UD wire posted (its traffic, told apart from
- * UDP's). */
+ * wire's own buffer (copied by the core); chan_misplaced, datagrams that landed in another
+ * chunk's destination and were moved out; chan_renews, channels renewed because a transfer
+ * ended with receives posted; ud_sends: datagrams the InfiniBand UD wire posted (its
+ * traffic, told apart from UDP's). */
 #define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free) \
-    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_recalls) _(ud_sends)
+    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_misplaced) _(chan_renews) _(ud_sends)
 
 typedef struct udz_wire_counters {
 #define UDZ_WIRE_COUNTER_FIELD(_n) uint64_t _n;
@@ -163,7 +163,9 @@ typedef struct udz_wire_ops {
      * chan_addr: the address of channel chan_id of the peer whose control address is ctrl.
      * chan_recv: up to n datagrams of channel chan, each scattered into its [header, chunk]
      * pair msgs[i].iov[0..1]; with coalescing, a run of equal datagrams in one call, datagram
-     * i in pair i. Returns as recv. The slots are the core's prediction of the chunks to
+     * i in pair i. A wire whose datagram already lies elsewhere (in a receive posted ahead)
+     * copies the header into iov[0] and points iov[1] at the payload (valid during the call;
+     * the core copies it where it belongs). Returns as recv. The slots are the core's prediction of the chunks to
      * come, offered with this call and valid during it only (recvmmsg, GRO): a wire whose
      * receives must be posted ahead (verbs UD) cannot leave them in the destination, where
      * a later call may already have placed the chunk they predicted.

@@ -63,7 +63,7 @@ static void zrx_finish(udz_core_t *core, udz_zrx_t *z, int status)
     z->ctx  = NULL;
     core->zrx_busy--;
     if (core->wops->chan_end != NULL) {
-        /* before the user has the buffer back: receives posted into it are recalled */
+        /* before the user has the buffer back: no receive posted into it stays */
         core->wops->chan_end(core->wire, (unsigned)(z - core->zrx));
     }
     core->uops->get_done(core->user, ctx, status);
