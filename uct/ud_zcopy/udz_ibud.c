@@ -435,7 +435,10 @@ static int ibud_recv(void *wire, udz_rxmsg_t *msgs, int n)
     for (i = 0; i < k; ++i) {
         repost[i] = (uint32_t)w->wc[i].wr_id;
         if ((w->wc[i].status != IBV_WC_SUCCESS) || (w->wc[i].byte_len < IBUD_GRH)) {
-            continue;   /* a failed receive carries nothing */
+            if (w->counters != NULL) {
+                w->counters->ud_rx_errors++;    /* a failed receive carries nothing */
+            }
+            continue;
         }
         buf = w->rxbuf + (size_t)repost[i] * w->rx_stride;
         ibud_scatter(&msgs[j], buf + IBUD_GRH, w->wc[i].byte_len - IBUD_GRH);
@@ -626,6 +629,9 @@ static void ibud_pq_wc(udz_ibud_t *w, unsigned chan, const struct ibv_wc *wc,
 {
     out->pos = (uint32_t)wc->wr_id;
     out->ok  = (wc->status == IBV_WC_SUCCESS) && (wc->byte_len >= IBUD_GRH);
+    if (!out->ok && (w->counters != NULL)) {
+        w->counters->ud_rx_errors++;    /* e.g. longer than the receive: dropped */
+    }
     out->len = out->ok ? wc->byte_len - IBUD_GRH : 0;
     out->imm = (wc->wc_flags & IBV_WC_WITH_IMM) ? wc->imm_data : 0;
     if (out->ok) {

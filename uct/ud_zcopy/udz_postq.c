@@ -128,12 +128,22 @@ static void pq_post(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c, const ud
             }
             e = pq_ent(q, c, c->head++);
             memset(e, 0, sizeof(*e));
+            e->any = 1;
         }
         return;
     }
-    /* the unreported receives, in order, must be the core's first predictions */
+    /* the unreported receives, in order, must be the core's first predictions; a bounce
+     * receive that predicts nothing (left from a transfer that had a surprise) takes any
+     * datagram, so it stands for the prediction at its place */
     for (i = 0, s = c->tail; s != c->head; ++s, ++i) {
-        if ((i >= n) || (m[i].kind == UDZ_SLOT_NONE) || (m[i].tag != pq_ent(q, c, s)->tag)) {
+        e = pq_ent(q, c, s);
+        if ((i >= n) || (m[i].kind == UDZ_SLOT_NONE)) {
+            return;
+        }
+        if (e->any && !e->done) {
+            e->any = 0;
+            e->tag = m[i].tag;
+        } else if (m[i].tag != e->tag) {
             return;
         }
     }
@@ -209,16 +219,28 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
 void udz_postq_end(udz_postq_t *q, unsigned chan)
 {
     udz_postq_chan_t *c = &q->chan[chan];
+    udz_postq_ent_t *e;
+    uint32_t s;
+    int zc = 0;
 
-    if (c->polled != c->head) {
-        /* receives still posted (after a surprise, or cancelled): nothing of this transfer
-         * may land in the user's buffer from now on, nor in the next transfer's receives */
+    pq_poll(q, chan, c);
+    for (s = c->polled; s != c->head; ++s) {
+        e   = pq_ent(q, c, s);
+        zc |= (e->dst != NULL);
+        e->any = 1;     /* a bounce receive left posted serves the next transfer */
+        e->tag = 0;
+    }
+    c->tail   = c->polled;  /* what came and was not reported belonged to this transfer */
+    c->bounce = 0;
+    if (zc) {
+        /* a receive into the user's buffer is still posted (a cancelled transfer: a done
+         * one has none, as no chunk is reported while its own receive is posted): nothing
+         * may land there from now on, nor in the next transfer's receives */
         PQ_COUNT(q, chan_renews);
         if (q->ops->renew(q->wire, chan) != 0) {
             c->error = 1;
         }
+        c->tail   = c->head;
+        c->polled = c->head;
     }
-    c->tail   = c->head;
-    c->polled = c->head;
-    c->bounce = 0;
 }

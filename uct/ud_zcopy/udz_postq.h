@@ -31,10 +31,12 @@
  *    would write its destination, where that receive may land): it waits, in its bounce
  *    buffer, until that receive completed (the datagrams that follow fill it: the core's
  *    repair keeps them coming).
- * After the first surprise a transfer posts only bounce receives. When a transfer ends with
- * receives still posted (after a surprise, or cancelled), the wire renews the channel: a new
- * QP, with a new number for the next transfer's ZREQ, so nothing of the old one can land in
- * a buffer the user has back. A loss-free transfer ends with nothing posted and costs none.
+ * After the first surprise a transfer posts only bounce receives; those still posted when it
+ * ends serve the next transfer's first datagrams (they take any), and its zero-copy receives
+ * are posted behind them for the chunks that follow. A transfer that completed has no
+ * zero-copy receive posted (the second rule); one that was cancelled may have: the wire then
+ * renews the channel, a new QP with a new number for the next ZREQ, so nothing can land in a
+ * buffer the user has back.
  */
 #ifndef UDZ_POSTQ_H
 #define UDZ_POSTQ_H
@@ -82,6 +84,7 @@ typedef struct udz_postq_ent {
     uint32_t    len;        /* completed: the datagram's bytes */
     uint32_t    imm;
     uint8_t     done, ok, reported;
+    uint8_t     any;        /* a bounce receive that predicts no datagram yet */
     udz_addr_t  src;
 } udz_postq_ent_t;
 

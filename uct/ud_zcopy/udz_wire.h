@@ -76,9 +76,11 @@ typedef struct udz_txmsg {
  * wire's own buffer (copied by the core); chan_misplaced, datagrams that landed in another
  * chunk's destination and were moved out; chan_renews, channels renewed because a transfer
  * ended with receives posted; ud_sends: datagrams the InfiniBand UD wire posted (its
- * traffic, told apart from UDP's). */
+ * traffic, told apart from UDP's); ud_rx_errors: its receives that completed with an error
+ * or without a GRH's worth of bytes (dropped, never read). */
 #define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free) \
-    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_misplaced) _(chan_renews) _(ud_sends)
+    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_misplaced) _(chan_renews) _(ud_sends) \
+    _(ud_rx_errors)
 
 typedef struct udz_wire_counters {
 #define UDZ_WIRE_COUNTER_FIELD(_n) uint64_t _n;

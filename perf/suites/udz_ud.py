@@ -1,0 +1,232 @@
+"""perf/bench udz-ud: ud_zcopy over its InfiniBand UD wire against UCX's ud_verbs and rc_verbs
+(with ud_verbs as the auxiliary wireup transport) on the same verbs port, Soft-RoCE rxe0:1 in
+the verbs tier's qemu guest, alternating, same run. Koop, Sur and Panda's claim is zero-copy
+bandwidth within 9% of RC from 64 KiB, over a transport whose memory does not grow with the
+peers.
+
+  perf/bench udz-ud --in-guest [--quick] [--reps N]
+
+Figures:
+  UCT (ucx_perftest -x TL -d rxe0:1):  am_lat 8 B
+  UCP (UCX_TLS=TL, shm devices off):   tag_lat 8 B, tag_bw 64 KiB, 1 MiB and 16 MiB
+                                       (rendezvous: ud_zcopy's zero-copy channels, RC's
+                                       RDMA, ud_verbs' copied UD datagrams)
+  MPI, as users measure it (mpi = MPICH 4.0.2 ch4:ucx, ompi = Open MPI 4.1.4):
+       mpi_glue/pingpong               latency 8 B, ping-pong bandwidth 64 KiB and 1 MiB
+       perf/mpi_rotbuf (MPICH)         windowed bandwidth (16 in flight) 64 KiB and 1 MiB
+  Memory per endpoint (perf/ep_memory: one process with endpoints to N peer workers),
+       2 to 256 peers.
+Prints medians and the ratios ud_zcopy / ud_verbs and ud_zcopy / rc_verbs with the spread of
+the per-repetition ratios (latency: lower is better; bandwidth: higher); writes raw.csv,
+summary.csv, memory.csv and ratios.png. ud_zcopy's counters prove its UD wire carried every
+UCP/MPI figure (ud_sends), and its channels the bandwidth ones (chan_zc_dgrams).
+Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
+"""
+
+import csv
+import shutil
+import statistics
+import tempfile
+
+import counters
+
+from benchlib import epmem, fmt_size
+from benchlib.env import Ctx, Transport
+from benchlib.guest import run_in_guest
+from benchlib.perftest import perftest
+from benchlib.plots import pyplot, save
+from benchlib.proc import MeasureError, log
+from benchlib.stats import Recorder, rotated
+from suites.rdmach_rc import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
+
+NAME = "udz-ud"
+HELP = "ud_zcopy's UD verbs wire vs ud_verbs and rc_verbs on a verbs port (Soft-RoCE, guest)"
+CONTENTION = False
+TIMEOUT = (180, "seconds per ucx_perftest client run")
+
+DEV = "rxe0:1"
+OURS = "ud_zcopy"
+REFS = ("ud_verbs", "rc_verbs")
+FIGURES = [
+    ("uct", "am_lat", 8, []),
+    ("ucp", "tag_lat", 8, []), ("ucp", "tag_bw", 65536, []), ("ucp", "tag_bw", 1 << 20, []),
+    ("ucp", "tag_bw", 16 << 20, []),
+    ("mpi", "pingpong_lat", 8, []), ("mpi", "pingpong_bw", 65536, []),
+    ("mpi", "pingpong_bw", 1 << 20, []),
+    ("mpi", "window_bw", 65536, []), ("mpi", "window_bw", 1 << 20, []),
+    ("ompi", "pingpong_lat", 8, []), ("ompi", "pingpong_bw", 1 << 20, []),
+]
+ZC_FIGURES = {("ucp", "tag_bw"), ("mpi", "pingpong_bw"), ("mpi", "window_bw"),
+              ("ompi", "pingpong_bw")}
+
+
+def add_arguments(p):
+    p.add_argument("--quick", action="store_true",
+                   help="3 repetitions, fewer iterations, memory at 2, 16 and 64 peers")
+    p.add_argument("--in-guest", action="store_true",
+                   help="boot the verbs tier's guest and run there (results to --out on the host)")
+    p.add_argument("--peers", help="peer counts of the memory table (default 2,16,64,256)")
+
+
+def transports():
+    # UCX 1.13.1's ud_verbs reads a RoCE packet's L3 type from the completion's sl, which
+    # rdma_rxe leaves 0: without this it drops every packet on rxe's IPv4 GID
+    env = {"UCX_NET_DEVICES": DEV, "UCX_SHM_DEVICES": "none", "UCX_WARN_UNUSED_ENV_VARS": "n",
+           "UCX_UD_VERBS_ETH_DGID_CHECK": "n"}
+    return [Transport(OURS, OURS, (OURS, DEV), ours=True, extra_env=dict(env)),
+            Transport("ud_verbs", "ud_verbs", ("ud_verbs", DEV), extra_env=dict(env)),
+            Transport("rc_verbs", "rc_verbs,ud_verbs:aux", ("rc_verbs", DEV),
+                      extra_env=dict(env))]
+
+
+def one(ctx, t, kind, test, size, extra, quick, timeout, rep, cdir):
+    """One figure for one transport; ud_zcopy's counters go to cdir."""
+    if t.ours:
+        t.extra_env["UCX_EXT_COUNTERS_DIR"] = cdir
+    if kind in MPI_KINDS:   # extra_env reaches the ranks (launch --env)
+        return one_mpi(ctx, t, kind, test, size, quick, timeout, rep)
+    env = t.env(ctx)
+    n = iters(test, size, quick)
+    if size >= (16 << 20):
+        n = 10 if quick else 30
+    r = perftest(env, test, size, n, max(2, n // 10), uct=t.uct if kind == "uct" else None,
+                 extra=extra, timeout=timeout, pin=ctx.pin)
+    return r["bw_MBps"] if is_bw(test) else r["lat_us"]
+
+
+def carried(cdir, kind, test):
+    """ud_zcopy's counter files of one figure: its UD wire carried it (and, for bandwidth,
+    its zero-copy channels). An error message, or None."""
+    if kind == "uct":
+        return None     # ucx_perftest -x ud_zcopy -d rxe0:1 can only be the UD wire
+    c = counters.sums(cdir, OURS)
+    if not c:
+        return "no ud_zcopy counter files"
+    if c.get("ud_sends", 0) <= 0:
+        return "ud_sends is 0: the UD wire carried nothing"
+    if (kind, test) in ZC_FIGURES and c.get("chan_zc_dgrams", 0) <= 0:
+        return "chan_zc_dgrams is 0: no chunk came through a zero-copy channel"
+    return None
+
+
+def run(args):
+    if args.in_guest:
+        return run_in_guest(NAME, args.out or NAME,
+                            (["--quick"] if args.quick else []) +
+                            (["--reps", str(args.reps)] if args.reps else []) +
+                            (["--peers", args.peers] if args.peers else []), timeout=7200)
+    ctx = Ctx(args, NAME)
+    reps = args.reps or (3 if args.quick else 5)
+    who = transports()
+    raw = []
+    errors = []
+    for rep in range(reps):
+        for i, (kind, test, size, extra) in enumerate(FIGURES):
+            if kind in MPI_KINDS and not mpi_program(ctx, kind, mpi_program_name(test)):
+                log("udz-ud: no %s for %s: %s skipped" % (mpi_program_name(test), kind, test))
+                continue
+            for t in rotated(who, rep + i):
+                cdir = tempfile.mkdtemp(prefix="udz-ud-cnt-")
+                try:
+                    v = one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep,
+                            cdir)
+                    bad = carried(cdir, kind, test) if t.ours else None
+                except MeasureError as e:
+                    log("udz-ud: %s %s %s %s: %s" % (kind, test, fmt_size(size), t.name, e))
+                    continue
+                finally:
+                    if t.ours:
+                        t.extra_env.pop("UCX_EXT_COUNTERS_DIR", None)
+                    shutil.rmtree(cdir, ignore_errors=True)
+                if bad:
+                    errors.append("%s %s %s rep %d: %s" % (kind, test, fmt_size(size), rep, bad))
+                    log("udz-ud: NOT COUNTED %s" % errors[-1])
+                    continue
+                raw.append((rep, i, t.name, v))
+                log("udz-ud: rep %d %-4s %-12s %6s %-9s %10.3f" % (
+                    rep, kind, test, fmt_size(size), t.name, v))
+    with open(ctx.path("raw.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rep", "kind", "test", "size", "transport", "value"])
+        for rep, i, name, v in raw:
+            w.writerow([rep] + list(FIGURES[i][:3]) + [name, v])
+    rows = summarize(raw, reps)
+    with open(ctx.path("summary.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["kind", "test", "size", "unit", OURS] + list(REFS) +
+                   ["ratio_" + r for r in REFS] +
+                   ["ratio_%s_%s" % (r, m) for r in REFS for m in ("min", "max")])
+        w.writerows(rows)
+    plot(ctx, rows)
+    peers = [int(p) for p in (args.peers or ("2,16,64" if args.quick else "2,16,64,256"))
+             .split(",")]
+    rec = Recorder()
+    names = epmem.measure(ctx, args, [(t, {}) for t in who], peers, rec)
+    epmem.report(ctx, rec, names)
+    for e in errors + rec.errors:
+        print("ERROR: " + e)
+    ctx.finish()
+    print("results: %s" % ctx.out)
+    return 1 if errors else 0
+
+
+def summarize(raw, reps):
+    rows = []
+    print("\n%-4s %-12s %6s %-5s %10s %10s %10s %20s %20s" % (
+        "", "test", "size", "unit", OURS, REFS[0], REFS[1], "/ud_verbs [spread]",
+        "/rc_verbs [spread]"))
+    for i, (kind, test, size, _) in enumerate(FIGURES):
+        val = {(rep, name): v for rep, j, name, v in raw if j == i}
+        med, ratio, spread = {}, {}, {}
+        for name in (OURS,) + REFS:
+            vs = [val[(r, name)] for r in range(reps) if (r, name) in val]
+            med[name] = statistics.median(vs) if vs else None
+        for ref in REFS:
+            per = [val[(r, OURS)] / val[(r, ref)] for r in range(reps)
+                   if (r, OURS) in val and (r, ref) in val and val[(r, ref)] > 0]
+            ratio[ref] = (med[OURS] / med[ref]) if med[OURS] and med[ref] else None
+            spread[ref] = (min(per), max(per)) if per else (None, None)
+        if med[OURS] is None:
+            print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
+            continue
+        unit = "MB/s" if is_bw(test) else "us"
+
+        def f(v, w=10):
+            return ("%*.2f" % (w, v)) if v is not None else "%*s" % (w, "-")
+
+        def r(ref):
+            if ratio[ref] is None:
+                return "%20s" % "-"
+            return "%10s [%.2f-%.2f]" % ("%.2fx" % ratio[ref], spread[ref][0], spread[ref][1])
+        print("%-4s %-12s %6s %-5s %s %s %s %s %s" % (
+            kind, test, fmt_size(size), unit, f(med[OURS]), f(med[REFS[0]]), f(med[REFS[1]]),
+            r(REFS[0]), r(REFS[1])))
+        rows.append([kind, test, size, unit] +
+                    ["%.3f" % med[n] if med[n] is not None else "" for n in (OURS,) + REFS] +
+                    ["%.3f" % ratio[x] if ratio[x] is not None else "" for x in REFS] +
+                    ["%.3f" % spread[x][k] if spread[x][k] is not None else ""
+                     for x in REFS for k in (0, 1)])
+    return rows
+
+
+def plot(ctx, rows):
+    plt = pyplot()
+    if plt is None or not rows:
+        return
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.4 * len(rows)))
+    labels = ["%s %s %s" % (r[0], r[1], fmt_size(int(r[2]))) for r in rows]
+    y = range(len(rows))
+    for k, (ref, color) in enumerate(zip(REFS, ("#228833", "#4477aa"))):
+        vals = [float(r[7 + k]) if r[7 + k] else 0 for r in rows]
+        ax.barh([p + 0.4 * k for p in y], vals, height=0.4, color=color,
+                label="ud_zcopy / %s" % ref)
+    ax.set_yticks([p + 0.2 for p in y])
+    ax.set_yticklabels(labels)
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.axvline(0.91, color="gray", lw=0.8, ls="--")
+    ax.set_xlabel("ratio (latency: lower is better; bandwidth: higher; dashed: 0.91, the "
+                  "paper's RC mark)")
+    ax.set_title("ud_zcopy UD wire vs ud_verbs and rc_verbs, Soft-RoCE under qemu TCG\n"
+                 "(medians of alternating repetitions)", fontsize=10)
+    ax.legend(fontsize=8)
+    save(plt, fig, ctx.path("ratios.png"))
