@@ -334,6 +334,8 @@ static inline int wire_send1(udz_core_t *core, const udz_addr_t *dst, const void
     }
     m.iovcnt = 1 + iovcnt;
     m.tag    = 0;
+    m.region.iov_base = NULL;
+    m.region.iov_len  = 0;
     rc = core->wops->send(core->wire, dst, &m, 1);
     if (rc != 1) {
         core->cnt->tx_eagain++;

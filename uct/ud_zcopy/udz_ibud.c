@@ -16,8 +16,10 @@
  *    traffic may come (rdma_rxe on Linux 6.1 dereferences NULL in rxe_responder when a UD
  *    QP goes to error and reset under arriving packets): a channel that ends a transfer
  *    with receives posted gets a new QP and CQ instead.
- *  - Destinations are registered through UCX's registration cache (ucs_rcache, as UCX's ib
- *    md), once per transfer and channel: the core names the whole destination in its slots.
+ *  - Destinations and sources are registered through UCX's registration cache (ucs_rcache,
+ *    as UCX's ib md): the core names the whole destination in its slots (held per transfer
+ *    and channel) and the whole source in its sends (held by the last WR of a send call
+ *    until it completes).
  *  - Peers: an address is the GID, LID and QP number (24 bytes); address handles are made
  *    on first contact and cached per remote port (GID, LID), not per peer. A peer costs the
  *    core's peer record and nothing here.
@@ -97,6 +99,8 @@ typedef struct udz_ibud {
     uint32_t             nrx, rx_stride;
     uint32_t             sq_depth;
     uint64_t             sq_head, sq_done;  /* WRs posted; WRs known complete */
+    ucs_rcache_region_t **sq_reg;           /* per send queue position: the registration a
+                                             * zero-copy chunk's WR holds until it completes */
     /* data channels */
     unsigned             nchan, depth;
     uint8_t             *chdr, *cbounce;
@@ -454,16 +458,39 @@ static int ibud_recv(void *wire, udz_rxmsg_t *msgs, int n)
 
 static void ibud_reap(udz_ibud_t *w)
 {
+    uint64_t done = w->sq_done;
     int i, k;
 
     while ((k = ibv_poll_cq(w->scq, IBUD_BATCH, w->wc)) > 0) {
         for (i = 0; i < k; ++i) {
             /* UD completes in order: everything up to a signalled WR is done */
-            if (w->wc[i].wr_id + 1 > w->sq_done) {
-                w->sq_done = w->wc[i].wr_id + 1;
+            if (w->wc[i].wr_id + 1 > done) {
+                done = w->wc[i].wr_id + 1;
             }
         }
     }
+    for (; w->sq_done < done; ++w->sq_done) {
+        ucs_rcache_region_t **r = &w->sq_reg[w->sq_done % w->sq_depth];
+        if (*r != NULL) {
+            ucs_rcache_region_put(w->rcache, *r);   /* its chunks left the source */
+            *r = NULL;
+        }
+    }
+}
+
+/* The registration of a chunk's source, held by the WR at position seq until it completes
+ * (NULL: not registered, the chunk is copied). One lookup per send call: its chunks share a
+ * source, and the last WR of the call holds it. */
+static ucs_rcache_region_t *ibud_src_reg(udz_ibud_t *w, const struct iovec *region)
+{
+    ucs_rcache_region_t *r;
+
+    if ((w->rcache == NULL) || (region->iov_len == 0) ||
+        (ucs_rcache_get(w->rcache, region->iov_base, region->iov_len, PROT_READ, NULL,
+                        &r) != UCS_OK)) {
+        return NULL;
+    }
+    return r;
 }
 
 static int ibud_post_sends(udz_ibud_t *w, const udz_addr_t *dst, const udz_txmsg_t *msgs,
@@ -471,11 +498,12 @@ static int ibud_post_sends(udz_ibud_t *w, const udz_addr_t *dst, const udz_txmsg
 {
     struct ibv_send_wr wr[IBUD_BATCH], *bad;
     struct ibv_sge sge[IBUD_BATCH][1 + UDZ_MAX_IOV];
+    ucs_rcache_region_t *src;
     ibud_ah_t *ah;
     size_t len, off;
     uint8_t *buf;
     uint64_t seq;
-    int i, k, m = 0;
+    int i, k, m = 0, zc = 0;
 
     ah = ibud_ah(w, dst);
     if (ah == NULL) {
@@ -487,6 +515,9 @@ static int ibud_post_sends(udz_ibud_t *w, const udz_addr_t *dst, const udz_txmsg
     if (n > IBUD_BATCH) {
         n = IBUD_BATCH;
     }
+    /* a data channel's chunks go from where they lie (the owner's registered region) */
+    src = (imm && (n > 0) && (msgs[0].iovcnt == 2) && (msgs[0].iov[1].iov_len > w->max_inline)) ?
+          ibud_src_reg(w, &msgs[0].region) : NULL;
     for (i = 0; (i < n) && (w->sq_head + (uint64_t)m - w->sq_done < w->sq_depth); ++i) {
         seq = w->sq_head + (uint64_t)m;
         for (len = 0, k = 0; k < msgs[i].iovcnt; ++k) {
@@ -515,6 +546,21 @@ static int ibud_post_sends(udz_ibud_t *w, const udz_addr_t *dst, const udz_txmsg
             }
             wr[m].num_sge     = msgs[i].iovcnt;
             wr[m].send_flags |= IBV_SEND_INLINE;
+        } else if ((src != NULL) && (msgs[i].iovcnt == 2) &&
+                   ((uintptr_t)msgs[i].iov[1].iov_base >= src->super.start) &&
+                   ((uintptr_t)msgs[i].iov[1].iov_base + msgs[i].iov[1].iov_len <=
+                    src->super.end)) {
+            /* zero copy: the header from our buffer, the chunk from the owner's memory */
+            buf = w->txbuf + (seq % w->sq_depth) * w->mtu;
+            memcpy(buf, msgs[i].iov[0].iov_base, msgs[i].iov[0].iov_len);
+            sge[m][0].addr   = (uintptr_t)buf;
+            sge[m][0].length = (uint32_t)msgs[i].iov[0].iov_len;
+            sge[m][0].lkey   = w->mr->lkey;
+            sge[m][1].addr   = (uintptr_t)msgs[i].iov[1].iov_base;
+            sge[m][1].length = (uint32_t)msgs[i].iov[1].iov_len;
+            sge[m][1].lkey   = ((ibud_rcache_region_t*)src)->mr->lkey;
+            wr[m].num_sge    = 2;
+            zc++;
         } else {
             buf = w->txbuf + (seq % w->sq_depth) * w->mtu;
             for (off = 0, k = 0; k < msgs[i].iovcnt; ++k) {
@@ -535,15 +581,24 @@ static int ibud_post_sends(udz_ibud_t *w, const udz_addr_t *dst, const udz_txmsg
         }
         ++m;
     }
-    if (m == 0) {
-        return i;   /* none fitted the send queue: 0 (retried), or all oversized (lost) */
+    if ((m == 0) || (ibv_post_send(w->qp, wr, &bad) != 0)) {
+        if (src != NULL) {
+            ucs_rcache_region_put(w->rcache, src);
+        }
+        return (m == 0) ? i : 0;    /* none fitted the send queue: 0 (retried), or all
+                                     * oversized (lost) */
     }
-    if (ibv_post_send(w->qp, wr, &bad) != 0) {
-        return 0;
+    if (src != NULL) {
+        if (zc > 0) {
+            w->sq_reg[(w->sq_head + (uint64_t)m - 1) % w->sq_depth] = src;
+        } else {
+            ucs_rcache_region_put(w->rcache, src);
+        }
     }
     w->sq_head += (uint64_t)m;
     if (w->counters != NULL) {
-        w->counters->ud_sends += (uint64_t)m;
+        w->counters->ud_sends    += (uint64_t)m;
+        w->counters->ud_zc_sends += (uint64_t)zc;
     }
     return i;
 }
@@ -854,11 +909,17 @@ static void ibud_close(void *wire)
             free(a);
         }
     }
-    if (w->rcache != NULL) {
-        ucs_rcache_destroy(w->rcache);
-    }
     if (w->qp != NULL) {
         ibv_destroy_qp(w->qp);
+    }
+    for (i = 0; (w->sq_reg != NULL) && (i < w->sq_depth); ++i) {
+        if (w->sq_reg[i] != NULL) {
+            ucs_rcache_region_put(w->rcache, w->sq_reg[i]);
+        }
+    }
+    free(w->sq_reg);
+    if (w->rcache != NULL) {
+        ucs_rcache_destroy(w->rcache);
     }
     if (w->scq != NULL) {
         ibv_destroy_cq(w->scq);
@@ -972,8 +1033,9 @@ static int ibud_open(const char *dev, const udz_wire_params_t *params, void **wi
             goto err;
         }
     }
+    w->sq_reg = calloc(w->sq_depth, sizeof(*w->sq_reg));
     idx = malloc(w->nrx * sizeof(*idx));
-    if (idx == NULL) {
+    if ((idx == NULL) || (w->sq_reg == NULL)) {
         rc = -ENOMEM;
         snprintf(err, errlen, "no memory");
         goto err;

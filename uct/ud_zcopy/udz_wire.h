@@ -66,6 +66,8 @@ typedef struct udz_txmsg {
     int          iovcnt;
     uint32_t     tag;       /* chan_send: the datagram's tag, which the receiver's slot
                              * predicted (InfiniBand UD: the immediate data); others: 0 */
+    struct iovec region;    /* chan_send: the whole source the payload lies in (a wire that
+                             * must register memory registers it once); others: empty */
 } udz_txmsg_t;
 
 /* What a wire counts, for the glue's counter files (the glue zeroes them; NULL: not kept).
@@ -76,11 +78,12 @@ typedef struct udz_txmsg {
  * wire's own buffer (copied by the core); chan_misplaced, datagrams that landed in another
  * chunk's destination and were moved out; chan_renews, channels renewed because a transfer
  * ended with receives posted; ud_sends: datagrams the InfiniBand UD wire posted (its
- * traffic, told apart from UDP's); ud_rx_errors: its receives that completed with an error
+ * traffic, told apart from UDP's), ud_zc_sends those of them that went from the owner's
+ * memory (a chunk, zero copy); ud_rx_errors: its receives that completed with an error
  * or without a GRH's worth of bytes (dropped, never read). */
 #define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free) \
     _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_misplaced) _(chan_renews) _(ud_sends) \
-    _(ud_rx_errors)
+    _(ud_zc_sends) _(ud_rx_errors)
 
 typedef struct udz_wire_counters {
 #define UDZ_WIRE_COUNTER_FIELD(_n) uint64_t _n;

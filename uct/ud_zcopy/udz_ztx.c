@@ -51,6 +51,8 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
         msg[i].iov[1].iov_len  = core->ztxhdr[i].len;
         msg[i].iovcnt          = 2;
         msg[i].tag             = zdata_tag(t->xfer_id, c);
+        msg[i].region.iov_base = (void*)t->src;
+        msg[i].region.iov_len  = t->len;
     }
     rc = core->wops->chan_send(core->wire, &t->dst, msg, (int)n);
     if (rc < (int)n) {
