@@ -8,6 +8,7 @@
 
 #include "rdmach_wire.h"
 #include "rdmach_xrc.h"
+#include "ucx_ext_verbs.h"
 
 #include <infiniband/verbs.h>
 

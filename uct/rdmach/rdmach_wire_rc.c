@@ -128,15 +128,6 @@ static void rdmach_rc_dereg(struct ibv_mr *mr)
 
 /* ---- domains and devices ---- */
 
-static int rdmach_rc_port_usable(struct ibv_context *ctx, uint8_t port)
-{
-    struct ibv_port_attr attr;
-
-    return (ibv_query_port(ctx, port, &attr) == 0) && (attr.state == IBV_PORT_ACTIVE) &&
-           ((attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
-            (attr.link_layer == IBV_LINK_LAYER_INFINIBAND));
-}
-
 /* Calls found(name, ctx) for each HCA with an active port; the context is closed after. */
 static unsigned rdmach_rc_each_hca(void (*found)(void *arg, const char *name,
                                                  struct ibv_context *ctx),
@@ -160,7 +151,7 @@ static unsigned rdmach_rc_each_hca(void (*found)(void *arg, const char *name,
         }
         if (ibv_query_device(ctx, &attr) == 0) {
             for (p = 1; p <= attr.phys_port_cnt; ++p) {
-                if (rdmach_rc_port_usable(ctx, p)) {
+                if (ucx_ext_verbs_port_usable(ctx, p, NULL)) {
                     found(arg, ibv_get_device_name(list[i]), ctx);
                     ++n;
                     break;
@@ -199,23 +190,13 @@ static unsigned rdmach_rc_query_domains(char (*names)[RDMACH_WIRE_DEV_NAME_MAX],
 static int rdmach_rc_domain_open(const char *name, rdmach_wire_domain_t **domain_p)
 {
     rdmach_wire_domain_t *dom;
-    struct ibv_device **list;
-    int i, num, ret = -ENODEV;
+    int ret = -ENODEV;
 
     dom = calloc(1, sizeof(*dom));
     if (dom == NULL) {
         return -ENOMEM;
     }
-    list = ibv_get_device_list(&num);
-    for (i = 0; (list != NULL) && (i < num); ++i) {
-        if (strcmp(ibv_get_device_name(list[i]), name) == 0) {
-            dom->ctx = ibv_open_device(list[i]);
-            break;
-        }
-    }
-    if (list != NULL) {
-        ibv_free_device_list(list);
-    }
+    dom->ctx = ucx_ext_verbs_open(name);
     if (dom->ctx == NULL) {
         goto err;
     }
@@ -271,7 +252,7 @@ static unsigned rdmach_rc_query_devices(rdmach_wire_domain_t *dom, rdmach_wire_d
     uint8_t p;
 
     for (p = 1; (dom != NULL) && (p <= dom->attr.phys_port_cnt) && (n < max); ++p) {
-        if (rdmach_rc_port_usable(dom->ctx, p)) {
+        if (ucx_ext_verbs_port_usable(dom->ctx, p, NULL)) {
             snprintf(devs[n].name, sizeof(devs[n].name), "%.24s:%u", dom->name, p);
             devs[n].type = RDMACH_WIRE_DEV_NET;
             ++n;
@@ -281,33 +262,6 @@ static unsigned rdmach_rc_query_devices(rdmach_wire_domain_t *dom, rdmach_wire_d
 }
 
 /* ---- iface ---- */
-
-/* RoCE: the first RoCE v2 GID (routable over UDP, what rdma_rxe offers), else RoCE v1; IB:
- * index 0. */
-static int rdmach_rc_pick_gid(rdmach_rc_wire_t *w, union ibv_gid *gid)
-{
-    struct ibv_gid_entry entry;
-    int i, v1 = -1;
-
-    if (w->port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND) {
-        return ibv_query_gid(w->dom->ctx, w->port, 0, gid) == 0 ? 0 : -1;
-    }
-    for (i = 0; i < w->port_attr.gid_tbl_len; ++i) {
-        if (ibv_query_gid_ex(w->dom->ctx, w->port, i, &entry, 0) != 0) {
-            continue;
-        }
-        if (entry.gid_type == IBV_GID_TYPE_ROCE_V2) {
-            memcpy(gid, &entry.gid, sizeof(*gid));
-            return i;
-        } else if (v1 < 0) {
-            v1 = i;
-        }
-    }
-    if ((v1 >= 0) && (ibv_query_gid(w->dom->ctx, w->port, v1, gid) == 0)) {
-        return v1;
-    }
-    return -1;
-}
 
 static struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inline)
 {
@@ -430,7 +384,7 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
         ret = -ENODEV;
         goto err;
     }
-    w->gid_index = rdmach_rc_pick_gid(w, &gid);
+    w->gid_index = ucx_ext_verbs_pick_gid(w->dom->ctx, w->port, &w->port_attr, &gid);
     if (w->gid_index < 0) {
         RC_LOG(w, 1, "rdmach: port %s has no usable GID", params->dev_name);
         ret = -ENODEV;

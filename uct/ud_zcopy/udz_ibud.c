@@ -28,6 +28,7 @@
  */
 #include "udz_postq.h"
 #include "udz_proto.h"
+#include "ucx_ext_verbs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -123,83 +124,27 @@ static uint32_t ibud_mtu_bytes(enum ibv_mtu mtu)
     return 128u << (unsigned)mtu;   /* IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5 */
 }
 
-static int ibud_port_ok(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
+typedef struct {
+    int (*found)(void *arg, const char *dev);
+    void *arg;
+} ibud_found_t;
+
+static int ibud_found_port(void *arg, const char *name, uint8_t port, struct ibv_context *ctx)
 {
-    return (ibv_query_port(ctx, port, attr) == 0) && (attr->state == IBV_PORT_ACTIVE) &&
-           ((attr->link_layer == IBV_LINK_LAYER_ETHERNET) ||
-            (attr->link_layer == IBV_LINK_LAYER_INFINIBAND));
-}
+    ibud_found_t *f = arg;
+    char dev[80];
 
-/* "mlx5_0:1" into the device and the port. */
-static int ibud_parse(const char *dev, char *name, size_t len, uint8_t *port)
-{
-    const char *colon = strrchr(dev, ':');
-    char *end;
-    unsigned long p;
-
-    if ((colon == NULL) || ((size_t)(colon - dev) >= len)) {
-        return -ENODEV;
-    }
-    p = strtoul(colon + 1, &end, 10);
-    if ((*end != '\0') || (p == 0) || (p > 255)) {
-        return -ENODEV;
-    }
-    memcpy(name, dev, (size_t)(colon - dev));
-    name[colon - dev] = '\0';
-    *port = (uint8_t)p;
-    return 0;
-}
-
-static struct ibv_context *ibud_open_ctx(const char *name)
-{
-    struct ibv_device **list;
-    struct ibv_context *ctx = NULL;
-    int i, num;
-
-    list = ibv_get_device_list(&num);
-    for (i = 0; (list != NULL) && (i < num); ++i) {
-        if (strcmp(ibv_get_device_name(list[i]), name) == 0) {
-            ctx = ibv_open_device(list[i]);
-            break;
-        }
-    }
-    if (list != NULL) {
-        ibv_free_device_list(list);
-    }
-    return ctx;
+    (void)ctx;
+    snprintf(dev, sizeof(dev), "%s:%u", name, port);
+    return f->found(f->arg, dev);
 }
 
 /* Every active port of every HCA, as "device:port" (rdmach's and UCX's ib names). */
 static int ibud_query_devices(int (*found)(void *arg, const char *dev), void *arg)
 {
-    struct ibv_device **list;
-    struct ibv_device_attr attr;
-    struct ibv_port_attr pattr;
-    struct ibv_context *ctx;
-    char dev[80];
-    int i, num, rc = 0;
-    uint8_t p;
+    ibud_found_t f = {found, arg};
 
-    list = ibv_get_device_list(&num);
-    for (i = 0; (list != NULL) && (i < num) && (rc == 0); ++i) {
-        ctx = ibv_open_device(list[i]);
-        if (ctx == NULL) {
-            continue;
-        }
-        if (ibv_query_device(ctx, &attr) == 0) {
-            for (p = 1; (p <= attr.phys_port_cnt) && (rc == 0); ++p) {
-                if (ibud_port_ok(ctx, p, &pattr)) {
-                    snprintf(dev, sizeof(dev), "%s:%u", ibv_get_device_name(list[i]), p);
-                    rc = found(arg, dev);
-                }
-            }
-        }
-        ibv_close_device(ctx);
-    }
-    if (list != NULL) {
-        ibv_free_device_list(list);
-    }
-    return rc;
+    return ucx_ext_verbs_each_port(ibud_found_port, &f);
 }
 
 static size_t ibud_dev_mtu(const char *dev)
@@ -210,48 +155,15 @@ static size_t ibud_dev_mtu(const char *dev)
     uint8_t port;
     size_t mtu = 0;
 
-    if ((ibud_parse(dev, name, sizeof(name), &port) != 0) ||
-        ((ctx = ibud_open_ctx(name)) == NULL)) {
+    if ((ucx_ext_verbs_parse(dev, name, sizeof(name), &port) != 0) ||
+        ((ctx = ucx_ext_verbs_open(name)) == NULL)) {
         return 0;
     }
-    if (ibud_port_ok(ctx, port, &attr)) {
+    if (ucx_ext_verbs_port_usable(ctx, port, &attr)) {
         mtu = ibud_mtu_bytes(attr.active_mtu);
     }
     ibv_close_device(ctx);
     return mtu;
-}
-
-/* RoCE: the first RoCE v2 GID (routable, what rdma_rxe offers), else RoCE v1; IB: index 0
- * (as rdmach's RC wire). */
-static int ibud_pick_gid(udz_ibud_t *w, const struct ibv_port_attr *pattr)
-{
-    struct ibv_gid_entry entry;
-    union ibv_gid gid;
-    int i, v1 = -1;
-
-    if (pattr->link_layer == IBV_LINK_LAYER_INFINIBAND) {
-        if (ibv_query_gid(w->ctx, w->port, 0, &gid) != 0) {
-            return -1;
-        }
-        memcpy(w->gid, gid.raw, 16);
-        return 0;
-    }
-    for (i = 0; i < pattr->gid_tbl_len; ++i) {
-        if (ibv_query_gid_ex(w->ctx, w->port, (uint32_t)i, &entry, 0) != 0) {
-            continue;
-        }
-        if (entry.gid_type == IBV_GID_TYPE_ROCE_V2) {
-            memcpy(w->gid, entry.gid.raw, 16);
-            return i;
-        } else if (v1 < 0) {
-            v1 = i;
-        }
-    }
-    if ((v1 >= 0) && (ibv_query_gid(w->ctx, w->port, v1, &gid) == 0)) {
-        memcpy(w->gid, gid.raw, 16);
-        return v1;
-    }
-    return -1;
 }
 
 /* ---- addresses: [GID 16][LID 2][0 0][QPN 4]; UCP gets the GID as the device address and
@@ -947,6 +859,7 @@ static int ibud_open(const char *dev, const udz_wire_params_t *params, void **wi
 {
     struct ibv_device_attr dattr;
     struct ibv_port_attr pattr;
+    union ibv_gid gid;
     udz_ibud_t *w;
     uint32_t i, *idx = NULL, cap_wr, cap_cqe;
     size_t off;
@@ -957,9 +870,10 @@ static int ibud_open(const char *dev, const udz_wire_params_t *params, void **wi
         snprintf(err, errlen, "no memory for the UD wire");
         return -ENOMEM;
     }
-    if ((ibud_parse(dev, w->name, sizeof(w->name), &w->port) != 0) ||
-        ((w->ctx = ibud_open_ctx(w->name)) == NULL) ||
-        (ibv_query_device(w->ctx, &dattr) != 0) || !ibud_port_ok(w->ctx, w->port, &pattr)) {
+    if ((ucx_ext_verbs_parse(dev, w->name, sizeof(w->name), &w->port) != 0) ||
+        ((w->ctx = ucx_ext_verbs_open(w->name)) == NULL) ||
+        (ibv_query_device(w->ctx, &dattr) != 0) ||
+        !ucx_ext_verbs_port_usable(w->ctx, w->port, &pattr)) {
         snprintf(err, errlen, "%s is no active InfiniBand/RoCE port", dev);
         rc = -ENODEV;
         goto err;
@@ -972,7 +886,8 @@ static int ibud_open(const char *dev, const udz_wire_params_t *params, void **wi
     w->roce      = (pattr.link_layer == IBV_LINK_LAYER_ETHERNET);
     w->lid       = w->roce ? 0 : pattr.lid;
     w->mtu       = IBUD_MIN(ibud_mtu_bytes(pattr.active_mtu), IBUD_MAX_MTU);
-    w->gid_index = ibud_pick_gid(w, &pattr);
+    w->gid_index = ucx_ext_verbs_pick_gid(w->ctx, w->port, &pattr, &gid);
+    memcpy(w->gid, gid.raw, 16);
     if (w->gid_index < 0) {
         snprintf(err, errlen, "%s has no usable GID", dev);
         rc = -ENODEV;

@@ -1,0 +1,34 @@
+/*
+ * Plain-C helpers the InfiniBand wires share (rdmach's RC wire, ud_zcopy's UD wire): which
+ * ports are usable, the device by name, every active port as "device:port", and the GID a
+ * wire addresses itself by. libibverbs only, no UCX headers.
+ */
+#ifndef UCX_EXT_VERBS_H
+#define UCX_EXT_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 when the port is active with an InfiniBand or Ethernet (RoCE) link; attr filled (may be
+ * NULL). */
+int ucx_ext_verbs_port_usable(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+
+/* The opened device of that name, NULL when there is none. */
+struct ibv_context *ucx_ext_verbs_open(const char *name);
+
+/* Calls found(arg, name, port, ctx) for every usable port of every device (ctx is closed
+ * after); a non-zero return from found stops the walk and is returned. */
+int ucx_ext_verbs_each_port(int (*found)(void *arg, const char *name, uint8_t port,
+                                         struct ibv_context *ctx),
+                            void *arg);
+
+/* "mlx5_0:1" into name (len bytes) and the port: 0, or -ENODEV when it is no such name. */
+int ucx_ext_verbs_parse(const char *dev, char *name, size_t len, uint8_t *port);
+
+/* The GID a wire addresses itself by: RoCE, the first RoCE v2 GID (routable over UDP, what
+ * rdma_rxe offers), else RoCE v1; InfiniBand, index 0. Its index, or -1. */
+int ucx_ext_verbs_pick_gid(struct ibv_context *ctx, uint8_t port,
+                           const struct ibv_port_attr *attr, union ibv_gid *gid);
+
+#endif
