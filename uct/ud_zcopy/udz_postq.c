@@ -33,11 +33,6 @@ void udz_postq_init(udz_postq_t *q, const udz_postq_ops_t *ops, void *wire, unsi
     q->counters   = counters;
 }
 
-unsigned udz_postq_posted(const udz_postq_t *q, unsigned chan)
-{
-    return q->chan[chan].head - q->chan[chan].polled;
-}
-
 /* Completions into the FIFO, in posting order. A datagram that landed in another chunk's
  * destination moves to its position's bounce buffer at once (the first rule). */
 static void pq_poll(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c)
@@ -199,18 +194,9 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
     while ((c->tail != c->polled) && pq_ent(q, c, c->tail)->reported) {
         c->tail++;
     }
-    if (c->tail == c->head) {
-        pq_post(q, chan, c, msgs + j, n - j);
-    } else if (!c->bounce) {
-        /* what is not reported yet was predicted before this call's slots */
-        uint32_t unrep = 0;
-        for (s = c->tail; s != c->polled; ++s) {
-            unrep += !pq_ent(q, c, s)->reported;
-        }
-        if (unrep == 0) {
-            pq_post(q, chan, c, msgs + j, n - j);
-        }
-    } else {
+    /* the tail stops at the oldest completion not reported (one that waits): while there
+     * is one, this call's predictions were made without it, and only bounce receives go */
+    if (c->bounce || (c->tail == c->polled)) {
         pq_post(q, chan, c, msgs + j, n - j);
     }
     return ((j == 0) && c->error) ? -EIO : j;

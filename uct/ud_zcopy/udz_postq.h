@@ -117,9 +117,6 @@ void udz_postq_init(udz_postq_t *q, const udz_postq_ops_t *ops, void *wire, unsi
 int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n);
 void udz_postq_end(udz_postq_t *q, unsigned chan);
 
-/* Receives posted on chan now (for tests and the wire's sizing). */
-unsigned udz_postq_posted(const udz_postq_t *q, unsigned chan);
-
 #ifdef __cplusplus
 }
 #endif
