@@ -16,6 +16,10 @@ Figures:
        perf/mpi_rotbuf (MPICH)         windowed bandwidth (16 in flight) 64 KiB and 1 MiB
   Memory per endpoint (perf/ep_memory: one process with endpoints to N peer workers),
        2 to 256 peers.
+  The wire's ceiling (rdma-core's perftest, raw verbs, no UCX): ib_send_bw over UD with
+       1 KiB messages (the path MTU: one chunk a datagram, as ud_zcopy's channels) against
+       ib_read_bw over RC with 1 MiB, alternating; what Soft-RoCE itself gives a UD stream
+       next to RC's RDMA read, whatever a transport above it does.
 Prints medians and the ratios ud_zcopy / ud_verbs and ud_zcopy / rc_verbs with the spread of
 the per-repetition ratios (latency: lower is better; bandwidth: higher); writes raw.csv,
 summary.csv, memory.csv and ratios.png. ud_zcopy's counters prove its UD wire carried every
@@ -24,9 +28,12 @@ Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
 """
 
 import csv
+import os
+import re
 import shutil
 import statistics
 import tempfile
+import time
 
 import counters
 
@@ -35,7 +42,7 @@ from benchlib.env import Ctx, Transport
 from benchlib.guest import run_in_guest
 from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
-from benchlib.proc import MeasureError, log
+from benchlib.proc import MeasureError, log, run as run_cmd, spawn, stop
 from benchlib.stats import Recorder, rotated
 from suites.rdmach_rc import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
 
@@ -158,6 +165,7 @@ def run(args):
                    ["ratio_%s_%s" % (r, m) for r in REFS for m in ("min", "max")])
         w.writerows(rows)
     plot(ctx, rows)
+    ceiling(ctx, reps, args.quick)
     peers = [int(p) for p in (args.peers or ("2,16,64" if args.quick else "2,16,64,256"))
              .split(",")]
     rec = Recorder()
@@ -168,6 +176,59 @@ def run(args):
     ctx.finish()
     print("results: %s" % ctx.out)
     return 1 if errors else 0
+
+
+# (name, perftest program and arguments): UD on the first RoCE v2 GID (the one ud_zcopy picks,
+# gid 0 in the guest), RC on the IPv4 one (the one UCX's rc_verbs picks, gid 1)
+CEILING = [("ud_send_1k", ["ib_send_bw", "-c", "UD", "-s", "1024", "-x", "0"], 20000),
+           ("rc_read_1m", ["ib_read_bw", "-s", str(1 << 20), "-x", "1"], 200)]
+PERFTEST_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s")
+
+
+def perftest_bw(cmd, n, timeout=120, port=18515):
+    """BW average (MB/s) of one perftest pair over rxe0's loopback, or None."""
+    env = dict(os.environ)
+    base = cmd + ["-d", "rxe0", "-n", str(n), "-F", "-p", str(port)]
+    srv = spawn(base, env)
+    try:
+        time.sleep(1.5)
+        rc, out, err = run_cmd(base + ["127.0.0.1"], env, timeout)
+    finally:
+        stop(srv)
+    for line in out.splitlines():
+        m = PERFTEST_ROW.match(line)
+        if m:
+            return float(m.group(4))
+    log("udz-ud: %s: no result (rc %s): %s" % (" ".join(cmd), rc, (err or out)[-300:]))
+    return None
+
+
+def ceiling(ctx, reps, quick):
+    """The raw verbs ceiling: UD SEND of 1 KiB against RC READ of 1 MiB, alternating."""
+    if shutil.which("ib_send_bw") is None:
+        log("udz-ud: no ib_send_bw (Debian's perftest): the wire ceiling is not measured")
+        return
+    vals = {name: [] for name, _, _ in CEILING}
+    ratios = []
+    for rep in range(reps):
+        got = {}
+        for name, cmd, n in (CEILING if rep % 2 == 0 else CEILING[::-1]):
+            got[name] = perftest_bw(cmd, n // 2 if quick else n)
+            if got[name] is not None:
+                vals[name].append(got[name])
+        if got.get("ud_send_1k") and got.get("rc_read_1m"):
+            ratios.append(got["ud_send_1k"] / got["rc_read_1m"])
+    with open(ctx.path("ceiling.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["test", "median_MBps", "reps"])
+        for name, _, _ in CEILING:
+            if vals[name]:
+                w.writerow([name, "%.3f" % statistics.median(vals[name]), len(vals[name])])
+    if ratios:
+        print("\nwire ceiling (raw verbs, perftest): UD SEND 1 KiB %.2f MB/s, RC READ 1 MiB "
+              "%.2f MB/s: UD/RC %.2fx [%.2f-%.2f]" % (
+                  statistics.median(vals["ud_send_1k"]), statistics.median(vals["rc_read_1m"]),
+                  statistics.median(ratios), min(ratios), max(ratios)))
 
 
 def summarize(raw, reps):

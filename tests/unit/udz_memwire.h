@@ -256,7 +256,7 @@ public:
             nullptr,   /* rx_idle: never known, every poll receives */
             chan_id_op, chan_addr_op, chan_recv_op, send_op,
             nullptr,   /* no wakeup */
-            0, nullptr,
+            0, nullptr, nullptr,
         };
         return &o;
     }
@@ -274,6 +274,14 @@ public:
     static void chan_end_op(void *wire, unsigned chan) {
         udz_postq_end(&((Endpoint*)wire)->pq, chan);
     }
+    static int chan_quiet_op(void *wire, unsigned chan) {
+        Endpoint *at = (Endpoint*)wire;
+        if (at->dead) {
+            return 1;
+        }
+        at->net->land_held(at, chan);
+        return udz_postq_quiet(&at->pq, chan);
+    }
     /* one coalesced run is one datagram: the core offers rx_batch slots, as to InfiniBand */
     static const udz_wire_ops_t *ops_posted() {
         static const udz_wire_ops_t o = {
@@ -286,7 +294,7 @@ public:
             nullptr,
             chan_id_op, chan_addr_op, chan_recv_posted_op, send_op,
             nullptr,
-            1, chan_end_op,
+            1, chan_end_op, chan_quiet_op,
         };
         return &o;
     }

@@ -83,12 +83,14 @@ typedef struct udz_config {
 
 /* Counters the core keeps (the glue exports them with its own). peer_state_bytes: bytes ever
  * allocated for per-peer state (peer structs + hash slots), the scalability figure; peers: how
- * many were created. */
+ * many were created; zack_stuck: ZACKs a requester sent because nothing came for an RTO (the
+ * owner resends the first missing chunks and probes the tail). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
-    _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy)
+    _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
+    _(zack_stuck)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

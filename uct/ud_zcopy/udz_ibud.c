@@ -791,6 +791,11 @@ static void ibud_chan_end(void *wire, unsigned chan)
     ibud_chan_release(w, chan);
 }
 
+static int ibud_chan_quiet(void *wire, unsigned chan)
+{
+    return udz_postq_quiet(&((udz_ibud_t*)wire)->pq, chan);
+}
+
 static uint32_t ibud_chan_id(void *wire, unsigned chan)
 {
     return ((udz_ibud_t*)wire)->chan[chan].qp->qp_num;
@@ -1057,4 +1062,5 @@ const udz_wire_ops_t udz_ibud_wire = {
     .event_fd        = NULL,
     .posts_ahead     = 1,
     .chan_end        = ibud_chan_end,
+    .chan_quiet      = ibud_chan_quiet,
 };

@@ -241,6 +241,7 @@ void uct_udz_iface_get_done(void *user, void *ctx, int status)
     if (status != 0) {
         UCT_UDZ_COUNT_OWN(get_failed, 1);
     }
+    iface->pending_kick = 1;    /* a channel, a get_bcopy buffer, a fence's wait */
     if ((g >= iface->getb) && (g < iface->getb + UDZ_MAX_CHANNELS)) {
         /* a get_bcopy: hand the bounce buffer to the caller's unpack */
         g->busy = 0;
@@ -283,7 +284,9 @@ static void uct_udz_iface_core_peer_failed(void *user, udz_peer_t *peer)
 
 static void uct_udz_iface_resources(void *user)
 {
-    /* the pending queue is dispatched by the progress that follows */
+    uct_udz_iface_t *iface = user;
+
+    iface->pending_kick = 1;    /* dispatched by the progress that follows */
 }
 
 static uint64_t uct_udz_iface_now(void *user)
@@ -323,7 +326,10 @@ static unsigned uct_udz_iface_progress(uct_iface_h tl_iface)
         count += uct_udz_async_dispatch(iface);   /* before anything newer */
     }
     count += udz_core_progress(iface->core, uct_udz_now_ns());
-    if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x))) {
+    if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x)) &&
+        (iface->pending_kick || (++iface->pending_skips >= UCT_UDZ_PENDING_RETRY))) {
+        iface->pending_kick  = 0;
+        iface->pending_skips = 0;
         count += ucx_ext_iface_progress_pending(&iface->x);
     }
     if (ucs_unlikely(!ucs_list_is_empty(&iface->flushes))) {
@@ -531,6 +537,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
 
     memset(self->getb, 0, sizeof(self->getb));
     self->fenced      = 0;
+    self->pending_kick  = 0;
+    self->pending_skips = 0;
     self->nchannels   = config->channels;
     ucx_ext_iface_init(&self->x, &self->super, UCT_UDZ_NAME, &uct_udz_counters.tx, NULL, 0);
     ucs_list_head_init(&self->flushes);

@@ -31,6 +31,9 @@ void udz_postq_init(udz_postq_t *q, const udz_postq_ops_t *ops, void *wire, unsi
     q->hdr_len    = hdr_len;
     q->bounce_len = bounce_len;
     q->counters   = counters;
+    for (unsigned i = 0; i < UDZ_MAX_CHANNELS; ++i) {
+        q->chan[i].want = 1;
+    }
 }
 
 /* Completions into the FIFO, in posting order. A datagram that landed in another chunk's
@@ -53,7 +56,10 @@ static void pq_poll(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c)
             e->imm  = q->wc[i].imm;
             e->src  = q->wc[i].src;
             if (e->ok && (e->imm != e->tag)) {
-                c->bounce = 1;      /* the stream is not what was predicted */
+                if (!c->bounce) {
+                    c->bounce  = 1; /* the stream is not what was predicted */
+                    c->in_step = 0;
+                }
                 if (e->dst != NULL) {
                     memcpy(q->ops->bounce(q->wire, chan, q->wc[i].pos % q->depth), e->dst,
                            PQ_MIN((e->len > q->hdr_len) ? e->len - q->hdr_len : 0,
@@ -183,6 +189,11 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
         if ((e->dst == NULL) && pq_zc_posted(q, c, e->imm)) {
             continue;           /* waits until its chunk's own receive completed */
         }
+        if (c->bounce) {
+            /* in step again when datagrams come as the core predicts them */
+            c->in_step = ((msgs[j].kind != UDZ_SLOT_NONE) && (msgs[j].tag == e->imm)) ?
+                         c->in_step + 1 : 0;
+        }
         pq_report(q, chan, e, s % q->depth, &msgs[j++]);
         e->reported = 1;
         if (e->dst != NULL) {
@@ -194,12 +205,40 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
     while ((c->tail != c->polled) && pq_ent(q, c, c->tail)->reported) {
         c->tail++;
     }
+    if (c->bounce && (c->in_step >= UDZ_POSTQ_RESYNC) && (c->tail == c->polled)) {
+        /* The stream is back in step (a surprise is mostly a burst: late datagrams and their
+         * resends, duplicates of one repair): zero-copy receives again, posted behind the
+         * bounce receives still posted, which take the next predictions (pq_post). A
+         * transfer that stays out of step falls back at its next surprise. */
+        c->bounce  = 0;
+        c->in_step = 0;
+        PQ_COUNT(q, chan_resyncs);
+    }
     /* the tail stops at the oldest completion not reported (one that waits): while there
      * is one, this call's predictions were made without it, and only bounce receives go */
     if (c->bounce || (c->tail == c->polled)) {
         pq_post(q, chan, c, msgs + j, n - j);
     }
+    c->seen = c->polled;
+    /* what the next recv can do without a completion: report what did not fit this one's
+     * slots, and post into the slots this one's reports took */
+    c->want = (s != c->polled) || (j > 0);
     return ((j == 0) && c->error) ? -EIO : j;
+}
+
+/* Nothing completed since the last recv: it reported all it could (or knows it could not),
+ * and posted all it could
+ * (what stops posting, a wait, a moved prediction, the end of the chunks, changes only with
+ * a completion), so a recv now would do nothing. */
+int udz_postq_quiet(udz_postq_t *q, unsigned chan)
+{
+    udz_postq_chan_t *c = &q->chan[chan];
+
+    if (c->want || c->error) {
+        return 0;
+    }
+    pq_poll(q, chan, c);
+    return c->polled == c->seen;
 }
 
 void udz_postq_end(udz_postq_t *q, unsigned chan)
@@ -216,8 +255,10 @@ void udz_postq_end(udz_postq_t *q, unsigned chan)
         e->any = 1;     /* a bounce receive left posted serves the next transfer */
         e->tag = 0;
     }
-    c->tail   = c->polled;  /* what came and was not reported belonged to this transfer */
-    c->bounce = 0;
+    c->tail    = c->polled; /* what came and was not reported belonged to this transfer */
+    c->bounce  = 0;
+    c->in_step = 0;
+    c->want    = 1;
     if (zc) {
         /* a receive into the user's buffer is still posted (a cancelled transfer: a done
          * one has none, as no chunk is reported while its own receive is posted): nothing

@@ -31,9 +31,11 @@
  *    would write its destination, where that receive may land): it waits, in its bounce
  *    buffer, until that receive completed (the datagrams that follow fill it: the core's
  *    repair keeps them coming).
- * After the first surprise a transfer posts only bounce receives; those still posted when it
- * ends serve the next transfer's first datagrams (they take any), and its zero-copy receives
- * are posted behind them for the chunks that follow. A transfer that completed has no
+ * After a surprise a channel posts only bounce receives, until datagrams come as the core
+ * predicts them again (UDZ_POSTQ_RESYNC in a row: a surprise is mostly a burst, a late run
+ * and its resends); bounce receives still posted then, or when a transfer ends (serving the
+ * next transfer's first datagrams), take any datagram, and zero-copy receives are posted
+ * behind them for the chunks that follow. A transfer that completed has no
  * zero-copy receive posted (the second rule); one that was cancelled may have: the wire then
  * renews the channel, a new QP with a new number for the next ZREQ, so nothing can land in a
  * buffer the user has back.
@@ -50,6 +52,8 @@ extern "C" {
 /* FIFO positions per channel at most (the core offers at most 64 slots per call, and a
  * transfer's window is what the FIFO can hold: udz_postq_window). */
 #define UDZ_POSTQ_MAX_DEPTH 64
+/* Datagrams reported in a row as the core predicted them that end a channel's bounce mode. */
+#define UDZ_POSTQ_RESYNC    4
 
 /* One completion of a posted receive. */
 typedef struct udz_postq_wc {
@@ -93,7 +97,10 @@ typedef struct udz_postq_chan {
     uint32_t        tail;   /* oldest receive not reported */
     uint32_t        polled; /* [tail, polled) completed, [polled, head) posted */
     uint32_t        head;   /* next position to post */
-    int             bounce; /* a surprise: bounce receives until the transfer ends */
+    int             bounce; /* a surprise: bounce receives until back in step */
+    unsigned        in_step;/* in bounce mode: datagrams reported in a row as predicted */
+    uint32_t        seen;   /* polled when the last recv returned */
+    int             want;   /* a transfer began: the next recv posts */
     int             error;  /* a post or renew failed: the channel receives nothing */
 } udz_postq_chan_t;
 
@@ -113,9 +120,10 @@ typedef struct udz_postq {
 void udz_postq_init(udz_postq_t *q, const udz_postq_ops_t *ops, void *wire, unsigned depth,
                     size_t hdr_len, size_t bounce_len, udz_wire_counters_t *counters);
 
-/* The table's chan_recv and chan_end (udz_wire.h). */
+/* The table's chan_recv, chan_end and chan_quiet (udz_wire.h). */
 int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n);
 void udz_postq_end(udz_postq_t *q, unsigned chan);
+int udz_postq_quiet(udz_postq_t *q, unsigned chan);
 
 #ifdef __cplusplus
 }

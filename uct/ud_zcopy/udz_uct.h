@@ -19,13 +19,16 @@
 #include <ucs/async/async.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
-#include <time.h>
+#include <ucs/time/time.h>
 
 #define UCT_UDZ_NAME    "ud_zcopy"
 #define UCT_UDZ_PREFIX  "UD_ZCOPY_"
 
 /* ep_check's keepalive: an empty reliable message the receiver drops */
 #define UCT_UDZ_AM_ID_KEEPALIVE 0xff
+/* progress calls between retries of the pending queue when nothing was freed (a safety net:
+ * whatever frees a resource kicks it at once, uct_udz_iface_t.pending_kick) */
+#define UCT_UDZ_PENDING_RETRY   64
 /* am_zcopy's header: copied into the datagram, the payload goes by reference */
 #define UCT_UDZ_AM_MAX_HDR(_iface) ucs_min((_iface)->max_payload, 128)
 
@@ -127,6 +130,12 @@ typedef struct uct_udz_iface {
     uct_udz_getb_t     getb[UDZ_MAX_CHANNELS];
     unsigned           nchannels;
     int                fenced;          /* a fence waits for the gets issued before it */
+    /* Pending requests are retried when something they may wait for was freed (the core's
+     * resources(), a finished get: a channel, a get_bcopy buffer, a fence), and every
+     * UCT_UDZ_PENDING_RETRY progress calls in any case; not on every call, where a get
+     * waiting for a busy channel would be refused again and again. */
+    int                pending_kick;
+    unsigned           pending_skips;
     struct {
         ucs_async_context_t *context;   /* the worker's: every entry point holds it */
         int                 timer_id;   /* -1: no async progress */
@@ -150,12 +159,12 @@ void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer);
 void uct_udz_iface_get_done(void *user, void *ctx, int status);
 
 /* The core's clock. */
+/* UCX's own clock (the TSC on x86), as its transports keep time: progress reads the time on
+ * every call, and clock_gettime is a system call where the kernel's clocksource is not the
+ * TSC (a VM's hpet or acpi_pm: the Soft-RoCE guest's). */
 static inline uint64_t uct_udz_now_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ucs_time_to_nsec(ucs_get_time());
 }
 
 /* Every entry point holds the worker's async context, so the async timer never runs the core

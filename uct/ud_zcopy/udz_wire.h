@@ -76,14 +76,15 @@ typedef struct udz_txmsg {
  * a wire that posts receives ahead (udz_postq.h): chan_zc_dgrams, data-channel datagrams
  * placed by a receive posted in their destination; chan_copy_dgrams, those received in the
  * wire's own buffer (copied by the core); chan_misplaced, datagrams that landed in another
- * chunk's destination and were moved out; chan_renews, channels renewed because a transfer
+ * chunk's destination and were moved out; chan_resyncs, channels that went back to
+ * zero-copy receives after such a surprise within a transfer; chan_renews, channels renewed because a transfer
  * ended with receives posted; ud_sends: datagrams the InfiniBand UD wire posted (its
  * traffic, told apart from UDP's), ud_zc_sends those of them that went from the owner's
  * memory (a chunk, zero copy); ud_rx_errors: its receives that completed with an error
  * or without a GRH's worth of bytes (dropped, never read). */
 #define UDZ_WIRE_COUNTERS(_) _(ctl_recv_calls) _(idle_polls_free) \
-    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_misplaced) _(chan_renews) _(ud_sends) \
-    _(ud_zc_sends) _(ud_rx_errors)
+    _(chan_zc_dgrams) _(chan_copy_dgrams) _(chan_misplaced) _(chan_resyncs) _(chan_renews) \
+    _(ud_sends) _(ud_zc_sends) _(ud_rx_errors)
 
 typedef struct udz_wire_counters {
 #define UDZ_WIRE_COUNTER_FIELD(_n) uint64_t _n;
@@ -182,7 +183,10 @@ typedef struct udz_wire_ops {
      * it asks the owner to send (its ZREQ), and slots with keep may stay posted after the
      * call (udz_postq.h does it for such a wire).
      * chan_end (optional): the transfer on channel chan ended (done, failed or cancelled):
-     * nothing may land any more in what its calls offered, as the user has the buffer back. */
+     * nothing may land any more in what its calls offered, as the user has the buffer back.
+     * chan_quiet (optional): non-zero when chan_recv would find nothing new since its last
+     * call (no datagram to report, no receive to post), so the core spares its predictions:
+     * a busy channel is polled on every progress, and predicting is a loop over slots. */
     uint32_t (*chan_id)(void *wire, unsigned chan);
     void (*chan_addr)(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
     int (*chan_recv)(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
@@ -197,6 +201,7 @@ typedef struct udz_wire_ops {
     /* ---- receives posted ahead (after the data channels' calls above they explain) ---- */
     int  posts_ahead;
     void (*chan_end)(void *wire, unsigned chan);
+    int  (*chan_quiet)(void *wire, unsigned chan);
 } udz_wire_ops_t;
 
 /* The wires built in, NULL-terminated (udz_wires.c): the glue lists their devices and opens a

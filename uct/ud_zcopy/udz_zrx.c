@@ -33,6 +33,9 @@ static void zrx_send_zack(udz_core_t *core, udz_zrx_t *z, uint8_t flags)
         }
     }
     send_zctl(core, z->peer, UDZ_T_ZACK, flags, z->xfer_id, &a, UDZ_ZACK_LEN(words));
+    if (flags & UDZ_F_STUCK) {
+        core->cnt->zack_stuck++;
+    }
     z->zack_cum  = z->cum;
     z->since_ack = 0;
     z->gap       = 0;
@@ -243,6 +246,10 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
     udz_hdr_t *h;
     int n, misplaced = 0;
 
+    if ((core->wops->chan_quiet != NULL) &&
+        core->wops->chan_quiet(core->wire, (unsigned)(z - core->zrx))) {
+        return 0;   /* nothing came: no prediction needed */
+    }
     /* Predict where the next datagrams go: the next missing chunks from pred on, in order.
      * Every slot takes a full chunk: the short last chunk is received into scratch and copied,
      * so that a full datagram arriving there (after a loss) is never cut. */
@@ -408,13 +415,32 @@ void zrx_peer_failed(udz_core_t *core, udz_peer_t *p)
     udz_peer_cancel(core, p, -ECONNRESET);
 }
 
+/* When data last came from the owner of z's transfer, on any of its channels. An owner serves
+ * its transfers in turn from one send queue: a channel's pause while the owner's other
+ * transfers arrive is its pace, not a loss (resending then brings duplicates, which cost a
+ * receiver with posted receives a run of copies). A tail lost while others flow is found by
+ * the owner's probe (ztx_timers). */
+static uint64_t zrx_owner_rx_ns(const udz_core_t *core, const udz_zrx_t *z)
+{
+    uint64_t last = z->last_rx_ns;
+    unsigned i;
+
+    for (i = 0; i < core->cfg.channels; ++i) {
+        if ((core->zrx[i].peer == z->peer) && (core->zrx[i].last_rx_ns > last)) {
+            last = core->zrx[i].last_rx_ns;
+        }
+    }
+    return last;
+}
+
 /* Per busy channel: the requester gives up after peer_timeout without data, names known holes
- * again after the repair gate, and asks for a lost tail after an RTO (the stuck timer). */
+ * again after the repair gate, and asks for a lost tail after an RTO (the stuck timer), both
+ * while nothing comes from the owner at all. */
 void zrx_timers(udz_core_t *core)
 {
     udz_peer_t *p;
     udz_zrx_t *z;
-    uint64_t now = core->now, gate;
+    uint64_t now = core->now, gate, last_rx;
     unsigned i;
 
     for (i = 0; i < core->cfg.channels; ++i) {
@@ -422,6 +448,7 @@ void zrx_timers(udz_core_t *core)
         if (z->peer == NULL) {
             continue;
         }
+        last_rx = (core->zrx_busy > 1) ? zrx_owner_rx_ns(core, z) : z->last_rx_ns;
         if (live_since(core, z->last_rx_live) >= core->cfg.peer_timeout_ns) {
             p = z->peer;
             zrx_finish(core, z, -ETIMEDOUT);
@@ -429,7 +456,7 @@ void zrx_timers(udz_core_t *core)
         } else if ((z->cum < z->top) &&
                    (now - z->zack_ns >= ((gate = repair_gate(core, z->peer)) <<
                                          (z->backoff < 8 ? z->backoff : 8))) &&
-                   (now - z->last_rx_ns >= gate)) {
+                   (now - last_rx >= gate)) {
             /* holes are known and their repairs did not come (lost too): name them again
              * after the repair gate (srtt + 4 rttvar), not an RTO, backing off while nothing
              * comes. (With no hole known, a pause in arrivals is more often the owner's pace
@@ -442,7 +469,7 @@ void zrx_timers(udz_core_t *core)
             }
             zrx_send_zack(core, z, UDZ_F_STUCK);
         } else if ((now - z->zack_ns >= rto(core, z->peer, z->backoff)) &&
-                   (now - z->last_rx_ns >= rto(core, z->peer, z->backoff))) {
+                   (now - last_rx >= rto(core, z->peer, z->backoff))) {
             if (z->backoff < UDZ_BACKOFF_MAX) {
                 z->backoff++;
             }
