@@ -888,6 +888,26 @@ TEST(UdzPosted, DuplicatesCostAMomentOfCopies)
     EXPECT_GT(w.chan_zc_dgrams, 4 * w.chan_copy_dgrams);
 }
 
+/* On a lossy stream every loss and every repair shifts the receives posted behind it: going
+ * back to zero-copy receives after each surprise would cost most chunks two copies (out of
+ * the misplaced destination, into their own). Resyncs that end in a surprise again back off. */
+TEST(UdzPosted, LossyStreamBacksOffItsResyncs)
+{
+    std::unique_ptr<Harness> h(posted_harness(55));
+    h->net.imp.loss = 0.05;
+    h->net.imp.data_only = true;
+    const std::vector<size_t> sizes = {(4u << 20) + 3, 4u << 20, (4u << 20) - 5};
+    check_posted_gets(*h, sizes);
+    const udz_wire_counters_t &w = h->nodes[0]->ep->wcnt;
+    size_t chunks = 0;
+    for (size_t s : sizes) chunks += (s + h->cfg.chunk_size - 1) / h->cfg.chunk_size;
+    EXPECT_GT(w.chan_resyncs, 0u);
+    /* each failed resync doubles the next one's run (4 to 4096: 11 at most in a row), where
+     * resyncing at every chance goes back some 17 times a transfer here */
+    EXPECT_LE(w.chan_resyncs, 8 * sizes.size());
+    EXPECT_LT(w.chan_misplaced * 4, chunks);
+}
+
 TEST(UdzPosted, HeavyLossEverywhere)
 {
     for (uint64_t seed = 60; seed < 66; ++seed) {

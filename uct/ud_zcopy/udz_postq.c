@@ -21,6 +21,16 @@ static inline udz_postq_ent_t *pq_ent(const udz_postq_t *q, udz_postq_chan_t *c,
     return &c->ent[seq % q->depth];
 }
 
+/* A new transfer: the next recv posts, and its first surprise ends in a short run. */
+static void pq_transfer_begins(const udz_postq_t *q, udz_postq_chan_t *c)
+{
+    c->bounce  = 0;
+    c->in_step = 0;
+    c->need    = UDZ_POSTQ_RESYNC;
+    c->zc_run  = 2 * q->depth;
+    c->want    = 1;
+}
+
 void udz_postq_init(udz_postq_t *q, const udz_postq_ops_t *ops, void *wire, unsigned depth,
                     size_t hdr_len, size_t bounce_len, udz_wire_counters_t *counters)
 {
@@ -32,7 +42,7 @@ void udz_postq_init(udz_postq_t *q, const udz_postq_ops_t *ops, void *wire, unsi
     q->bounce_len = bounce_len;
     q->counters   = counters;
     for (unsigned i = 0; i < UDZ_MAX_CHANNELS; ++i) {
-        q->chan[i].want = 1;
+        pq_transfer_begins(q, &q->chan[i]);
     }
 }
 
@@ -59,6 +69,8 @@ static void pq_poll(udz_postq_t *q, unsigned chan, udz_postq_chan_t *c)
                 if (!c->bounce) {
                     c->bounce  = 1; /* the stream is not what was predicted */
                     c->in_step = 0;
+                    c->need    = (c->zc_run >= 2 * q->depth) ? UDZ_POSTQ_RESYNC :
+                                 PQ_MIN(2 * c->need, UDZ_POSTQ_RESYNC_MAX);
                 }
                 if (e->dst != NULL) {
                     memcpy(q->ops->bounce(q->wire, chan, q->wc[i].pos % q->depth), e->dst,
@@ -193,6 +205,8 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
             /* in step again when datagrams come as the core predicts them */
             c->in_step = ((msgs[j].kind != UDZ_SLOT_NONE) && (msgs[j].tag == e->imm)) ?
                          c->in_step + 1 : 0;
+        } else {
+            c->zc_run++;
         }
         pq_report(q, chan, e, s % q->depth, &msgs[j++]);
         e->reported = 1;
@@ -205,13 +219,14 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
     while ((c->tail != c->polled) && pq_ent(q, c, c->tail)->reported) {
         c->tail++;
     }
-    if (c->bounce && (c->in_step >= UDZ_POSTQ_RESYNC) && (c->tail == c->polled)) {
+    if (c->bounce && (c->in_step >= c->need) && (c->tail == c->polled)) {
         /* The stream is back in step (a surprise is mostly a burst: late datagrams and their
          * resends, duplicates of one repair): zero-copy receives again, posted behind the
          * bounce receives still posted, which take the next predictions (pq_post). A
          * transfer that stays out of step falls back at its next surprise. */
         c->bounce  = 0;
         c->in_step = 0;
+        c->zc_run  = 0;
         PQ_COUNT(q, chan_resyncs);
     }
     /* the tail stops at the oldest completion not reported (one that waits): while there
@@ -255,10 +270,8 @@ void udz_postq_end(udz_postq_t *q, unsigned chan)
         e->any = 1;     /* a bounce receive left posted serves the next transfer */
         e->tag = 0;
     }
-    c->tail    = c->polled; /* what came and was not reported belonged to this transfer */
-    c->bounce  = 0;
-    c->in_step = 0;
-    c->want    = 1;
+    c->tail = c->polled;    /* what came and was not reported belonged to this transfer */
+    pq_transfer_begins(q, c);
     if (zc) {
         /* a receive into the user's buffer is still posted (a cancelled transfer: a done
          * one has none, as no chunk is reported while its own receive is posted): nothing

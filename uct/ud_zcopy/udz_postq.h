@@ -52,8 +52,12 @@ extern "C" {
 /* FIFO positions per channel at most (the core offers at most 64 slots per call, and a
  * transfer's window is what the FIFO can hold: udz_postq_window). */
 #define UDZ_POSTQ_MAX_DEPTH 64
-/* Datagrams reported in a row as the core predicted them that end a channel's bounce mode. */
-#define UDZ_POSTQ_RESYNC    4
+/* Datagrams reported in a row as the core predicted them that end a channel's bounce mode;
+ * doubled, up to the MAX, each time zero-copy receives ended in a surprise again before a
+ * run of twice the FIFO's depth (a lossy stream: each loss, and each repair, shifts every
+ * receive posted behind it). */
+#define UDZ_POSTQ_RESYNC     4
+#define UDZ_POSTQ_RESYNC_MAX 4096
 
 /* One completion of a posted receive. */
 typedef struct udz_postq_wc {
@@ -99,6 +103,8 @@ typedef struct udz_postq_chan {
     uint32_t        head;   /* next position to post */
     int             bounce; /* a surprise: bounce receives until back in step */
     unsigned        in_step;/* in bounce mode: datagrams reported in a row as predicted */
+    unsigned        need;   /* in_step that ends bounce mode (UDZ_POSTQ_RESYNC, doubled) */
+    unsigned        zc_run; /* datagrams reported out of zero-copy mode since its start */
     uint32_t        seen;   /* polled when the last recv returned */
     int             want;   /* a transfer began: the next recv posts */
     int             error;  /* a post or renew failed: the channel receives nothing */
