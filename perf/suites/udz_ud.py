@@ -4,7 +4,7 @@ the verbs tier's qemu guest, alternating, same run. Koop, Sur and Panda's claim 
 bandwidth within 9% of RC from 64 KiB, over a transport whose memory does not grow with the
 peers.
 
-  perf/bench udz-ud --in-guest [--quick] [--reps N]
+  perf/bench udz-ud --in-guest [--quick] [--reps N] [--mtu 9000]
 
 Figures:
   UCT (ucx_perftest -x TL -d rxe0:1):  am_lat 8 B
@@ -17,7 +17,7 @@ Figures:
   Memory per endpoint (perf/ep_memory: one process with endpoints to N peer workers),
        2 to 256 peers.
   The wire's ceiling (rdma-core's perftest, raw verbs, no UCX): ib_send_bw over UD with
-       1 KiB messages (the path MTU: one chunk a datagram, as ud_zcopy's channels) against
+       messages of the path MTU (one chunk a datagram, as ud_zcopy's channels) against
        ib_read_bw over RC with 1 MiB, alternating; what Soft-RoCE itself gives a UD stream
        next to RC's RDMA read, whatever a transport above it does.
 Prints medians and the ratios ud_zcopy / ud_verbs and ud_zcopy / rc_verbs with the spread of
@@ -73,6 +73,9 @@ def add_arguments(p):
     p.add_argument("--in-guest", action="store_true",
                    help="boot the verbs tier's guest and run there (results to --out on the host)")
     p.add_argument("--peers", help="peer counts of the memory table (default 2,16,64,256)")
+    p.add_argument("--mtu", type=int,
+                   help="the guest's veth MTU (default 1500: rxe's path MTU 1024; 9000: jumbo "
+                        "frames, rxe's 4096, as RoCE fabrics usually run)")
 
 
 def transports():
@@ -121,7 +124,8 @@ def run(args):
         return run_in_guest(NAME, args.out or NAME,
                             (["--quick"] if args.quick else []) +
                             (["--reps", str(args.reps)] if args.reps else []) +
-                            (["--peers", args.peers] if args.peers else []), timeout=7200)
+                            (["--peers", args.peers] if args.peers else []), timeout=7200,
+                            mtu=args.mtu)
     ctx = Ctx(args, NAME)
     reps = args.reps or (3 if args.quick else 5)
     who = transports()
@@ -179,9 +183,17 @@ def run(args):
 
 
 # (name, perftest program and arguments): UD on the first RoCE v2 GID (the one ud_zcopy picks,
-# gid 0 in the guest), RC on the IPv4 one (the one UCX's rc_verbs picks, gid 1)
-CEILING = [("ud_send_1k", ["ib_send_bw", "-c", "UD", "-s", "1024", "-x", "0"], 20000),
+# gid 0 in the guest) with messages of the path MTU (ud_send_mtu), RC on the IPv4 one (the
+# one UCX's rc_verbs picks, gid 1)
+CEILING = [("ud_send_mtu", ["ib_send_bw", "-c", "UD", "-x", "0"], 20000),
            ("rc_read_1m", ["ib_read_bw", "-s", str(1 << 20), "-x", "1"], 200)]
+
+
+def rxe_path_mtu(dev="rxe0"):
+    """The port's active MTU in bytes (1024 when it cannot be read)."""
+    rc, out, _ = run_cmd(["ibv_devinfo", "-d", dev], dict(os.environ), 30)
+    m = re.search(r"active_mtu:\s*(\d+)", out or "")
+    return int(m.group(1)) if m else 1024
 PERFTEST_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s")
 
 
@@ -210,14 +222,17 @@ def ceiling(ctx, reps, quick):
         return
     vals = {name: [] for name, _, _ in CEILING}
     ratios = []
+    mtu = rxe_path_mtu()
     for rep in range(reps):
         got = {}
         for name, cmd, n in (CEILING if rep % 2 == 0 else CEILING[::-1]):
+            if name == "ud_send_mtu":
+                cmd = cmd + ["-s", str(mtu)]
             got[name] = perftest_bw(cmd, n // 2 if quick else n)
             if got[name] is not None:
                 vals[name].append(got[name])
-        if got.get("ud_send_1k") and got.get("rc_read_1m"):
-            ratios.append(got["ud_send_1k"] / got["rc_read_1m"])
+        if got.get("ud_send_mtu") and got.get("rc_read_1m"):
+            ratios.append(got["ud_send_mtu"] / got["rc_read_1m"])
     with open(ctx.path("ceiling.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["test", "median_MBps", "reps"])
@@ -225,9 +240,9 @@ def ceiling(ctx, reps, quick):
             if vals[name]:
                 w.writerow([name, "%.3f" % statistics.median(vals[name]), len(vals[name])])
     if ratios:
-        print("\nwire ceiling (raw verbs, perftest): UD SEND 1 KiB %.2f MB/s, RC READ 1 MiB "
+        print("\nwire ceiling (raw verbs, perftest): UD SEND %d B %.2f MB/s, RC READ 1 MiB "
               "%.2f MB/s: UD/RC %.2fx [%.2f-%.2f]" % (
-                  statistics.median(vals["ud_send_1k"]), statistics.median(vals["rc_read_1m"]),
+                  mtu, statistics.median(vals["ud_send_mtu"]), statistics.median(vals["rc_read_1m"]),
                   statistics.median(ratios), min(ratios), max(ratios)))
 
 
