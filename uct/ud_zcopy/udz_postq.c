@@ -242,9 +242,8 @@ int udz_postq_recv(udz_postq_t *q, unsigned chan, udz_rxmsg_t *msgs, int n)
 }
 
 /* Nothing completed since the last recv: it reported all it could (or knows it could not),
- * and posted all it could
- * (what stops posting, a wait, a moved prediction, the end of the chunks, changes only with
- * a completion), so a recv now would do nothing. */
+ * and posted all it could (what stops posting, a wait, a moved prediction, the end of the
+ * chunks, changes only with a completion), so a recv now would do nothing. */
 int udz_postq_quiet(udz_postq_t *q, unsigned chan)
 {
     udz_postq_chan_t *c = &q->chan[chan];
