@@ -242,7 +242,8 @@ def ceiling(ctx, reps, quick):
     if ratios:
         print("\nwire ceiling (raw verbs, perftest): UD SEND %d B %.2f MB/s, RC READ 1 MiB "
               "%.2f MB/s: UD/RC %.2fx [%.2f-%.2f]" % (
-                  mtu, statistics.median(vals["ud_send_mtu"]), statistics.median(vals["rc_read_1m"]),
+                  mtu, statistics.median(vals["ud_send_mtu"]),
+                  statistics.median(vals["rc_read_1m"]),
                   statistics.median(ratios), min(ratios), max(ratios)))
 
 
