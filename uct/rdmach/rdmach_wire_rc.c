@@ -128,62 +128,32 @@ static void rdmach_rc_dereg(struct ibv_mr *mr)
 
 /* ---- domains and devices ---- */
 
-/* Calls found(name, ctx) for each HCA with an active port; the context is closed after. */
-static unsigned rdmach_rc_each_hca(void (*found)(void *arg, const char *name,
-                                                 struct ibv_context *ctx),
-                                   void *arg)
-{
-    struct ibv_device **list;
-    struct ibv_device_attr attr;
-    struct ibv_context *ctx;
-    unsigned n = 0;
-    int i, num;
-    uint8_t p;
-
-    list = ibv_get_device_list(&num);
-    if (list == NULL) {
-        return 0;
-    }
-    for (i = 0; i < num; ++i) {
-        ctx = ibv_open_device(list[i]);
-        if (ctx == NULL) {
-            continue;
-        }
-        if (ibv_query_device(ctx, &attr) == 0) {
-            for (p = 1; p <= attr.phys_port_cnt; ++p) {
-                if (ucx_ext_verbs_port_usable(ctx, p, NULL)) {
-                    found(arg, ibv_get_device_name(list[i]), ctx);
-                    ++n;
-                    break;
-                }
-            }
-        }
-        ibv_close_device(ctx);
-    }
-    ibv_free_device_list(list);
-    return n;
-}
-
 typedef struct {
     char     (*names)[RDMACH_WIRE_DEV_NAME_MAX];
     unsigned n, max;
 } rdmach_rc_names_t;
 
-static void rdmach_rc_add_name(void *arg, const char *name, struct ibv_context *ctx)
+/* A domain is an HCA with a usable port: its ports come in a row, the name is added once. */
+static int rdmach_rc_add_name(void *arg, const char *name, uint8_t port, struct ibv_context *ctx)
 {
     rdmach_rc_names_t *names = arg;
 
+    (void)port;
     (void)ctx;
+    if ((names->n > 0) && (strcmp(names->names[names->n - 1], name) == 0)) {
+        return 0;
+    }
     if (names->n < names->max) {
         snprintf(names->names[names->n++], RDMACH_WIRE_DEV_NAME_MAX, "%s", name);
     }
+    return 0;
 }
 
 static unsigned rdmach_rc_query_domains(char (*names)[RDMACH_WIRE_DEV_NAME_MAX], unsigned max)
 {
     rdmach_rc_names_t found = {names, 0, max};
 
-    rdmach_rc_each_hca(rdmach_rc_add_name, &found);
+    (void)ucx_ext_verbs_each_port(rdmach_rc_add_name, &found);
     return found.n;
 }
 

@@ -892,12 +892,12 @@ static int ibud_open(const char *dev, const udz_wire_params_t *params, void **wi
     w->lid       = w->roce ? 0 : pattr.lid;
     w->mtu       = IBUD_MIN(ibud_mtu_bytes(pattr.active_mtu), IBUD_MAX_MTU);
     w->gid_index = ucx_ext_verbs_pick_gid(w->ctx, w->port, &pattr, &gid);
-    memcpy(w->gid, gid.raw, 16);
     if (w->gid_index < 0) {
         snprintf(err, errlen, "%s has no usable GID", dev);
         rc = -ENODEV;
         goto err;
     }
+    memcpy(w->gid, gid.raw, 16);
     w->ipv4 = w->roce && !memcmp(w->gid, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
     w->counters = params->counters;
 

@@ -158,10 +158,9 @@ extern ucs_config_field_t uct_udz_iface_config_table[];
 void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer);
 void uct_udz_iface_get_done(void *user, void *ctx, int status);
 
-/* The core's clock. */
-/* UCX's own clock (the TSC on x86), as its transports keep time: progress reads the time on
- * every call, and clock_gettime is a system call where the kernel's clocksource is not the
- * TSC (a VM's hpet or acpi_pm: the Soft-RoCE guest's). */
+/* The core's clock: UCX's own (the TSC on x86), as its transports keep time. Progress reads
+ * it on every call, and clock_gettime is a system call where the kernel's clocksource is not
+ * the TSC (a VM's hpet or acpi_pm). */
 static inline uint64_t uct_udz_now_ns(void)
 {
     return (uint64_t)ucs_time_to_nsec(ucs_get_time());

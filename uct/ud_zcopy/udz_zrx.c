@@ -415,22 +415,25 @@ void zrx_peer_failed(udz_core_t *core, udz_peer_t *p)
     udz_peer_cancel(core, p, -ECONNRESET);
 }
 
-/* When data last came from the owner of z's transfer, on any of its channels. An owner serves
- * its transfers in turn from one send queue: a channel's pause while the owner's other
- * transfers arrive is its pace, not a loss (resending then brings duplicates, which cost a
- * receiver with posted receives a run of copies). A tail lost while others flow is found by
- * the owner's probe (ztx_timers). */
-static uint64_t zrx_owner_rx_ns(const udz_core_t *core, const udz_zrx_t *z)
+/* Whether no data came for span from the owner of z's transfer, on any of its channels. An
+ * owner serves its transfers in turn from one send queue: a channel's pause while the owner's
+ * other transfers arrive is its pace, not a loss (resending then brings duplicates, which
+ * cost a receiver with posted receives a run of copies). A tail lost while others flow is
+ * found by the owner's probe (ztx_timers). The other channels are looked at only once this
+ * one is silent that long. */
+static int zrx_owner_silent(const udz_core_t *core, const udz_zrx_t *z, uint64_t span)
 {
-    uint64_t last = z->last_rx_ns;
     unsigned i;
 
-    for (i = 0; i < core->cfg.channels; ++i) {
-        if ((core->zrx[i].peer == z->peer) && (core->zrx[i].last_rx_ns > last)) {
-            last = core->zrx[i].last_rx_ns;
+    if (core->now - z->last_rx_ns < span) {
+        return 0;
+    }
+    for (i = 0; (core->zrx_busy > 1) && (i < core->cfg.channels); ++i) {
+        if ((core->zrx[i].peer == z->peer) && (core->now - core->zrx[i].last_rx_ns < span)) {
+            return 0;
         }
     }
-    return last;
+    return 1;
 }
 
 /* Per busy channel: the requester gives up after peer_timeout without data, names known holes
@@ -440,7 +443,7 @@ void zrx_timers(udz_core_t *core)
 {
     udz_peer_t *p;
     udz_zrx_t *z;
-    uint64_t now = core->now, gate, last_rx;
+    uint64_t now = core->now, gate;
     unsigned i;
 
     for (i = 0; i < core->cfg.channels; ++i) {
@@ -448,7 +451,6 @@ void zrx_timers(udz_core_t *core)
         if (z->peer == NULL) {
             continue;
         }
-        last_rx = (core->zrx_busy > 1) ? zrx_owner_rx_ns(core, z) : z->last_rx_ns;
         if (live_since(core, z->last_rx_live) >= core->cfg.peer_timeout_ns) {
             p = z->peer;
             zrx_finish(core, z, -ETIMEDOUT);
@@ -456,7 +458,7 @@ void zrx_timers(udz_core_t *core)
         } else if ((z->cum < z->top) &&
                    (now - z->zack_ns >= ((gate = repair_gate(core, z->peer)) <<
                                          (z->backoff < 8 ? z->backoff : 8))) &&
-                   (now - last_rx >= gate)) {
+                   zrx_owner_silent(core, z, gate)) {
             /* holes are known and their repairs did not come (lost too): name them again
              * after the repair gate (srtt + 4 rttvar), not an RTO, backing off while nothing
              * comes. (With no hole known, a pause in arrivals is more often the owner's pace
@@ -469,7 +471,7 @@ void zrx_timers(udz_core_t *core)
             }
             zrx_send_zack(core, z, UDZ_F_STUCK);
         } else if ((now - z->zack_ns >= rto(core, z->peer, z->backoff)) &&
-                   (now - last_rx >= rto(core, z->peer, z->backoff))) {
+                   zrx_owner_silent(core, z, rto(core, z->peer, z->backoff))) {
             if (z->backoff < UDZ_BACKOFF_MAX) {
                 z->backoff++;
             }
