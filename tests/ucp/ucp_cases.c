@@ -208,25 +208,39 @@ typedef struct {
     uint8_t   *addr;
     size_t    len;
     ucp_mem_h memh;
+    int       allocated;
 } region_t;
 
-/* Target: maps user memory (like MPI_Win_create) and sends address + packed rkey. */
+/* Target: maps user memory (like MPI_Win_create), or with UCP_OPS_ALLOCATE=1 in the
+ * environment has UCP allocate it (UCP_MEM_MAP_ALLOCATE, like Open MPI's Win_allocate), and
+ * sends address + packed rkey. */
 static int expose(up_t *u, region_t *r, size_t len)
 {
     ucp_mem_map_params_t params = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
     };
+    const char *alloc = getenv("UCP_OPS_ALLOCATE");
+    ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
     up_rkey_msg_t *msg;
     ucs_status_t status;
     void *rkey;
     size_t rkey_len;
     int ret;
 
-    r->len         = len;
-    r->addr        = xmalloc(len);
+    r->len       = len;
+    r->allocated = (alloc != NULL) && !strcmp(alloc, "1");
+    r->addr      = r->allocated ? NULL : xmalloc(len);
+    if (r->allocated) {
+        params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+        params.flags       = UCP_MEM_MAP_ALLOCATE;
+    }
     params.address = r->addr;
     params.length  = len;
     status = ucp_mem_map(u->context, &params, &r->memh);
+    if ((status == UCS_OK) && r->allocated) {
+        status  = ucp_mem_query(r->memh, &attr);
+        r->addr = attr.address;
+    }
     if (status == UCS_OK) {
         status = ucp_rkey_pack(u->context, r->memh, &rkey, &rkey_len);
     }
@@ -248,7 +262,9 @@ static int expose(up_t *u, region_t *r, size_t len)
 static void unexpose(up_t *u, region_t *r)
 {
     ucp_mem_unmap(u->context, r->memh);
-    free(r->addr);
+    if (!r->allocated) {
+        free(r->addr);
+    }
 }
 
 /* Initiator: receives address + rkey and unpacks it on the ep. */
@@ -315,6 +331,9 @@ int up_rma_case(up_t *u)
             return 0;
         }
         bg_fill(region.addr, 0, region.len);
+        if (pair_sync(u->pair, 1) != 0) {   /* filled before the first put lands */
+            return 0;
+        }
         /* puts are checked on request; gets need nothing but progress */
         while ((msg = pair_expect(u->pair, "check")) != NULL && strcmp(msg, "done")) {
             sscanf(msg, "%u %zu %zu", &seed, &off, &len);
@@ -337,7 +356,7 @@ int up_rma_case(up_t *u)
         return ok && (msg != NULL) && (pair_sync(u->pair, ok) == 0);
     }
 
-    if (remote(u, &raddr, &rkey) != 0) {
+    if ((remote(u, &raddr, &rkey) != 0) || (pair_sync(u->pair, 1) != 0)) {
         return 0;
     }
     buf = xmalloc(RMA_REGION);

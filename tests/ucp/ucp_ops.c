@@ -147,6 +147,12 @@ static pair_case_t cases[] = {
     /* UCP emulates atomics with active messages, unless the transport has device atomics
      * (rdmach on a verbs port: tests/verbs checks they went through the wire) */
     CASE("amo", up_amo_case, "rx_am>0|tx_atomic>0,rx_corrupt==0", NULL),
+    /* the same on memory UCP allocates (Open MPI's Win_allocate): rdmach's md allocates it
+     * mapped, so puts and gets are stores and loads and atomics CPU atomics; main() gives
+     * the other transports the plain expectations */
+    CASE("rma_alloc", up_rma_case, "rma_mapped>0", "UCP_OPS_ALLOCATE=1"),
+    CASE("amo_alloc", up_amo_case, "atomic_cpu>0,atomic_served==0,rx_corrupt==0",
+         "UCP_OPS_ALLOCATE=1"),
     CASE("am", up_am_case, "tx_am_short>0,tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0",
          "UCX_RDMACH_ZCOPY_THRESH=2m"),
     {"peer_death", run_peer_death, NULL, "peer_failed>0", NULL, 40, 1},
@@ -192,6 +198,13 @@ int main(int argc, char **argv)
     }
     snprintf(counters_tl, sizeof(counters_tl), "%.*s", (int)strcspn(opt_tl, ","), opt_tl);
     opts.tl = counters_tl;
+    if (strcmp(counters_tl, "rdmach") != 0) {
+        for (c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); ++c) {
+            if (!strcmp(cases[c].name, "rma_alloc") || !strcmp(cases[c].name, "amo_alloc")) {
+                cases[c].counters = cases[c - 2].counters;   /* rma's, amo's */
+            }
+        }
+    }
     setenv("UCX_TLS", opt_tl, 0);
     printf("ucp_ops: UCX_TLS=%s, lanes must use %s\n", getenv("UCX_TLS"), opt_tl);
     return pair_run_cases(cases, sizeof(cases) / sizeof(cases[0]), &opts) ? 1 : 0;

@@ -25,6 +25,14 @@ static ucs_status_t ucx_ext_md_query(uct_md_h md, uct_md_attr_t *attr)
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.max_alloc        = 0;
     attr->cap.max_reg          = ULONG_MAX;
+    if (comp->xmem) {
+        /* not UCT_MD_FLAG_RKEY_PTR: UCP would then take the rkey_ptr rendezvous for every
+         * key of this md, also those of registered memory, which no peer maps (it fails
+         * them as unreachable); ucp_rkey_ptr still answers for mapped keys */
+        attr->cap.flags          |= UCT_MD_FLAG_ALLOC;
+        attr->cap.alloc_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+        attr->cap.max_alloc       = ULONG_MAX;
+    }
     attr->rkey_packed_size     = comp->rkey_size;
     attr->reg_cost             = ucs_linear_func_make(comp->reg_cost, 0);
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
@@ -62,6 +70,41 @@ static ucs_status_t ucx_ext_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
     return UCS_OK;
 }
 
+/* Mapped memory, registered in this md as any other: peers map it through the key. */
+static ucs_status_t ucx_ext_mem_alloc(uct_md_h md, size_t *length_p, void **address_p,
+                                      ucs_memory_type_t mem_type, unsigned flags,
+                                      const char *alloc_name, uct_mem_h *memh_p)
+{
+    ucs_status_t status;
+
+    if (!ucx_ext_component(md->component)->xmem || (mem_type != UCS_MEMORY_TYPE_HOST) ||
+        (flags & UCT_MD_MEM_FLAG_FIXED)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    status = ucx_ext_xmem_alloc(length_p, alloc_name, address_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = ucx_ext_mem_reg(md, *address_p, *length_p, flags, memh_p);
+    if (status != UCS_OK) {
+        ucx_ext_xmem_free(*address_p);
+    }
+    return status;
+}
+
+static ucs_status_t ucx_ext_mem_free(uct_md_h md, uct_mem_h memh)
+{
+    void *address = (void*)(uintptr_t)((ucx_ext_memh_t*)memh)->address;
+    uct_md_mem_dereg_params_t params = {
+        .field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH,
+        .memh       = memh
+    };
+    ucs_status_t status;
+
+    status = ucx_ext_mem_dereg(md, &params);
+    return (status == UCS_OK) ? ucx_ext_xmem_free(address) : status;
+}
+
 static ucs_status_t ucx_ext_mkey_pack(uct_md_h md, uct_mem_h memh,
                                       const uct_md_mkey_pack_params_t *params,
                                       void *rkey_buffer)
@@ -75,8 +118,8 @@ void ucx_ext_md_ops_init(uct_md_ops_t *ops, void (*md_close)(uct_md_h md))
     ops->close                  = (md_close != NULL) ? md_close :
                                   (uct_md_close_func_t)ucs_empty_function;
     ops->query                  = ucx_ext_md_query;
-    ops->mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported;
-    ops->mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported;
+    ops->mem_alloc              = ucx_ext_mem_alloc;
+    ops->mem_free               = ucx_ext_mem_free;
     ops->mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported;
     ops->mem_reg                = ucx_ext_mem_reg;
     ops->mem_dereg              = ucx_ext_mem_dereg;
@@ -109,7 +152,9 @@ ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
                                  uct_rkey_t *rkey_p, void **handle_p)
 {
     const ucx_ext_component_t *comp = ucx_ext_component(component);
-    void *rkey;
+    ucx_ext_xmem_desc_t desc;
+    ucx_ext_rkey_map_t *map;
+    uint8_t *rkey;
     size_t i;
     int empty = 1;
 
@@ -124,13 +169,22 @@ ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
         ucs_diag("%s: not a remote key of this component; left out", component->name);
         return UCS_ERR_UNREACHABLE;
     }
-    rkey = ucs_malloc(comp->rkey_size, "ucx_ext_rkey");
+    /* the packed key as it came, then where its segment is mapped here */
+    rkey = ucs_malloc(UCX_EXT_RKEY_MAP_OFFSET(comp->rkey_size) + sizeof(*map), "ucx_ext_rkey");
     if (rkey == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
     /* all zeros: UCP's key of an empty region (a rank's zero-size window); it names no
      * memory, so every access through it fails the transport's region check */
     memcpy(rkey, buffer, comp->rkey_size);
+    map        = (ucx_ext_rkey_map_t*)(rkey + UCX_EXT_RKEY_MAP_OFFSET(comp->rkey_size));
+    map->local = NULL;
+    if (comp->xmem && !empty) {
+        memcpy(&desc, rkey + comp->xmem_offset, sizeof(desc));
+        map->local = ucx_ext_xmem_attach(&desc);
+        map->base  = desc.base;
+        map->end   = desc.base + desc.length;
+    }
     *rkey_p   = (uintptr_t)rkey;
     *handle_p = rkey;
     return UCS_OK;
@@ -138,6 +192,25 @@ ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
 
 ucs_status_t ucx_ext_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle)
 {
+    const ucx_ext_component_t *comp = ucx_ext_component(component);
+    const ucx_ext_rkey_map_t *map   = ucx_ext_rkey_map(rkey, comp->rkey_size);
+
+    if (map->local != NULL) {
+        ucx_ext_xmem_detach(map->local);
+    }
     ucs_free(handle);
     return UCS_OK;
+}
+
+ucs_status_t ucx_ext_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle,
+                              uint64_t remote_addr, void **local_addr_p)
+{
+    const ucx_ext_component_t *comp = ucx_ext_component(component);
+    const ucx_ext_rkey_map_t *map   = ucx_ext_rkey_map(rkey, comp->rkey_size);
+
+    if (map->local == NULL) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    *local_addr_p = ucx_ext_rkey_local(map, remote_addr, 1);
+    return (*local_addr_p != NULL) ? UCS_OK : UCS_ERR_INVALID_ADDR;
 }

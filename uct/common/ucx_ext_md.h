@@ -1,14 +1,18 @@
 /*
- * The register-only memory domain of the project's transports. None of them pins memory or
- * allocates it: registration records what peers may touch, the packed remote key names it,
- * and every remote access is checked against the key (the software analogue of an InfiniBand
- * rkey check). A transport supplies the key's size, how to pack it, how to validate one that
- * arrives, and, if it keeps its own registration table, its reg/dereg.
+ * The memory domain of the project's transports. None of them pins memory: registration
+ * records what peers may touch, the packed remote key names it, and every remote access is
+ * checked against the key (the software analogue of an InfiniBand rkey check). A transport
+ * supplies the key's size, how to pack it, how to validate one that arrives, and, if it
+ * keeps its own registration table, its reg/dereg. A shared-memory transport can also have
+ * the md allocate mapped memory (ucx_ext_xmem.h): its keys then carry the segment, unpack
+ * maps it, and rkey_ptr answers with the local address.
  *
  * Needs UCX's internal headers (include after config.h).
  */
 #ifndef UCX_EXT_MD_H
 #define UCX_EXT_MD_H
+
+#include "ucx_ext_xmem.h"
 
 #include <uct/base/uct_md.h>
 
@@ -30,6 +34,10 @@ typedef struct ucx_ext_component {
     ucs_status_t  (*mem_reg)(uct_md_h md, void *address, size_t length, unsigned flags,
                              uct_mem_h *memh_p);
     ucs_status_t  (*mem_dereg)(uct_md_h md, uct_mem_h memh);
+    /* Mapped memory (ucx_ext_xmem.h): the md allocates shareable memory, and the packed key
+     * carries a ucx_ext_xmem_desc_t at xmem_offset, which unpack maps. */
+    int           xmem;
+    size_t        xmem_offset;
 } ucx_ext_component_t;
 
 /* The md operations of every transport (close: md_close, NULL for a static md). */
@@ -42,6 +50,8 @@ ucs_status_t ucx_ext_md_open_static(uct_component_t *component, const char *md_n
 ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
                                  uct_rkey_t *rkey_p, void **handle_p);
 ucs_status_t ucx_ext_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle);
+ucs_status_t ucx_ext_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle,
+                              uint64_t remote_addr, void **local_addr_p);
 
 /* A component: its name is the transport's, its md config under UCX_<prefix>; one md named
  * after the component. */
@@ -57,7 +67,7 @@ ucs_status_t ucx_ext_rkey_release(uct_component_t *component, uct_rkey_t rkey, v
         .md_open            = (_md_open), \
         .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported, \
         .rkey_unpack        = ucx_ext_rkey_unpack, \
-        .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported, \
+        .rkey_ptr           = ucx_ext_rkey_ptr, \
         .rkey_release       = ucx_ext_rkey_release, \
         .name               = (_name), \
         .md_config          = { \

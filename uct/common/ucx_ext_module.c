@@ -4,9 +4,13 @@
 
 #include "ucx_ext_module.h"
 
+#include "ucx_ext_md.h"
+
 #include <uct/api/version.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The loaded UCX's version, through UCP when the process has it (libuct has no such call). */
 static void ucx_ext_ucx_version(unsigned *major, unsigned *minor, unsigned *release)
@@ -49,6 +53,41 @@ static void ucx_ext_abi_warn(const char *tl, const char *what)
             UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release, what);
 }
 
+/*
+ * UCP allocates memory (ucp_mem_map with UCP_MEM_MAP_ALLOCATE: Open MPI's Win_allocate) by
+ * UCX_ALLOC_PRIO, "md:sysv,md:posix,huge,thp,md:*,mmap,heap" by default. With UCX_TLS=sm the
+ * mm mds come first and every window is mapped memory; with one of our transports they are
+ * closed (no transport of theirs selected), and "thp" takes every window from 1 MiB on
+ * before our md is asked. A transport whose md allocates mapped memory therefore puts
+ * itself where the mm mds stand, when the user has not set the variable (or it is what
+ * another of our modules wrote). The variable is read at ucp_config_read, after the
+ * preloaded module's constructor; a module loaded later changes nothing.
+ */
+#define UCX_EXT_ALLOC_HEAD "md:sysv,md:posix,"
+#define UCX_EXT_ALLOC_TAIL "huge,thp,md:*,mmap,heap"
+
+static void ucx_ext_alloc_prio(const char *md_name)
+{
+    const char *cur = getenv("UCX_ALLOC_PRIO");
+    size_t head = strlen(UCX_EXT_ALLOC_HEAD), tail = strlen(UCX_EXT_ALLOC_TAIL), len;
+    char value[256];
+
+    if (cur == NULL) {
+        snprintf(value, sizeof(value), "%smd:%s,%s", UCX_EXT_ALLOC_HEAD, md_name,
+                 UCX_EXT_ALLOC_TAIL);
+    } else {
+        len = strlen(cur);
+        if ((len < head + tail) || strncmp(cur, UCX_EXT_ALLOC_HEAD, head) ||
+            strcmp(cur + len - tail, UCX_EXT_ALLOC_TAIL) ||
+            ((len > head + tail) && strncmp(cur + head, "md:", 3))) {
+            return;   /* the user's */
+        }
+        snprintf(value, sizeof(value), "%.*smd:%s,%s", (int)(len - tail), cur, md_name,
+                 UCX_EXT_ALLOC_TAIL);
+    }
+    setenv("UCX_ALLOC_PRIO", value, 1);
+}
+
 void ucx_ext_module_load(ucx_ext_module_t *m, const ucx_ext_class_size_t *classes,
                          unsigned count)
 {
@@ -59,6 +98,9 @@ void ucx_ext_module_load(ucx_ext_module_t *m, const ucx_ext_class_size_t *classe
         return;
     }
     ucx_ext_counters_config_init();
+    if (ucs_container_of(m->component, ucx_ext_component_t, super)->xmem) {
+        ucx_ext_alloc_prio(m->component->name);
+    }
     uct_component_register(m->component);
     uct_tl_register(m->component, m->tl);
     m->registered = 1;

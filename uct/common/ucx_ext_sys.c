@@ -37,6 +37,12 @@ int ucx_ext_seg_create(const char *name, size_t size, int *fd_p, void **base_p)
 
 int ucx_ext_seg_attach(pid_t pid, int fd, size_t min_size, void **base_p, size_t *size_p)
 {
+    return ucx_ext_seg_attach_ino(pid, fd, 0, min_size, base_p, size_p);
+}
+
+int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, void **base_p,
+                           size_t *size_p)
+{
     char path[64];
     struct stat st;
     void *base;
@@ -51,6 +57,10 @@ int ucx_ext_seg_attach(pid_t pid, int fd, size_t min_size, void **base_p, size_t
         err = -errno;
         close(pfd);
         return err;
+    }
+    if ((ino != 0) && ((uint64_t)st.st_ino != ino)) {
+        close(pfd);
+        return -ESTALE;
     }
     if ((st.st_size <= 0) || ((size_t)st.st_size < min_size)) {
         close(pfd);

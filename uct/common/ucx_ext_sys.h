@@ -27,6 +27,11 @@ int ucx_ext_seg_create(const char *name, size_t size, int *fd_p, void **base_p);
  * nothing in a peer's segment is trusted. */
 int ucx_ext_seg_attach(pid_t pid, int fd, size_t min_size, void **base_p, size_t *size_p);
 
+/* The same, and the fd must still be the segment with inode ino (-ESTALE if it is not: the
+ * owner closed it and the number went to another file); ino 0 checks nothing. */
+int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, void **base_p,
+                           size_t *size_p);
+
 /* Reads (write == 0) or writes len bytes at remote_addr in process pid from/to the local
  * iovec list, which it advances. 0, or -errno (-EFAULT for a transfer that made no progress,
  * -EINVAL if the local list is shorter than len). */

@@ -1,5 +1,6 @@
 /*
- * rdmach device atomics, on a wire whose device has them (RC verbs).
+ * rdmach atomics: the device's on a wire whose device has them (RC verbs), below; on shared
+ * memory CPU atomics (rdmach_amo_cpu.c), which share this file's request pool and entry.
  *
  * UCP 1.13.1 selects device atomics only from a transport that offers the whole op set for
  * each size the application asked for (ucp_worker_init_device_atomics: ADD, AND, OR, XOR, and
@@ -29,37 +30,7 @@
  * answers flush with NO_RESOURCE (UCP queues the flush as pending and the ep dispatches it
  * once they are done), because a loop's next step is posted after any flush WRITE would be.
  */
-#include "rdmach_uct.h"
-
-#include <uct/api/uct.h>
-
-#define UCT_RDMACH_AMO_POOL 256   /* atomics in flight per iface (the wire holds 64 of them) */
-
-#define UCT_RDMACH_AMO_OPS \
-    (UCS_BIT(UCT_ATOMIC_OP_ADD) | UCS_BIT(UCT_ATOMIC_OP_AND) | UCS_BIT(UCT_ATOMIC_OP_OR) | \
-     UCS_BIT(UCT_ATOMIC_OP_XOR))
-#define UCT_RDMACH_AMO_FOPS \
-    (UCT_RDMACH_AMO_OPS | UCS_BIT(UCT_ATOMIC_OP_SWAP) | UCS_BIT(UCT_ATOMIC_OP_CSWAP))
-
-struct uct_rdmach_amo {
-    uct_completion_t  comp;       /* each step's, from the wire */
-    ucs_queue_elem_t  stalled;
-    uct_rdmach_amo_t  *next_free;
-    uct_rdmach_ep_t   *ep;
-    uct_completion_t  *user_comp;
-    void              *result;    /* uint32_t* or uint64_t*; NULL for a posted op */
-    uint64_t          word;       /* remote address of the 8-byte word */
-    uint32_t          rkey;
-    uint8_t           op;         /* UCT_ATOMIC_OP_* */
-    uint8_t           bits;       /* 32 or 64 */
-    uint8_t           shift;      /* of a 32-bit operand in its word */
-    uint8_t           direct;     /* one device atomic does it all */
-    uint64_t          value;      /* operand; swap for CSWAP */
-    uint64_t          compare;    /* CSWAP */
-    uint64_t          fetched;    /* the word before the last step (the wire's result) */
-    uint64_t          expect;     /* what the last compare-and-swap expected; reading: none */
-    int               reading;
-};
+#include "rdmach_amo.h"
 
 static void uct_rdmach_amo_step_done(uct_completion_t *self);
 
@@ -81,11 +52,15 @@ ucs_status_t uct_rdmach_amo_init(uct_rdmach_iface_t *iface)
     unsigned i;
 
     ucs_queue_head_init(&iface->amo_stalled);
+    ucs_queue_head_init(&iface->amo_served);
     memset(iface->amo_seen, 0xff, sizeof(iface->amo_seen));   /* no word is at ~0 */
     iface->amo_inflight = 0;
     iface->amo_free = NULL;
     iface->amo_pool = NULL;
-    if ((iface->wire->ops->atomic64 == NULL) || !iface->wire->atomics) {
+    /* a wire without device atomics reaches memory on this host: CPU atomics */
+    iface->amo_cpu  = (iface->wire->ops->atomic64 == NULL) &&
+                      (iface->wire->ops->ep_addr_len == 0);
+    if (!iface->amo_cpu && ((iface->wire->ops->atomic64 == NULL) || !iface->wire->atomics)) {
         return UCS_OK;
     }
     iface->amo_pool = ucs_calloc(UCT_RDMACH_AMO_POOL, sizeof(*iface->amo_pool), "rdmach amo");
@@ -109,7 +84,8 @@ void uct_rdmach_amo_query(uct_rdmach_iface_t *iface, uct_iface_attr_t *attr)
     if (iface->amo_pool == NULL) {
         return;
     }
-    attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+    attr->cap.flags              |= iface->amo_cpu ? UCT_IFACE_FLAG_ATOMIC_CPU :
+                                                     UCT_IFACE_FLAG_ATOMIC_DEVICE;
     attr->cap.atomic32.op_flags   = UCT_RDMACH_AMO_OPS;
     attr->cap.atomic32.fop_flags  = UCT_RDMACH_AMO_FOPS;
     attr->cap.atomic64.op_flags   = UCT_RDMACH_AMO_OPS;
@@ -149,7 +125,7 @@ static uint64_t uct_rdmach_amo_apply(const uct_rdmach_amo_t *req, uint64_t old)
 }
 
 /* The request goes back to the pool; its ep and iface have one atomic less in flight. */
-static void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req)
+void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req)
 {
     --req->ep->amo_busy;
     --iface->amo_inflight;
@@ -157,7 +133,7 @@ static void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *
     iface->amo_free = req;
 }
 
-static void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status)
+void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(req->ep->super.super.super.iface,
                                                uct_rdmach_iface_t);
@@ -268,17 +244,25 @@ unsigned uct_rdmach_amo_progress(uct_rdmach_iface_t *iface)
     return count;
 }
 
-/* The ep goes away: its stalled steps end as canceled (those in the wire end through it). */
+/* The ep goes away: its stalled steps and served atomics end as canceled (those in the wire
+ * end through it). */
 void uct_rdmach_amo_ep_cleanup(uct_rdmach_ep_t *ep)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
     ucs_queue_iter_t iter;
     uct_rdmach_amo_t *req;
 
-    ucs_queue_for_each_safe(req, iter, &iface->amo_stalled, stalled) {
-        if (req->ep == ep) {
-            ucs_queue_del_iter(&iface->amo_stalled, iter);
-            uct_rdmach_amo_finish(req, 0, UCS_ERR_CANCELED);
+    ucs_queue_head_t *queues[] = {&iface->amo_stalled, &iface->amo_served};
+    unsigned i;
+
+    /* a served atomic's target may still reply into the request: its token no longer
+     * matches the one of the request's next use */
+    for (i = 0; i < ucs_static_array_size(queues); ++i) {
+        ucs_queue_for_each_safe(req, iter, queues[i], stalled) {
+            if (req->ep == ep) {
+                ucs_queue_del_iter(queues[i], iter);
+                uct_rdmach_amo_finish(req, 0, UCS_ERR_CANCELED);
+            }
         }
     }
 }
@@ -292,6 +276,8 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
     uint64_t word             = remote_addr & ~(uint64_t)7;
     const uct_rdmach_rkey_t *key;
     uct_rdmach_amo_t *req;
+    uint64_t old;
+    void *ptr;
     int ret;
 
     if (ucs_unlikely(iface->amo_pool == NULL)) {
@@ -301,9 +287,30 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
         ucs_error("rdmach: %u-bit atomic at unaligned address 0x%" PRIx64, bits, remote_addr);
         return UCS_ERR_INVALID_PARAM;
     }
-    key = uct_rdmach_ep_key(ep, "atomic", sizeof(uint64_t), word, rkey);
+    /* CPU atomics check the operand's own bytes (the md widens nothing on shm) */
+    key = iface->amo_cpu ? uct_rdmach_ep_key(ep, "atomic", bits / 8, remote_addr, rkey) :
+                           uct_rdmach_ep_key(ep, "atomic", sizeof(uint64_t), word, rkey);
     if (key == NULL) {
         return UCS_ERR_INVALID_PARAM;
+    }
+    if (iface->amo_cpu) {
+        ptr = uct_rdmach_ep_mapped(rkey, remote_addr, bits / 8);
+        if (ucs_likely(ptr != NULL) && !uct_rdmach_ep_serving(ep, iface)) {
+            old = uct_rdmach_amo_cpu(ptr, op, bits, value, compare);
+            if (result != NULL) {
+                if (bits == 64) {
+                    *(uint64_t*)result = old;
+                } else {
+                    *(uint32_t*)result = (uint32_t)old;
+                }
+            }
+            UCT_RDMACH_COUNT(tx_atomic, 1);
+            UCT_RDMACH_COUNT_OWN(atomic_cpu);
+            return UCS_OK;
+        }
+        if (uct_rdmach_ep_serving(ep, iface) || ucx_ext_ep_must_queue(&ep->super)) {
+            return ucx_ext_ep_no_resource(&ep->super, 0);
+        }
     }
     if ((ep->peer == NULL) || (iface->amo_free == NULL) ||
         !ucs_queue_is_empty(&iface->amo_stalled)) {
@@ -335,6 +342,10 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
     ++iface->amo_inflight;
     UCT_RDMACH_COUNT(tx_atomic, 1);
 
+    if (iface->amo_cpu) {
+        req->word = remote_addr;
+        return uct_rdmach_amo_serve_start(req);
+    }
     ret = uct_rdmach_amo_post(req);
     if (ret == RDMACH_WIRE_INPROGRESS) {
         /* a posted op is done as far as the caller goes: flush waits for it */

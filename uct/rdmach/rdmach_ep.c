@@ -3,7 +3,8 @@
  * (connect to iface: shm), or one end of a connection the wire joins with the peer's (connect
  * ep to ep: RC). Active messages go through the ring (no syscall, no atomic, no allocation on
  * shared memory); put/get are the wire's RDMA write/read (shm: process_vm_writev/readv,
- * complete at return; RC: RDMA WRITE/READ).
+ * complete at return; RC: RDMA WRITE/READ), or stores and loads where the key's segment is
+ * mapped here (memory the shm md allocated, ucx_ext_xmem.h).
  */
 #include "rdmach_uct.h"
 #include "ucx_ext_sys.h"
@@ -323,13 +324,32 @@ static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cnt, size_t length,
                   uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
-    const char *op      = write ? "put" : "get";
-    rdmach_wire_t *wire = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t)->wire;
+    const char *op            = write ? "put" : "get";
+    uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
+    rdmach_wire_t *wire       = iface->wire;
     const uct_rdmach_rkey_t *key = uct_rdmach_ep_key(ep, op, length, remote_addr, rkey);
+    uint8_t *mapped;
+    size_t i;
     int ret;
 
     if (key == NULL) {
         return UCS_ERR_INVALID_PARAM;
+    }
+    if (uct_rdmach_ep_serving(ep, iface)) {
+        return ucx_ext_ep_no_resource(&ep->super, 0);   /* after the served atomic */
+    }
+    /* memory mapped here (ucx_ext_xmem.h): stores and loads, no system call */
+    mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
+    if (mapped != NULL) {
+        for (i = 0; i < cnt; mapped += local[i++].len) {
+            if (write) {
+                memcpy(mapped, local[i].base, local[i].len);
+            } else {
+                memcpy(local[i].base, mapped, local[i].len);
+            }
+        }
+        UCT_RDMACH_COUNT_OWN(rma_mapped);
+        return UCS_OK;
     }
     ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, key->key, length, write, comp);
     if (ucs_likely(ret == 0)) {
@@ -415,6 +435,7 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
     uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
     rdmach_wire_iov_t local   = {iface->bounce, length, NULL};
     ucs_status_t status;
+    void *mapped;
 
     UCT_CHECK_LENGTH(length, 0, iface->chunk_size, "get_bcopy");
     UCT_RDMACH_COUNT(tx_get_bcopy, 1);
@@ -434,6 +455,18 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
             return UCS_INPROGRESS;
         }
         return uct_rdmach_ep_rma_error(ep, "get", length, remote_addr, -ret);
+    }
+    if ((length > 0) && !uct_rdmach_ep_serving(ep, iface)) {
+        /* mapped here: unpacked straight from the peer's memory */
+        if (uct_rdmach_ep_key(ep, "get", length, remote_addr, rkey) == NULL) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
+        if (mapped != NULL) {
+            UCT_RDMACH_COUNT_OWN(rma_mapped);
+            unpack_cb(arg, mapped, length);
+            return UCS_OK;
+        }
     }
     if (length > 0) {
         status = uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 0, NULL);
@@ -473,7 +506,7 @@ int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep)
 {
     uct_rdmach_ep_t *rep = ucs_derived_of(ep, uct_rdmach_ep_t);
 
-    /* a flush waits for the device atomics in flight (see uct_rdmach_ep_flush) */
+    /* a flush waits for the atomics in flight (see uct_rdmach_ep_flush) */
     return rdmach_tx_has_room(rep->tx) && (rep->amo_busy == 0);
 }
 
@@ -488,12 +521,13 @@ ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_
     int ret;
 
     status = ucx_ext_ep_flush_queued(&ep->super);
-    if ((status != UCS_OK) || (wire->ops->flush == NULL)) {
+    if ((status != UCS_OK) || ((wire->ops->flush == NULL) && (ep->amo_busy == 0))) {
         return status;
     }
     if (ep->amo_busy != 0) {
         /* a compare-and-swap loop posts its next step after any flush WRITE of ours would
-         * be: pending until they are done (tx_ready) */
+         * be, and a served atomic is done when its reply comes: pending until they are
+         * done (tx_ready) */
         return ucx_ext_ep_no_resource(&ep->super, 0);
     }
     ret = wire->ops->flush(wire, ep->peer, comp);

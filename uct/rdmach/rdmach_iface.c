@@ -213,6 +213,10 @@ static void uct_rdmach_iface_deliver(void *arg, uint8_t am_id, void *data, uint3
     uct_rdmach_iface_t *iface = arg;
 
     if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
+        if (am_id == UCT_RDMACH_AM_SERVE) {
+            uct_rdmach_amo_serve(iface, data, length);   /* rdmach_amo_cpu.c */
+            return;
+        }
         uct_rdmach_counters.rx.corrupt++;   /* from a misbehaving peer: never index am[] */
         return;
     }
@@ -294,7 +298,8 @@ static ucs_status_t uct_rdmach_iface_event_arm(uct_iface_h tl_iface, unsigned ev
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
     ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events,
-                                                        !ucs_queue_is_empty(&iface->amo_stalled));
+                                                        !ucs_queue_is_empty(&iface->amo_stalled) ||
+                                                        !ucs_queue_is_empty(&iface->amo_served));
 
     if ((status != UCS_OK) ||
         (!(events & UCX_EXT_EVENTS_RECV) && (iface->wire->ops->ep_addr_len == 0))) {
@@ -328,6 +333,9 @@ static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *if
     count = rdmach_poller_progress(&iface->poller, &iface->geom,
                                    __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE),
                                    uct_rdmach_iface_activate, uct_rdmach_iface_deliver, iface);
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->amo_served))) {
+        count += uct_rdmach_amo_served_progress(iface);
+    }
     if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x))) {
         count += ucx_ext_iface_progress_pending(&iface->x);
     }
@@ -371,8 +379,12 @@ static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
     }
     ucs_memory_cpu_store_fence();
     status = ucx_ext_iface_flush_queued(&iface->x);
-    if ((status != UCS_OK) || (iface->wire->ops->flush == NULL)) {
+    if (status != UCS_OK) {
         return status;
+    }
+    if (iface->wire->ops->flush == NULL) {
+        /* served atomics (rdmach_amo_cpu.c) are done when their replies come */
+        return (iface->amo_inflight != 0) ? UCS_INPROGRESS : UCS_OK;
     }
     ret = iface->wire->ops->flush(iface->wire, NULL, comp);
     if (iface->amo_inflight != 0) {

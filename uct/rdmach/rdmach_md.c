@@ -2,7 +2,9 @@
  * rdmach memory domains.
  *  - "rdmach": the shared-memory wire's. Registration records a region, the packed rkey names
  *    the process and region, and every put/get checks its target against it (the shm analogue
- *    of an IB rkey). It is uct/common's register-only md.
+ *    of an IB rkey). It is uct/common's md, and it allocates mapped memory
+ *    (ucx_ext_xmem.h): a key to memory it allocated carries the segment, which peers map,
+ *    so that their puts, gets and atomics there are stores, loads and CPU atomics.
  *  - one per domain of a wire that has them ("rdmach_<hca>" for RC): registration is the wire's
  *    (ibv_reg_mr), the packed rkey carries the wire's 32-bit key, and the HCA checks it too.
  *    Registrations go through UCX's registration cache (ucs_rcache, as UCX's ib md does): a
@@ -16,12 +18,34 @@
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <ucm/api/ucm.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 /* The process-wide counters block lives with the md, the transport's root object: iface, ep
  * and module all count into it, and none of them depends on another for it. */
 uct_rdmach_counters_t uct_rdmach_counters;
+
+/* The shm md's registrations: a served atomic (rdmach_amo_cpu.c) touches only these. */
+static pthread_mutex_t uct_rdmach_shm_regs_lock = PTHREAD_MUTEX_INITIALIZER;
+static UCS_LIST_HEAD(uct_rdmach_shm_regs);
+
+int uct_rdmach_md_holds(uint64_t address, size_t length)
+{
+    uct_rdmach_memh_t *memh;
+    int found = 0;
+
+    pthread_mutex_lock(&uct_rdmach_shm_regs_lock);
+    ucs_list_for_each(memh, &uct_rdmach_shm_regs, list) {
+        if ((address >= memh->super.address) &&
+            (address + length <= memh->super.address + memh->super.length)) {
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&uct_rdmach_shm_regs_lock);
+    return found;
+}
 
 typedef struct uct_rdmach_md_config {
     uct_md_config_t        super;
@@ -177,8 +201,12 @@ static ucs_status_t uct_rdmach_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
     uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
     ucs_status_t status = md->shm_query(tl_md, attr);
 
-    /* zero copy needs the local buffer registered too (the lkey): UCP then passes memh */
+    /* zero copy needs the local buffer registered too (the lkey): UCP then passes memh;
+     * mapped memory is the shm md's (a network peer cannot map it) */
     attr->cap.flags |= UCT_MD_FLAG_NEED_MEMH;
+    attr->cap.flags &= ~(uint64_t)UCT_MD_FLAG_ALLOC;
+    attr->cap.alloc_mem_types = 0;
+    attr->cap.max_alloc       = 0;
     /* registration pins pages and programs the HCA (ib md: about 16 us + 0.06 ns/byte); a
      * cached one costs the lookup */
     attr->reg_cost = (md->rcache != NULL) ? ucs_linear_func_make(md->rcache_overhead, 0) :
@@ -283,6 +311,10 @@ static ucs_status_t uct_rdmach_mem_reg(uct_md_h tl_md, void *address, size_t len
             ucs_free(memh);
             return status;
         }
+    } else {
+        pthread_mutex_lock(&uct_rdmach_shm_regs_lock);
+        ucs_list_add_tail(&uct_rdmach_shm_regs, &memh->list);
+        pthread_mutex_unlock(&uct_rdmach_shm_regs_lock);
     }
     *memh_p = memh;
     return UCS_OK;
@@ -300,6 +332,10 @@ static ucs_status_t uct_rdmach_mem_dereg(uct_md_h tl_md, uct_mem_h tl_memh)
     }
     if ((md->wire != NULL) && (memh->reg != NULL)) {
         md->wire->mem_dereg(memh->reg);
+    } else if (md->wire == NULL) {
+        pthread_mutex_lock(&uct_rdmach_shm_regs_lock);
+        ucs_list_del(&memh->list);
+        pthread_mutex_unlock(&uct_rdmach_shm_regs_lock);
     }
     ucs_free(memh);
     return UCS_OK;
@@ -318,6 +354,12 @@ static void uct_rdmach_rkey_pack(uct_md_h tl_md, uct_mem_h tl_memh, void *rkey_b
         .length  = memh->super.length
     };
 
+    if (md->wire == NULL) {
+        /* the segment holding the region, if the md allocated it: peers map it */
+        ucx_ext_xmem_describe(memh->super.address, memh->super.length, &rkey.xmem);
+    } else {
+        memset(&rkey.xmem, 0, sizeof(rkey.xmem));
+    }
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
 }
 
@@ -336,4 +378,7 @@ ucx_ext_component_t uct_rdmach_component = {
     .rkey_valid = uct_rdmach_rkey_valid,
     .mem_reg    = uct_rdmach_mem_reg,
     .mem_dereg  = uct_rdmach_mem_dereg,
+    /* the shm md allocates mapped memory (Open MPI's Win_allocate windows) */
+    .xmem        = 1,
+    .xmem_offset = ucs_offsetof(uct_rdmach_rkey_t, xmem),
 };

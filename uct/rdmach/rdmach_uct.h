@@ -33,8 +33,12 @@
 
 /* The ring core's receive counters, then the standard send side. */
 /* The glue's own: rings taken back from senders that had gone, and our rings given up in
- * receivers that had gone (connection churn); arms that put the iface to sleep (wakeup). */
-#define UCT_RDMACH_OWN_COUNTERS(_) _(rings_reaped) _(rings_unclaimed) _(sleeps)
+ * receivers that had gone (connection churn); arms that put the iface to sleep (wakeup);
+ * mapped memory (rdmach_amo_cpu.c): puts and gets done as stores and loads, CPU atomics
+ * done here, atomics on memory we cannot map that the target served for us, and those we
+ * served as the target. */
+#define UCT_RDMACH_OWN_COUNTERS(_) _(rings_reaped) _(rings_unclaimed) _(sleeps) \
+                                   _(rma_mapped) _(atomic_cpu) _(atomic_served) _(served)
 #define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
                                RDMACH_WIRE_COUNTERS(_) UCT_RDMACH_OWN_COUNTERS(_)
 
@@ -43,11 +47,13 @@ typedef struct uct_rdmach_counters {
     ucx_ext_tx_counters_t tx;
     rdmach_wire_stats_t   wire;
     uint64_t              rings_reaped, rings_unclaimed, sleeps;
+    uint64_t              rma_mapped, atomic_cpu, atomic_served, served;
 } uct_rdmach_counters_t;
 
 extern uct_rdmach_counters_t uct_rdmach_counters;
 
 #define UCT_RDMACH_COUNT(_name, _n) (uct_rdmach_counters.tx._name += (_n))
+#define UCT_RDMACH_COUNT_OWN(_name) (uct_rdmach_counters._name++)
 
 /* ---- md ---- */
 
@@ -65,20 +71,28 @@ typedef struct uct_rdmach_md {
 } uct_rdmach_md_t;
 
 typedef struct uct_rdmach_memh {
-    ucx_ext_memh_t super;
-    void           *reg;    /* the wire's registration (NULL on the shm md) */
-    uint32_t       key;     /* its remote key */
+    ucx_ext_memh_t  super;
+    void            *reg;    /* the wire's registration (NULL on the shm md) */
+    uint32_t        key;     /* its remote key */
+    ucs_list_link_t list;    /* the shm md's registrations (uct_rdmach_md_holds) */
 } uct_rdmach_memh_t;
 
 /* Packed remote key: a registered region, checked on every RMA; pid names the process on the
- * shm md (0 on a wire domain's, whose device checks key). */
+ * shm md (0 on a wire domain's, whose device checks key); xmem: the mapped segment holding
+ * the region (the shm md's allocations), else empty. Unpacked, a ucx_ext_rkey_map_t
+ * follows it (ucx_ext_md.c). */
 typedef struct uct_rdmach_rkey {
-    uint32_t magic;
-    int32_t  pid;
-    uint64_t address;
-    uint64_t length;
-    uint32_t key;
+    uint32_t            magic;
+    int32_t             pid;
+    uint64_t            address;
+    uint64_t            length;
+    uint32_t            key;
+    ucx_ext_xmem_desc_t xmem;
 } UCS_S_PACKED uct_rdmach_rkey_t;
+
+/* The shm md's registrations hold [address, address + length) (a served atomic's target
+ * must be memory this process registered). */
+int uct_rdmach_md_holds(uint64_t address, size_t length);
 
 #define UCT_RDMACH_RKEY_MAGIC 0x52444d52u   /* "RMDR" */
 
@@ -125,6 +139,9 @@ typedef struct uct_rdmach_iface {
         uint64_t          word, value;   /* first guess (rdmach_amo.c) */
     }                     amo_seen[64];
     ucs_queue_head_t      amo_stalled;   /* their steps waiting for wire resources */
+    int                   amo_cpu;       /* CPU atomics (shm): mapped, else served */
+    ucs_queue_head_t      amo_served;    /* atomics the targets serve (rdmach_amo_cpu.c) */
+    uint64_t              amo_token;     /* the last served atomic's */
     ucs_list_link_t       conns;         /* rings claimed in peer ifaces (uct_rdmach_conn_t) */
     unsigned              reap_calls;    /* progress calls since the last look for gone senders */
     int                   armed;         /* asleep since the last arm: the next progress
@@ -193,7 +210,7 @@ typedef struct uct_rdmach_ep {
     rdmach_tx_t          own_tx;
     uint32_t             ring_id;
     rdmach_wire_peer_t   *peer;       /* the receiving iface, for RMA and flush */
-    uint32_t             amo_busy;    /* device atomics in flight (rdmach_amo.c) */
+    uint32_t             amo_busy;    /* device or served atomics in flight (rdmach_amo.c) */
 } uct_rdmach_ep_t;
 
 UCX_EXT_EP_CLASS_DECLARE(uct_rdmach_ep_t);
@@ -232,7 +249,37 @@ uct_rdmach_ep_key(uct_rdmach_ep_t *ep, const char *op, size_t length, uint64_t r
     return key;
 }
 
-/* ---- device atomics (rdmach_amo.c): on a wire whose device has them ---- */
+/* The local address of an access through a key whose segment is mapped here, else NULL. */
+static UCS_F_ALWAYS_INLINE void *uct_rdmach_ep_mapped(uct_rkey_t rkey, uint64_t remote_addr,
+                                                      size_t length)
+{
+    return ucx_ext_rkey_local(ucx_ext_rkey_map(rkey, sizeof(uct_rdmach_rkey_t)), remote_addr,
+                              length);
+}
+
+/* While the target serves an atomic of this ep (memory it could not map), later RMA and
+ * atomics wait: they must not overtake it (UCT's fence and flush order). */
+static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_serving(const uct_rdmach_ep_t *ep,
+                                                     const uct_rdmach_iface_t *iface)
+{
+    return ucs_unlikely(iface->amo_cpu && (ep->amo_busy != 0));
+}
+
+/* ---- atomics (rdmach_amo.c): the device's on a wire whose device has them, else CPU
+ * atomics on shared memory (rdmach_amo_cpu.c) ---- */
+
+/* Internal record of the ring (above UCT's AM ids): an atomic the target serves. */
+#define UCT_RDMACH_AM_SERVE UCT_AM_ID_MAX
+
+/* The CPU atomic, on memory mapped here: the old value (of bits 32 or 64). */
+uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t value,
+                            uint64_t compare);
+ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req);
+/* A served atomic's record, at the target. */
+void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length);
+unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface);
+void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status);
+void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req);
 
 ucs_status_t uct_rdmach_amo_init(uct_rdmach_iface_t *iface);
 void uct_rdmach_amo_cleanup(uct_rdmach_iface_t *iface);

@@ -1,0 +1,80 @@
+/*
+ * Mapped memory: what a transport's md allocates for peers on this host to map, and the
+ * mappings of peers' segments behind unpacked remote keys (the analogue of UCX's mm mds,
+ * which make stock sm fast at RMA: put/get become loads and stores, atomics CPU atomics,
+ * and none of them needs the target's progress).
+ *
+ *  - An allocation is a memfd segment mapped shared (ucx_ext_sys.h). The md records it in a
+ *    process-wide list, so a registration that falls inside one (the md's own allocation,
+ *    or a buffer carved from it) packs the segment's description into its remote key.
+ *  - A peer maps the segment through /proc/<pid>/fd/<fd> (same user, or ptrace consent) and
+ *    checks the inode, so a reused fd number never maps the wrong memory. Mappings are
+ *    shared by every key that names the segment and go with the last of them.
+ *  - Memory that is not ours to map (the application's malloc, another md's allocation)
+ *    has an empty description: the transport keeps its process_vm path for it.
+ *
+ * Needs UCX's internal headers (include after config.h).
+ */
+#ifndef UCX_EXT_XMEM_H
+#define UCX_EXT_XMEM_H
+
+#include <ucs/type/status.h>
+#include <ucs/sys/compiler_def.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A segment as a packed remote key carries it; pid 0: nothing to map. */
+typedef struct ucx_ext_xmem_desc {
+    int32_t  pid;
+    int32_t  fd;
+    uint64_t ino;      /* the memfd's inode */
+    uint64_t base;     /* the segment's address in its owner */
+    uint64_t length;
+} UCS_S_PACKED ucx_ext_xmem_desc_t;
+
+/* Allocates at least *length_p bytes (rounded up to pages, written back) of shareable memory
+ * named name. */
+ucs_status_t ucx_ext_xmem_alloc(size_t *length_p, const char *name, void **address_p);
+
+/* Frees an allocation of ucx_ext_xmem_alloc: UCS_ERR_NO_ELEM if address is not one. */
+ucs_status_t ucx_ext_xmem_free(void *address);
+
+/* The description of the segment holding [address, address + length), or an empty one. */
+void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t *desc);
+
+/* The local address of desc's segment (mapped now, or shared with earlier keys), or NULL
+ * (logged at diag level): the peer's segment cannot be mapped here. */
+void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc);
+
+/* One key less on the mapping that ucx_ext_xmem_attach returned. */
+void ucx_ext_xmem_detach(void *local);
+
+/* What an unpacked remote key keeps after the packed bytes (ucx_ext_md.c): where the
+ * segment is mapped here, NULL if it is not. */
+typedef struct ucx_ext_rkey_map {
+    uint8_t  *local;   /* the segment's local address */
+    uint64_t base;     /* its address in the owner */
+    uint64_t end;
+} ucx_ext_rkey_map_t;
+
+#define UCX_EXT_RKEY_MAP_OFFSET(_packed_size) (((_packed_size) + 7) & ~(size_t)7)
+
+static UCS_F_ALWAYS_INLINE const ucx_ext_rkey_map_t *
+ucx_ext_rkey_map(uintptr_t rkey, size_t packed_size)
+{
+    return (const ucx_ext_rkey_map_t*)(rkey + UCX_EXT_RKEY_MAP_OFFSET(packed_size));
+}
+
+/* The local address of [remote_addr, remote_addr + length) through a key's mapping, or
+ * NULL when the key has none or the range leaves the segment. */
+static UCS_F_ALWAYS_INLINE void *
+ucx_ext_rkey_local(const ucx_ext_rkey_map_t *map, uint64_t remote_addr, size_t length)
+{
+    if ((map->local == NULL) || (remote_addr < map->base) ||
+        (remote_addr + length > map->end)) {
+        return NULL;
+    }
+    return map->local + (remote_addr - map->base);
+}
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * rdmach atomics on shared memory: CPU atomics, the full 32- and 64-bit set that UCX's mm
+ * transports offer (UCT_IFACE_FLAG_ATOMIC_CPU), so that UCP runs Open MPI's Fetch_and_op,
+ * Compare_and_swap and window locks here instead of in its active-message emulation.
+ *
+ *  - A key whose segment is mapped here (memory the rdmach md allocated: Open MPI's
+ *    Win_allocate windows, ucx_ext_xmem.h): a locked instruction on the mapping, done at
+ *    return; the target does nothing.
+ *  - Memory we cannot map (the application's own, registered: Win_create windows): the
+ *    target serves it. A record in the ring (UCT_RDMACH_AM_SERVE, above UCT's AM ids) asks
+ *    its progress to run the same instruction on its memory and to write the old value,
+ *    then the request's token, back into the request (process_vm_writev). UCP's CPU atomic
+ *    mode promises atomicity against every other CPU atomic on that memory; both ways keep
+ *    it, since each is one locked instruction on the one physical word. Like UCP's
+ *    emulation, a served atomic needs the target's progress.
+ *  - While an ep has a served atomic in flight, its later RMA and atomics wait in the
+ *    pending queue (uct_rdmach_ep_serving) and its flush answers NO_RESOURCE, so nothing
+ *    overtakes it: a posted atomic is complete as far as the caller goes, and a put after
+ *    a fence, or a flush, must see it done.
+ *  - A target that dies with one in flight fails the ep (peer watch) and the request ends
+ *    with UCS_ERR_ENDPOINT_TIMEOUT.
+ */
+#include "rdmach_amo.h"
+#include "ucx_ext_sys.h"
+
+#include <ucs/arch/atomic.h>
+#include <ucs/time/time.h>
+
+/* What a served atomic's record carries. */
+typedef struct uct_rdmach_serve_rec {
+    uint64_t address;
+    uint64_t value;
+    uint64_t compare;
+    uint64_t reply;     /* the requester's uct_rdmach_amo_t.reply */
+    uint64_t token;
+    int32_t  pid;       /* the requester */
+    uint8_t  op;
+    uint8_t  bits;
+} UCS_S_PACKED uct_rdmach_serve_rec_t;
+
+#define UCT_RDMACH_SERVE_REFUSED (1ull << 63)   /* in the token: nothing was done */
+
+#define UCT_RDMACH_AMO_CPU_OP(_type, _ptr, _op, _value, _compare) \
+    ({ \
+        _type *_p = (_type*)(_ptr), _v = (_type)(_value), _c = (_type)(_compare); \
+        _type _old; \
+        switch (_op) { \
+        case UCT_ATOMIC_OP_ADD:  _old = __atomic_fetch_add(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_AND:  _old = __atomic_fetch_and(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_OR:   _old = __atomic_fetch_or(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_XOR:  _old = __atomic_fetch_xor(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_SWAP: _old = __atomic_exchange_n(_p, _v, __ATOMIC_SEQ_CST); break; \
+        default: /* CSWAP: the word as it was, swapped or not */ \
+            _old = _c; \
+            __atomic_compare_exchange_n(_p, &_old, _v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+            break; \
+        } \
+        (uint64_t)_old; \
+    })
+
+uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t value,
+                            uint64_t compare)
+{
+    return (bits == 64) ? UCT_RDMACH_AMO_CPU_OP(uint64_t, ptr, op, value, compare) :
+                          UCT_RDMACH_AMO_CPU_OP(uint32_t, ptr, op, value, compare);
+}
+
+/* Sends req's record into the ring; the request waits in amo_served for the reply. */
+ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
+{
+    uct_rdmach_ep_t *ep       = req->ep;
+    uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
+    uct_rdmach_serve_rec_t *rec;
+    rdmach_rec_hdr_t *hdr;
+
+    hdr = rdmach_tx_reserve(ep->tx, sizeof(*rec));
+    if (hdr == NULL) {
+        uct_rdmach_amo_release(iface, req);
+        return ucx_ext_ep_no_resource(&ep->super, 0);
+    }
+    req->token    = ++iface->amo_token & ~UCT_RDMACH_SERVE_REFUSED;
+    req->reply[0] = 0;
+    req->reply[1] = 0;
+    req->sent     = ucs_get_time();
+    rec           = (uct_rdmach_serve_rec_t*)(hdr + 1);
+    rec->address  = req->word;
+    rec->value    = req->value;
+    rec->compare  = req->compare;
+    rec->reply    = (uintptr_t)req->reply;
+    rec->token    = req->token;
+    rec->pid      = getpid();
+    rec->op       = req->op;
+    rec->bits     = req->bits;
+    rdmach_tx_commit(ep->tx, hdr, UCT_RDMACH_AM_SERVE, sizeof(*rec));
+    ucs_queue_push(&iface->amo_served, &req->stalled);
+    UCT_RDMACH_COUNT_OWN(atomic_served);
+    /* a posted op is done as far as the caller goes: the ep's flush waits for it */
+    return (req->result == NULL) ? UCS_OK : UCS_INPROGRESS;
+}
+
+void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length)
+{
+    uct_rdmach_serve_rec_t rec;
+    struct iovec iov;
+    uint64_t old = 0, token;
+    int ok;
+
+    if (length != sizeof(rec)) {
+        uct_rdmach_counters.rx.corrupt++;
+        return;
+    }
+    memcpy(&rec, data, sizeof(rec));
+    /* only memory this process registered, and a well-formed operation */
+    ok = ((rec.bits == 32) || (rec.bits == 64)) && (rec.op <= UCT_ATOMIC_OP_CSWAP) &&
+         !(rec.address & (rec.bits / 8 - 1)) && uct_rdmach_md_holds(rec.address, rec.bits / 8);
+    if (ok) {
+        old = uct_rdmach_amo_cpu((void*)(uintptr_t)rec.address, rec.op, rec.bits, rec.value,
+                                 rec.compare);
+        UCT_RDMACH_COUNT_OWN(served);
+    } else {
+        uct_rdmach_counters.rx.corrupt++;
+        ucs_diag("rdmach: refused to serve a %u-bit atomic at 0x%" PRIx64 " for process %d",
+                 rec.bits, rec.address, rec.pid);
+    }
+    /* the value, then (ordered after it) the token the requester polls; a requester that
+     * has gone is no concern of ours */
+    iov.iov_base = &old;
+    iov.iov_len  = sizeof(old);
+    if (ucx_ext_process_vm(rec.pid, &iov, 1, rec.reply, sizeof(old), 1) != 0) {
+        return;
+    }
+    ucs_memory_cpu_store_fence();
+    token        = rec.token | (ok ? 0 : UCT_RDMACH_SERVE_REFUSED);
+    iov.iov_base = &token;
+    iov.iov_len  = sizeof(token);
+    ucx_ext_process_vm(rec.pid, &iov, 1, rec.reply + sizeof(old), sizeof(token), 1);
+}
+
+/* Served atomics whose reply came; a target silent for a second is checked for life. */
+unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface)
+{
+    unsigned count = 0;
+    ucs_queue_iter_t iter;
+    uct_rdmach_amo_t *req;
+    uint64_t token;
+
+again:
+    ucs_queue_for_each_safe(req, iter, &iface->amo_served, stalled) {
+        token = __atomic_load_n(&req->reply[1], __ATOMIC_ACQUIRE);
+        if ((token & ~UCT_RDMACH_SERVE_REFUSED) == req->token) {
+            ucs_queue_del_iter(&iface->amo_served, iter);
+            uct_rdmach_amo_finish(req, req->reply[0], (token & UCT_RDMACH_SERVE_REFUSED) ?
+                                                      UCS_ERR_INVALID_ADDR : UCS_OK);
+            ++count;
+            goto again;   /* the completion may have queued more */
+        }
+        if (ucs_unlikely(ucs_get_time() - req->sent > ucs_time_from_sec(1.0))) {
+            req->sent = ucs_get_time();
+            if (!ucx_ext_ep_peer_alive(&req->ep->super)) {
+                ucs_queue_del_iter(&iface->amo_served, iter);
+                uct_rdmach_amo_finish(req, 0, UCS_ERR_ENDPOINT_TIMEOUT);
+                ++count;
+                goto again;
+            }
+        }
+    }
+    return count;
+}
