@@ -12,6 +12,8 @@
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/sysmacros.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -89,6 +91,43 @@ ucs_status_t ucx_ext_xmem_free(void *address)
     return UCS_ERR_NO_ELEM;
 }
 
+/* The shared file mapping of this process that holds [address, address + length) (want:
+ * dev 0) or that maps [offset, offset + length) of file dev:ino; 1 and *desc if found. */
+static int ucx_ext_xmem_maps(uintptr_t address, size_t length, uint64_t dev, uint64_t ino,
+                             uint64_t offset, ucx_ext_xmem_desc_t *desc)
+{
+    unsigned long start, end, off, inode;
+    unsigned major, minor;
+    char line[512], perms[8];
+    int found = 0;
+    FILE *f;
+
+    f = fopen("/proc/self/maps", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    while (!found && (fgets(line, sizeof(line), f) != NULL)) {
+        if ((sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &start, &end, perms, &off, &major,
+                    &minor, &inode) != 7) || (perms[3] != 's') || (inode == 0)) {
+            continue;
+        }
+        if (dev == 0) {
+            found = (address >= start) && (address + length <= end);
+            if (found) {
+                desc->dev    = makedev(major, minor);
+                desc->ino    = inode;
+                desc->offset = off + (address - start);
+            }
+        } else if ((makedev(major, minor) == dev) && (inode == ino) && (offset >= off) &&
+                   (offset + length <= off + (end - start))) {
+            found      = 1;
+            desc->base = start + (offset - off);   /* here */
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t *desc)
 {
     ucx_ext_xmem_seg_t *seg;
@@ -103,10 +142,17 @@ void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t
         }
     }
     pthread_mutex_unlock(&ucx_ext_xmem_lock);
+    if ((desc->pid == 0) && (length > 0) && ucx_ext_xmem_maps(address, length, 0, 0, 0, desc)) {
+        desc->pid    = getpid();
+        desc->fd     = UCX_EXT_XMEM_FILE;
+        desc->base   = address;
+        desc->length = length;
+    }
 }
 
 void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
 {
+    ucx_ext_xmem_desc_t found;
     ucx_ext_xmem_seg_t *seg;
     size_t size;
     void *base;
@@ -117,6 +163,12 @@ void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
     }
     if (desc->pid == getpid()) {
         return (void*)(uintptr_t)desc->base;   /* our own segment (a key to ourselves) */
+    }
+    if (desc->fd == UCX_EXT_XMEM_FILE) {
+        /* the same file mapped here too (the application keeps it mapped as long as the
+         * region is registered in its owner: nothing to hold) */
+        return ucx_ext_xmem_maps(0, desc->length, desc->dev, desc->ino, desc->offset, &found) ?
+               (void*)(uintptr_t)found.base : NULL;
     }
     pthread_mutex_lock(&ucx_ext_xmem_lock);
     ucs_list_for_each(seg, &ucx_ext_xmem_peers, list) {

@@ -10,6 +10,10 @@
  *  - A peer maps the segment through /proc/<pid>/fd/<fd> (same user, or ptrace consent) and
  *    checks the inode, so a reused fd number never maps the wrong memory. Mappings are
  *    shared by every key that names the segment and go with the last of them.
+ *  - A registration in a shared mapping of a file (MPICH's windows live in one /dev/shm
+ *    segment that every rank on the host maps) is described by the file's device, inode
+ *    and offset (from /proc/self/maps): a peer that maps the same file, as MPICH's ranks
+ *    all do, reaches it through its own mapping.
  *  - Memory that is not ours to map (the application's malloc, another md's allocation)
  *    has an empty description: the transport keeps its process_vm path for it.
  *
@@ -26,11 +30,15 @@
 /* A segment as a packed remote key carries it; pid 0: nothing to map. */
 typedef struct ucx_ext_xmem_desc {
     int32_t  pid;
-    int32_t  fd;
-    uint64_t ino;      /* the memfd's inode */
+    int32_t  fd;       /* the owner's memfd; UCX_EXT_XMEM_FILE: a shared file mapping */
+    uint64_t ino;      /* the memfd's or the file's inode */
     uint64_t base;     /* the segment's address in its owner */
     uint64_t length;
+    uint64_t dev;      /* a file's device, and the file offset at base */
+    uint64_t offset;
 } UCS_S_PACKED ucx_ext_xmem_desc_t;
+
+#define UCX_EXT_XMEM_FILE (-1)
 
 /* Allocates at least *length_p bytes (rounded up to pages, written back) of shareable memory
  * named name. */
@@ -39,7 +47,8 @@ ucs_status_t ucx_ext_xmem_alloc(size_t *length_p, const char *name, void **addre
 /* Frees an allocation of ucx_ext_xmem_alloc: UCS_ERR_NO_ELEM if address is not one. */
 ucs_status_t ucx_ext_xmem_free(void *address);
 
-/* The description of the segment holding [address, address + length), or an empty one. */
+/* The description of the segment holding [address, address + length): one of ours, else
+ * a shared file mapping (reads /proc/self/maps: off the message path), else empty. */
 void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t *desc);
 
 /* The local address of desc's segment (mapped now, or shared with earlier keys), or NULL

@@ -71,11 +71,14 @@ ucs_status_t uct_rdmach_amo_init(uct_rdmach_iface_t *iface)
         iface->amo_pool[i].next_free = iface->amo_free;
         iface->amo_free              = &iface->amo_pool[i];
     }
-    return UCS_OK;
+    return iface->amo_cpu ? uct_rdmach_amo_serve_init(iface) : UCS_OK;
 }
 
 void uct_rdmach_amo_cleanup(uct_rdmach_iface_t *iface)
 {
+    if (iface->amo_cpu && (iface->amo_pool != NULL)) {
+        uct_rdmach_amo_serve_cleanup(iface);
+    }
     ucs_free(iface->amo_pool);
 }
 

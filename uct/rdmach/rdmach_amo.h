@@ -35,8 +35,9 @@ struct uct_rdmach_amo {
     uint64_t          fetched;    /* the word before the last step (the wire's result) */
     uint64_t          expect;     /* what the last compare-and-swap expected; reading: none */
     int               reading;
-    /* served: the target writes the old value, then the token, here (process_vm) */
-    volatile uint64_t reply[2];
+    /* served: the target writes the old value, then the token, into reply[0..1], a slot
+     * of the iface's reply segment (mapped by targets, rdmach_amo_cpu.c) */
+    volatile uint64_t *reply;
     uint64_t          token;
     ucs_time_t        sent;
 };

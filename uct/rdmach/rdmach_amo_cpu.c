@@ -9,7 +9,9 @@
  *  - Memory we cannot map (the application's own, registered: Win_create windows): the
  *    target serves it. A record in the ring (UCT_RDMACH_AM_SERVE, above UCT's AM ids) asks
  *    its progress to run the same instruction on its memory and to write the old value,
- *    then the request's token, back into the request (process_vm_writev). UCP's CPU atomic
+ *    then the request's token, back into the request's reply slot. The slots are a segment
+ *    of the requester's that the target maps once (ucx_ext_xmem.h), so a reply is two
+ *    stores (process_vm_writev where it cannot be mapped). UCP's CPU atomic
  *    mode promises atomicity against every other CPU atomic on that memory; both ways keep
  *    it, since each is one locked instruction on the one physical word. Like UCP's
  *    emulation, a served atomic needs the target's progress.
@@ -28,14 +30,14 @@
 
 /* What a served atomic's record carries. */
 typedef struct uct_rdmach_serve_rec {
-    uint64_t address;
-    uint64_t value;
-    uint64_t compare;
-    uint64_t reply;     /* the requester's uct_rdmach_amo_t.reply */
-    uint64_t token;
-    int32_t  pid;       /* the requester */
-    uint8_t  op;
-    uint8_t  bits;
+    uint64_t            address;
+    uint64_t            value;
+    uint64_t            compare;
+    uint64_t            token;
+    ucx_ext_xmem_desc_t replies;   /* the requester's reply segment (pid: the requester) */
+    uint32_t            slot;      /* the request's reply slot in it */
+    uint8_t             op;
+    uint8_t             bits;
 } UCS_S_PACKED uct_rdmach_serve_rec_t;
 
 #define UCT_RDMACH_SERVE_REFUSED (1ull << 63)   /* in the token: nothing was done */
@@ -65,6 +67,60 @@ uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t valu
                           UCT_RDMACH_AMO_CPU_OP(uint32_t, ptr, op, value, compare);
 }
 
+ucs_status_t uct_rdmach_amo_serve_init(uct_rdmach_iface_t *iface)
+{
+    size_t length = UCT_RDMACH_AMO_POOL * 2 * sizeof(uint64_t);
+    ucs_status_t status;
+    void *replies;
+    unsigned i;
+
+    memset(iface->serve_peers, 0, sizeof(iface->serve_peers));
+    iface->serve_next = 0;
+    status = ucx_ext_xmem_alloc(&length, "rdmach amo replies", &replies);
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface->amo_replies = replies;
+    ucx_ext_xmem_describe((uintptr_t)replies, length, &iface->amo_replies_desc);
+    for (i = 0; i < UCT_RDMACH_AMO_POOL; ++i) {
+        iface->amo_pool[i].reply = &iface->amo_replies[2 * i];
+    }
+    return UCS_OK;
+}
+
+void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface)
+{
+    unsigned i;
+
+    for (i = 0; i < ucs_static_array_size(iface->serve_peers); ++i) {
+        if (iface->serve_peers[i].local != NULL) {
+            ucx_ext_xmem_detach(iface->serve_peers[i].local);
+        }
+    }
+    ucx_ext_xmem_free(iface->amo_replies);
+}
+
+/* The requester's reply segment, mapped here (kept for its next atomics), or NULL. */
+static uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface,
+                                        const ucx_ext_xmem_desc_t *desc)
+{
+    unsigned i;
+
+    for (i = 0; i < ucs_static_array_size(iface->serve_peers); ++i) {
+        if ((iface->serve_peers[i].local != NULL) &&
+            !memcmp(&iface->serve_peers[i].desc, desc, sizeof(*desc))) {
+            return (uint64_t*)iface->serve_peers[i].local;
+        }
+    }
+    i = iface->serve_next++ % ucs_static_array_size(iface->serve_peers);
+    if (iface->serve_peers[i].local != NULL) {
+        ucx_ext_xmem_detach(iface->serve_peers[i].local);
+    }
+    iface->serve_peers[i].desc  = *desc;
+    iface->serve_peers[i].local = ucx_ext_xmem_attach(desc);
+    return (uint64_t*)iface->serve_peers[i].local;
+}
+
 /* Sends req's record into the ring; the request waits in amo_served for the reply. */
 ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
 {
@@ -86,10 +142,10 @@ ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
     rec->address  = req->word;
     rec->value    = req->value;
     rec->compare  = req->compare;
-    rec->reply    = (uintptr_t)req->reply;
     rec->token    = req->token;
-    rec->pid      = getpid();
+    rec->slot     = (uint32_t)(req - iface->amo_pool);
     rec->op       = req->op;
+    rec->replies  = iface->amo_replies_desc;
     rec->bits     = req->bits;
     rdmach_tx_commit(ep->tx, hdr, UCT_RDMACH_AM_SERVE, sizeof(*rec));
     ucs_queue_push(&iface->amo_served, &req->stalled);
@@ -101,8 +157,8 @@ ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
 void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length)
 {
     uct_rdmach_serve_rec_t rec;
+    uint64_t old = 0, token, *replies;
     struct iovec iov;
-    uint64_t old = 0, token;
     int ok;
 
     if (length != sizeof(rec)) {
@@ -110,6 +166,11 @@ void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t 
         return;
     }
     memcpy(&rec, data, sizeof(rec));
+    if ((rec.replies.pid <= 0) || (rec.slot >= UCT_RDMACH_AMO_POOL) ||
+        (rec.replies.length < UCT_RDMACH_AMO_POOL * 2 * sizeof(uint64_t))) {
+        uct_rdmach_counters.rx.corrupt++;   /* nowhere to reply */
+        return;
+    }
     /* only memory this process registered, and a well-formed operation */
     ok = ((rec.bits == 32) || (rec.bits == 64)) && (rec.op <= UCT_ATOMIC_OP_CSWAP) &&
          !(rec.address & (rec.bits / 8 - 1)) && uct_rdmach_md_holds(rec.address, rec.bits / 8);
@@ -120,20 +181,31 @@ void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t 
     } else {
         uct_rdmach_counters.rx.corrupt++;
         ucs_diag("rdmach: refused to serve a %u-bit atomic at 0x%" PRIx64 " for process %d",
-                 rec.bits, rec.address, rec.pid);
+                 rec.bits, rec.address, rec.replies.pid);
     }
-    /* the value, then (ordered after it) the token the requester polls; a requester that
-     * has gone is no concern of ours */
+    /* the value, then (ordered after it) the token the requester polls */
+    token   = rec.token | (ok ? 0 : UCT_RDMACH_SERVE_REFUSED);
+    replies = uct_rdmach_amo_replies(iface, &rec.replies);
+    if (replies != NULL) {
+        replies[2 * rec.slot] = old;
+        __atomic_store_n(&replies[2 * rec.slot + 1], token, __ATOMIC_RELEASE);
+        return;
+    }
+    /* a requester we cannot map: its memory through the kernel (one that has gone is no
+     * concern of ours) */
     iov.iov_base = &old;
     iov.iov_len  = sizeof(old);
-    if (ucx_ext_process_vm(rec.pid, &iov, 1, rec.reply, sizeof(old), 1) != 0) {
+    if (ucx_ext_process_vm(rec.replies.pid, &iov, 1,
+                           rec.replies.base + 2 * rec.slot * sizeof(uint64_t), sizeof(old),
+                           1) != 0) {
         return;
     }
     ucs_memory_cpu_store_fence();
-    token        = rec.token | (ok ? 0 : UCT_RDMACH_SERVE_REFUSED);
     iov.iov_base = &token;
     iov.iov_len  = sizeof(token);
-    ucx_ext_process_vm(rec.pid, &iov, 1, rec.reply + sizeof(old), sizeof(token), 1);
+    ucx_ext_process_vm(rec.replies.pid, &iov, 1,
+                       rec.replies.base + (2 * rec.slot + 1) * sizeof(uint64_t),
+                       sizeof(token), 1);
 }
 
 /* Served atomics whose reply came; a target silent for a second is checked for life. */

@@ -142,6 +142,13 @@ typedef struct uct_rdmach_iface {
     int                   amo_cpu;       /* CPU atomics (shm): mapped, else served */
     ucs_queue_head_t      amo_served;    /* atomics the targets serve (rdmach_amo_cpu.c) */
     uint64_t              amo_token;     /* the last served atomic's */
+    uint64_t              *amo_replies;  /* their reply slots: a segment targets map */
+    ucx_ext_xmem_desc_t   amo_replies_desc;
+    struct {                             /* requesters' reply segments mapped here */
+        ucx_ext_xmem_desc_t desc;
+        uint8_t             *local;
+    }                     serve_peers[8];
+    unsigned              serve_next;    /* the entry the next new requester replaces */
     ucs_list_link_t       conns;         /* rings claimed in peer ifaces (uct_rdmach_conn_t) */
     unsigned              reap_calls;    /* progress calls since the last look for gone senders */
     int                   armed;         /* asleep since the last arm: the next progress
@@ -275,6 +282,8 @@ static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_serving(const uct_rdmach_ep_t *ep,
 uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t value,
                             uint64_t compare);
 ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req);
+ucs_status_t uct_rdmach_amo_serve_init(uct_rdmach_iface_t *iface);
+void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface);
 /* A served atomic's record, at the target. */
 void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length);
 unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface);
