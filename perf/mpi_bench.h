@@ -1,5 +1,5 @@
 /*
- * What the perf/ MPI programs (mpi_rotbuf.c, mpi_osc_lat.c) share: size arguments with K/M/G
+ * What the perf/ MPI programs (mpi_rotbuf.c, mpi_osc.c) share: size arguments with K/M/G
  * suffixes, and the median of a sample (their figures are medians: a shared 2-core VM
  * preempts). Header-only, so that perf/bench can still build one program from its one source
  * file with mpicc (the include is found next to the source).

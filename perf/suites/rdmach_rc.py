@@ -16,7 +16,7 @@ Run it in the guest, results copied back to the host:
        mpi_glue/pingpong               latency 8 B and 64 KiB (MPICH), 8 B (Open MPI),
                                        ping-pong bandwidth 1 MiB
        perf/mpi_rotbuf (MPICH)         windowed bandwidth (16 in flight) 64 KiB and 1 MiB
-       perf/mpi_osc_lat                one-sided latency under lock_all + flush, as OSU's
+       perf/mpi_osc                    one-sided latency under lock_all + flush, as OSU's
                                        osu_{put,get,fop,cas}_latency: put and get 8 B,
                                        Fetch_and_op and Compare_and_swap on an int64
                                        (Open MPI's osc ucx uses rdmach's device atomics
@@ -65,7 +65,7 @@ FIGURES = [
     ("ompi", "osc_fop_lat", 8, []), ("ompi", "osc_cas_lat", 8, []),
 ]
 MPI_KINDS = {"mpi": ("mpich", "mpich"), "ompi": ("openmpi", "ompi")}   # launch --impl, suffix
-OSC_RUNS = {}   # (rep, kind, transport) -> mpi_osc_lat's rows by op
+OSC_RUNS = {}   # (rep, kind, transport) -> mpi_osc's rows by op
 
 
 def add_arguments(p):
@@ -100,7 +100,7 @@ def mpi_program_name(test):
     """Which MPI program measures an MPI figure."""
     if test == "window_bw":
         return "rotbuf"
-    return "mpi_osc_lat" if test.startswith("osc") else "pingpong"
+    return "mpi_osc" if test.startswith("osc") else "pingpong"
 
 
 def mpi_program(ctx, kind, name):
@@ -108,7 +108,7 @@ def mpi_program(ctx, kind, name):
     impl, suffix = MPI_KINDS[kind]
     if name == "rotbuf":
         return find_rotbuf(ctx) if impl == "mpich" else None
-    d = "perf" if name == "mpi_osc_lat" else "mpi_glue"
+    d = "perf" if name == "mpi_osc" else "mpi_glue"
     p = os.path.join(ctx.build, d, "%s.%s" % (name, suffix))
     return p if os.access(p, os.X_OK) else None
 
@@ -125,7 +125,7 @@ def one_mpi(ctx, t, kind, test, size, quick, timeout, rep):
                                 "-b", "16M" if quick else "64M", "--csv"], "test", timeout * 4,
                        impl=impl)
         return float(rows[0]["bw_MBps_p50"])
-    # one mpi_osc_lat run per transport, MPI and repetition gives all its ops
+    # one mpi_osc run per transport, MPI and repetition gives all its ops
     key = (rep, kind, t.name)
     if key not in OSC_RUNS:
         OSC_RUNS[key] = {r["op"]: r for r in mpi_run(
