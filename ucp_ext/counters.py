@@ -19,6 +19,12 @@ follows the same file and expectation rules.
                                         a one-way test only receives), rx_corrupt 0 everywhere;
                                         prints one summary line (not with --quiet when it holds)
 
+  counters DIR --report                 a table for a person: per transport that moved
+                                        anything, messages and bytes per kind (active
+                                        messages, put, get, atomics), what it received, the
+                                        errors by name, and the paths its own counters tell
+                                        (mpi_glue/launch --report prints it at the job's end)
+
 EXPR: comma-separated "name OP number" (OP: > >= == < <= !=); "a>0|b>0" holds if either holds.
 A name missing from the files counts as 0; no file at all for TL fails.
 """
@@ -140,9 +146,63 @@ def carried(dirname, tl, ranks=None):
     return True, 'counters: ' + msg
 
 
+# Counters that are errors when not 0 (by name), and those that tell a transport's paths.
+ERROR_RE = re.compile(r'corrupt|fail|refused|timeouts|retry_exceeded|zcut')
+PATHS = {
+    'rdmach': ['rma_mapped', 'atomic_cpu', 'atomic_served', 'served', 'wire_posts',
+               'wire_atomics', 'sleeps'],
+    'ud_zcopy': ['rx_zcopy_bytes', 'rx_copy_bytes', 'retransmit', 'chan_zc_dgrams', 'peers'],
+    'unimem': ['zdma_writes', 'zdma_reads', 'zdma_bytes', 'mbox_msgs'],
+}
+
+
+def human(n):
+    for unit, div in (('GB', 1e9), ('MB', 1e6), ('KB', 1e3)):
+        if n >= div:
+            return '%.1f %s' % (n / div, unit)
+    return '%d B' % n
+
+
+def report(dirname):
+    """The --report table (a string)."""
+    all_counters = read(dirname)
+    rows, notes = [], []
+    for tl in sorted(all_counters):
+        nfiles, t = all_counters[tl]
+        moved = sum(v for n, v in t.items() if MOVED_RE.match(n)) + t.get('tx_atomic', 0)
+        if not moved:
+            continue
+        g = lambda *names: sum(t.get(n, 0) for n in names)  # noqa: E731
+        put_b, get_b = g('tx_put_bytes'), g('tx_get_bytes')
+        am_b = max(0, g('tx_bytes') - put_b - get_b)
+        rows.append((tl, nfiles,
+                     '%d / %s' % (g('tx_am_short', 'tx_am_bcopy', 'tx_am_zcopy'), human(am_b)),
+                     '%d / %s' % (g('tx_put_short', 'tx_put_bcopy', 'tx_put_zcopy'),
+                                  human(put_b)),
+                     '%d / %s' % (g('tx_get_bcopy', 'tx_get_zcopy'), human(get_b)),
+                     '%d' % g('tx_atomic'),
+                     '%d / %s' % (g('rx_am'), human(g('rx_bytes'))),
+                     '%d' % g('tx_no_resource')))
+        errors = ['%s %d' % (n, v) for n, v in t.items() if v and ERROR_RE.search(n)]
+        paths = ['%s %d' % (n, t[n]) for n in PATHS.get(tl, []) if t.get(n)]
+        notes.append('  %s: errors: %s%s' % (tl, ', '.join(errors) or 'none',
+                                             ('; paths: ' + ', '.join(paths)) if paths else ''))
+    head = ('transport', 'procs', 'am sent (msgs / bytes)', 'put (ops / bytes)',
+            'get (ops / bytes)', 'atomics', 'am received', 'no_resource')
+    if not rows:
+        return 'transport report: no project transport moved anything (counters in %s)' % dirname
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    fmt = '  '.join('%%-%ds' % w for w in widths)
+    lines = ['transport report, summed over the processes (raw counters, one file per process '
+             'and transport: %s; the served atomics\' records count as am received)' % dirname,
+             fmt % head]
+    lines += [fmt % r for r in rows]
+    return '\n'.join(l.rstrip() for l in lines + notes)
+
+
 def main(argv):
     expects, positional = [], []
-    carried_tl, ranks, quiet = None, None, False
+    carried_tl, ranks, quiet, want_report = None, None, False, False
     i = 0
     while i < len(argv):
         if argv[i] == '--expect':
@@ -161,6 +221,9 @@ def main(argv):
         elif argv[i] == '--quiet':
             quiet = True
             i += 1
+        elif argv[i] == '--report':
+            want_report = True
+            i += 1
         elif argv[i] in ('-h', '--help'):
             print(__doc__)
             return 0
@@ -170,6 +233,12 @@ def main(argv):
     if not positional or len(positional) > 2 or (carried_tl and (expects or len(positional) > 1)):
         sys.exit(__doc__)
     dirname = positional[0]
+    if want_report:
+        try:
+            print(report(dirname))
+        except OSError as e:
+            sys.exit('counters: cannot read %s: %s' % (dirname, e))
+        return 0
 
     if carried_tl:
         ok, msg = carried(dirname, carried_tl, ranks)

@@ -22,8 +22,9 @@ Writes raw.csv, summary.csv, targets.csv, osc-<mpi>.png and meta.json.
 
 import os
 import statistics
-import tempfile
 import shutil
+import tempfile
+import time
 
 import counters
 
@@ -33,7 +34,7 @@ from benchlib.mpi import mpi_cmd, parse_csv_rows
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.report import print_checks
-from benchlib.stats import rotated
+from benchlib.stats import cpu_stall_us, rotated, stall_fraction
 from suites.unimem import write_csv
 
 NAME = "osc"
@@ -137,6 +138,7 @@ def run(args):
     for cand, base in pairs:
         who += [t for t in (cand, base) if t not in who]
     raw, notes = [], {}
+    load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
     for rep in range(reps):
         for impl, _ in rotated(impls, rep):
             for i, (section, rargs) in enumerate(RUNS):
@@ -161,8 +163,12 @@ def run(args):
     summary = summarize(ctx, raw, pairs, impls)
     targets = check_targets(ctx, summary)
     pngs = [plot(ctx, summary, impl, title) for impl, title in impls]
+    elapsed = time.time() - t0
+    stall = stall_fraction(stall0, cpu_stall_us(), elapsed)
     ctx.meta.update({"reps": reps, "counters": {"%s %s" % k: v for k, v in notes.items()},
-                     "png": pngs})
+                     "png": pngs, "elapsed_s": round(elapsed, 1), "loadavg_before": load0,
+                     "loadavg_after": os.getloadavg()[0],
+                     "cpu_pressure_some_pct": None if stall is None else round(100 * stall, 1)})
     print_tables(summary, impls, reps)
     print_checks(targets, ctx.meta, 56)
     ctx.finish()

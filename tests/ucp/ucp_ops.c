@@ -147,9 +147,9 @@ static pair_case_t cases[] = {
     /* UCP emulates atomics with active messages, unless the transport has device atomics
      * (rdmach on a verbs port: tests/verbs checks they went through the wire) */
     CASE("amo", up_amo_case, "rx_am>0|tx_atomic>0,rx_corrupt==0", NULL),
-    /* the same on memory UCP allocates (Open MPI's Win_allocate): rdmach's md allocates it
-     * mapped, so puts and gets are stores and loads and atomics CPU atomics; main() gives
-     * the other transports the plain expectations */
+    /* the same on memory UCP allocates (Open MPI's Win_allocate): rdmach's and unimem's mds
+     * allocate it mapped, so puts and gets are stores and loads, and rdmach's atomics CPU
+     * atomics; main() gives the other transports the plain expectations */
     CASE("rma_alloc", up_rma_case, "rma_mapped>0", "UCP_OPS_ALLOCATE=1"),
     CASE("amo_alloc", up_amo_case, "atomic_cpu>0,atomic_served==0,rx_corrupt==0",
          "UCP_OPS_ALLOCATE=1"),
@@ -198,11 +198,12 @@ int main(int argc, char **argv)
     }
     snprintf(counters_tl, sizeof(counters_tl), "%.*s", (int)strcspn(opt_tl, ","), opt_tl);
     opts.tl = counters_tl;
-    if (strcmp(counters_tl, "rdmach") != 0) {
-        for (c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); ++c) {
-            if (!strcmp(cases[c].name, "rma_alloc") || !strcmp(cases[c].name, "amo_alloc")) {
-                cases[c].counters = cases[c - 2].counters;   /* rma's, amo's */
-            }
+    /* rdmach and unimem map what their md allocates; only rdmach has CPU atomics */
+    for (c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); ++c) {
+        if ((!strcmp(cases[c].name, "rma_alloc") && strcmp(counters_tl, "rdmach") &&
+             strcmp(counters_tl, "unimem")) ||
+            (!strcmp(cases[c].name, "amo_alloc") && strcmp(counters_tl, "rdmach"))) {
+            cases[c].counters = cases[c - 2].counters;   /* rma's, amo's */
         }
     }
     setenv("UCX_TLS", opt_tl, 0);

@@ -24,11 +24,23 @@
 
 /* ---- counters ---- */
 
-/* The send side of every transport, named alike so that tools compare transports. */
+/* The send side of every transport, named alike so that tools compare transports (tx_bytes:
+ * every kind; tx_put_bytes and tx_get_bytes: the RMA share of it; mpi_glue/launch --report). */
 #define UCX_EXT_TX_COUNTERS(_) \
     _(tx_am_short) _(tx_am_bcopy) _(tx_am_zcopy) _(tx_put_short) _(tx_put_bcopy) \
     _(tx_put_zcopy) _(tx_get_bcopy) _(tx_get_zcopy) _(tx_atomic) _(tx_bytes) _(tx_no_resource) \
-    _(pending_add) _(peer_failed)
+    _(pending_add) _(peer_failed) _(tx_put_bytes) _(tx_get_bytes)
+
+/* The bytes of a put (write) or get, with _COUNT the transport's counting macro. */
+#define UCX_EXT_COUNT_RMA_BYTES(_COUNT, _write, _len) \
+    do { \
+        _COUNT(tx_bytes, _len); \
+        if (_write) { \
+            _COUNT(tx_put_bytes, _len); \
+        } else { \
+            _COUNT(tx_get_bytes, _len); \
+        } \
+    } while (0)
 
 #define UCX_EXT_COUNTER_FIELD(_n) uint64_t _n;
 #define UCX_EXT_COUNTER_NAME(_n)  #_n,

@@ -372,7 +372,7 @@ ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigne
         return UCS_OK;
     }
     UCT_RDMACH_COUNT(tx_put_short, 1);
-    UCT_RDMACH_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_RDMACH_COUNT, 1, length);
     return uct_rdmach_ep_rma(ep, &local, 1, length, remote_addr, rkey, 1, NULL);
 }
 
@@ -386,7 +386,7 @@ ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, voi
     ucs_status_t status;
 
     UCT_RDMACH_COUNT(tx_put_bcopy, 1);
-    UCT_RDMACH_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_RDMACH_COUNT, 1, length);
     if (length == 0) {
         return 0;
     }
@@ -421,7 +421,7 @@ uct_rdmach_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_
     if (length == 0) {
         return UCS_OK;
     }
-    UCT_RDMACH_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_RDMACH_COUNT, write, length);
     return uct_rdmach_ep_rma(ep, local, cnt, length, remote_addr, rkey, write, comp);
 }
 
@@ -439,7 +439,7 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
 
     UCT_CHECK_LENGTH(length, 0, iface->chunk_size, "get_bcopy");
     UCT_RDMACH_COUNT(tx_get_bcopy, 1);
-    UCT_RDMACH_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_RDMACH_COUNT, 0, length);
     if ((iface->wire->ops->get_unpack != NULL) && (comp != NULL) && (length > 0)) {
         /* a network wire reads into its own buffer and unpacks at completion (RC: several
          * reads in flight instead of one round trip per call) */

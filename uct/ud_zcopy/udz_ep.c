@@ -254,7 +254,7 @@ ucs_status_t uct_udz_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned l
     memcpy(put + 1, buffer, length);
     udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
     UCT_UDZ_COUNT(tx_put_short, 1);
-    UCT_UDZ_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 1, length);
     return UCS_OK;
 }
 
@@ -278,7 +278,7 @@ ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *
     udz_put_key(put, (length > 0) ? (const void*)rkey : NULL);
     udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
     UCT_UDZ_COUNT(tx_put_bcopy, 1);
-    UCT_UDZ_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 1, length);
     return length;
 }
 
@@ -313,7 +313,7 @@ ucs_status_t uct_udz_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
         return uct_udz_ep_send_error(ep, err);
     }
     UCT_UDZ_COUNT(tx_put_zcopy, 1);
-    UCT_UDZ_COUNT(tx_bytes, total);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 1, total);
     return UCS_INPROGRESS;
 }
 
@@ -359,7 +359,7 @@ ucs_status_t uct_udz_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_c
     }
     g->busy = 1;
     UCT_UDZ_COUNT(tx_get_bcopy, 1);
-    UCT_UDZ_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 0, length);
     return UCS_INPROGRESS;
 }
 
@@ -387,7 +387,7 @@ ucs_status_t uct_udz_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
         return uct_udz_ep_send_error(ep, err);
     }
     UCT_UDZ_COUNT(tx_get_zcopy, 1);
-    UCT_UDZ_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 0, length);
     return UCS_INPROGRESS;
 }
 

@@ -286,8 +286,9 @@ uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size
     uct_unimem_iface_t *iface    = ucs_derived_of(ep->super.super.super.iface, uct_unimem_iface_t);
     const uct_unimem_rkey_t *key = (const uct_unimem_rkey_t*)rkey;
     const char *op               = write ? "write" : "read";
+    uint8_t *mapped;
     uint64_t ticket;
-    int ret;
+    int ret, i;
 
     if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->proc != (uint32_t)ep->super.pid) ||
                      (remote_addr < key->vaddr) ||
@@ -301,6 +302,22 @@ uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size
         ucs_error("unimem: remote key of protection domain %u used in domain %u: refused",
                   key->pdid, iface->pdid);
         return UCS_ERR_REJECTED;
+    }
+    /* Unimem's global address space: a segment mapped here takes loads and stores, unless
+     * zDMA transfers are in flight, which a store must not overtake */
+    mapped = ucx_ext_rkey_local(ucx_ext_rkey_map(rkey, sizeof(uct_unimem_rkey_t)), remote_addr,
+                                length);
+    if ((mapped != NULL) && (iface->zwait_tail == iface->zwait_head)) {
+        for (i = 0; i < cnt; mapped += local[i++].iov_len) {
+            if (write) {
+                memcpy(mapped, local[i].iov_base, local[i].iov_len);
+            } else {
+                memcpy(local[i].iov_base, mapped, local[i].iov_len);
+            }
+        }
+        UCT_UNIMEM_COUNT_OWN(rma_mapped, 1);
+        UCX_EXT_COUNT_RMA_BYTES(UCT_UNIMEM_COUNT, write, length);
+        return UCS_OK;
     }
     if (ucs_unlikely(iface->zwait_tail - iface->zwait_head >= iface->zwait_size)) {
         return uct_unimem_ep_no_resource(ep, 0);
@@ -318,7 +335,7 @@ uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size
         UCT_UNIMEM_COUNT_OWN(zdma_reads, 1);
     }
     UCT_UNIMEM_COUNT_OWN(zdma_bytes, length);
-    UCT_UNIMEM_COUNT(tx_bytes, length);
+    UCX_EXT_COUNT_RMA_BYTES(UCT_UNIMEM_COUNT, write, length);
     return uct_unimem_iface_zdma_wait(iface, ticket, comp);
 }
 

@@ -1,8 +1,9 @@
 /*
  * unimem memory domain: registration records a region (zDMA needs no pinning), and the packed
  * rkey is the region's global address - (process id, virtual address) - with the process's
- * PDID and the length: 22 bytes. Every put/get checks its target against the key, and the
- * key's PDID against this process's.
+ * PDID and the length, and the segment of the global address space holding it where peers
+ * can load and store there (ucx_ext_xmem.h). Every put/get checks its target against the
+ * key, and the key's PDID against this process's. The md allocates such memory.
  */
 #include "unimem_uct.h"
 
@@ -37,6 +38,7 @@ static void uct_unimem_rkey_pack(uct_md_h tl_md, uct_mem_h tl_memh, void *rkey_b
         .length = memh->length
     };
 
+    ucx_ext_xmem_describe(memh->address, memh->length, &rkey.xmem);
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
 }
 
@@ -97,4 +99,8 @@ ucx_ext_component_t uct_unimem_component = {
     .reg_cost   = 0,
     .rkey_pack  = uct_unimem_rkey_pack,
     .rkey_valid = uct_unimem_rkey_valid,
+    /* the global address space's segments: memory the md allocates (Open MPI's
+     * Win_allocate windows) is reached by loads and stores (ucx_ext_xmem.h) */
+    .xmem        = 1,
+    .xmem_offset = ucs_offsetof(uct_unimem_rkey_t, xmem),
 };

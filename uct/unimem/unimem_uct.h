@@ -28,10 +28,11 @@
 
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
-/* The mailbox and zDMA level, after the standard send side. */
+/* The mailbox and zDMA level, after the standard send side; rma_mapped: puts and gets done
+ * as loads and stores through the global address space (a mapped key). */
 #define UCT_UNIMEM_OWN_COUNTERS(_) \
     _(mbox_tx_msgs) _(tx_am_frag) _(mbox_tx_frag_msgs) _(mbox_full) _(tx_stashed) \
-    _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused) _(sleeps)
+    _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused) _(sleeps) _(rma_mapped)
 
 #define UCT_UNIMEM_COUNTERS(_) \
     UNIMEM_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UNIMEM_OWN_COUNTERS(_)
@@ -62,12 +63,15 @@ typedef struct uct_unimem_md {
     unimem_hal_t *hal;    /* NULL while the PDID is invalid */
 } uct_unimem_md_t;
 
-/* Packed remote key, compact: the global address (process, vaddr), the PDID and the length. */
+/* Packed remote key: the global address (process, vaddr), the PDID and the length; xmem: the
+ * segment of the global address space that holds the region, when a peer can load and store
+ * there (memory the md allocated, or a shared file mapping), else empty (ucx_ext_xmem.h). */
 typedef struct uct_unimem_rkey {
-    uint32_t proc;
-    uint16_t pdid;
-    uint64_t vaddr;
-    uint64_t length;
+    uint32_t            proc;
+    uint16_t            pdid;
+    uint64_t            vaddr;
+    uint64_t            length;
+    ucx_ext_xmem_desc_t xmem;
 } UCS_S_PACKED uct_unimem_rkey_t;
 
 /* ---- iface ---- */
