@@ -308,6 +308,22 @@ static void run_lat(const opts_t *o, window_t *w, op_t op, size_t size, size_t m
     }
 }
 
+/* Rank 1 fills its window with the pattern; then rank 0 fills its source with it and opens
+ * a lock_all epoch: 1 on rank 0. */
+static int epoch_begin(window_t *w, char *src, size_t size, int rank)
+{
+    if (rank == 1) {
+        target_fill(w, 0x5a, size);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) {
+        return 0;
+    }
+    memset(src, 0x5a, size);
+    MPI_Win_lock_all(0, w->win);
+    return 1;
+}
+
 /* bw mode: BW_WINDOW puts or gets of size bytes, then one flush. */
 static void run_bw(const opts_t *o, window_t *w, op_t op, size_t size, char *src, char *dst,
                    double *t, int rank)
@@ -316,13 +332,7 @@ static void run_bw(const opts_t *o, window_t *w, op_t op, size_t size, char *src
     int iters = (int)((n < 10) ? 10 : (n > o->iters / 10) ? o->iters / 10 + 1 : n), k, j;
     double sum = 0;
 
-    if (rank == 1) {
-        target_fill(w, 0x5a, size);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) {
-        memset(src, 0x5a, size);
-        MPI_Win_lock_all(0, w->win);
+    if (epoch_begin(w, src, size, rank)) {
         for (k = 0; k < o->warmup / 10 + iters; ++k) {
             double t0 = MPI_Wtime();
             for (j = 0; j < BW_WINDOW; ++j) {
@@ -373,13 +383,7 @@ static void run_overlap(const opts_t *o, window_t *w, size_t size, char *src, ch
     int iters = iters_for(o, size) / 2 + 10, k;
     double comm, total, overlap;
 
-    if (rank == 1) {
-        target_fill(w, 0x5a, size);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) {
-        memset(src, 0x5a, size);
-        MPI_Win_lock_all(0, w->win);
+    if (epoch_begin(w, src, size, rank)) {
         for (k = 0; k < 5; ++k) {
             gcp(w, src, dst, size, 0);
         }

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import tempfile
 
 from . import PERF_DIR, TOP
 from .env import base_env, find_program, perf_build_dir
@@ -85,6 +86,31 @@ def mpi_run(ctx, t, prog_args, first_col, timeout, impl="mpich"):
         raise MeasureError("mpi rc=%s: %s" % ("timeout" if rc is None else rc,
                                               (err.strip() or out.strip())[-400:]))
     return rows
+
+
+def mpi_run_carried(ctx, t, prog_args, timeout, impl="mpich", cwd=None):
+    """(rc, stdout, stderr) of an MPI run of 2 ranks over t (in cwd if given); a project
+    transport must show in its counters that it carried the run (MeasureError if not)."""
+    import counters
+    cdir = tempfile.mkdtemp(prefix="bench-mpi-cnt.") if t.ours else None
+    try:
+        cmd, env = mpi_cmd(ctx, t, prog_args, counters=cdir, launch_timeout=str(int(timeout)),
+                           impl=impl)
+        here = os.getcwd()
+        os.chdir(cwd or here)
+        try:
+            rc, out, err = run(cmd, env, timeout + 30)
+        finally:
+            os.chdir(here)
+        if t.ours and rc == 0:
+            ok, note = counters.carried(cdir, t.tls, ranks=2)
+            if not ok:
+                raise MeasureError("%s did not carry %s: %s" % (t.name, " ".join(prog_args),
+                                                               note))
+        return rc, out, err
+    finally:
+        if cdir:
+            shutil.rmtree(cdir, ignore_errors=True)
 
 
 MPICC = {"mpich": "mpicc.mpich", "openmpi": "mpicc.openmpi"}   # by full name (see launch)

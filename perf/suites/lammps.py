@@ -14,10 +14,8 @@ import shutil
 import statistics
 import tempfile
 
-import counters
-
 from benchlib.env import Ctx
-from benchlib.mpi import mpi_cmd
+from benchlib.mpi import mpi_run_carried
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.stats import rotated
@@ -39,29 +37,14 @@ def add_arguments(p):
 
 
 def measure(ctx, t, work, inp, timeout):
-    cdir = tempfile.mkdtemp(prefix="bench-lammps-cnt.") if t.ours else None
-    try:
-        cmd, env = mpi_cmd(ctx, t, ["lmp", "-in", "in." + inp, "-log", "none"], counters=cdir,
-                           launch_timeout=str(int(timeout)), impl="openmpi")
-        cwd = os.getcwd()
-        os.chdir(work)
-        try:
-            rc, out, err = run_cmd(cmd, env, timeout + 30)
-        finally:
-            os.chdir(cwd)
-        tps = [float(l.split()[-2]) for l in out.splitlines()
-               if l.startswith("Performance:") and l.endswith("timesteps/s")]
-        if rc != 0 or not tps:
-            raise MeasureError("%s %s: rc=%s %s" % (inp, t.name, rc,
-                                                   (err.strip() or out.strip())[-400:]))
-        if t.ours:
-            ok, note = counters.carried(cdir, t.tls, ranks=2)
-            if not ok:
-                raise MeasureError("%s: %s did not carry it: %s" % (inp, t.name, note))
-        return tps[0]
-    finally:
-        if cdir:
-            shutil.rmtree(cdir, ignore_errors=True)
+    rc, out, err = mpi_run_carried(ctx, t, ["lmp", "-in", "in." + inp, "-log", "none"],
+                                   timeout, impl="openmpi", cwd=work)
+    tps = [float(l.split()[-2]) for l in out.splitlines()
+           if l.startswith("Performance:") and l.endswith("timesteps/s")]
+    if rc != 0 or not tps:
+        raise MeasureError("%s %s: rc=%s %s" % (inp, t.name, rc,
+                                               (err.strip() or out.strip())[-400:]))
+    return tps[0]
 
 
 def run(args):

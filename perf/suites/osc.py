@@ -22,15 +22,11 @@ Writes raw.csv, summary.csv, targets.csv, osc-<mpi>.png and meta.json.
 
 import os
 import statistics
-import shutil
-import tempfile
 import time
-
-import counters
 
 from benchlib import fmt_size
 from benchlib.env import Ctx, Transport
-from benchlib.mpi import mpi_cmd, parse_csv_rows
+from benchlib.mpi import mpi_run_carried, parse_csv_rows
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.report import print_checks
@@ -99,27 +95,15 @@ def higher_is_better(key):
 
 
 def measure(ctx, t, impl, args, quick, timeout):
-    """The rows of one mpi_osc run and, for a project transport, its counters' note."""
+    """The rows of one mpi_osc run."""
     prog = os.path.join(ctx.build, "perf", "mpi_osc." + ("ompi" if impl == "openmpi" else "mpich"))
-    cdir = tempfile.mkdtemp(prefix="bench-osc-cnt.") if t.ours else None
-    try:
-        cmd, env = mpi_cmd(ctx, t, [prog] + args + ["-i", "300" if quick else "1000", "--csv"],
-                           counters=cdir, launch_timeout=str(int(timeout)), impl=impl)
-        rc, out, err = run_cmd(cmd, env, timeout + 30)
-        rows = parse_csv_rows(out, "mode")
-        if rc != 0 or not rows:
-            raise MeasureError("%s %s %s: rc=%s %s" % (impl, t.name, " ".join(args), rc,
-                                                      (err.strip() or out.strip())[-400:]))
-        note = ""
-        if t.ours:
-            ok, note = counters.carried(cdir, t.tls, ranks=2)
-            if not ok:
-                raise MeasureError("%s %s: %s did not carry it: %s" % (impl, " ".join(args),
-                                                                       t.name, note))
-        return rows, note
-    finally:
-        if cdir:
-            shutil.rmtree(cdir, ignore_errors=True)
+    rc, out, err = mpi_run_carried(ctx, t, [prog] + args +
+                                   ["-i", "300" if quick else "1000", "--csv"], timeout, impl=impl)
+    rows = parse_csv_rows(out, "mode")
+    if rc != 0 or not rows:
+        raise MeasureError("%s %s %s: rc=%s %s" % (impl, t.name, " ".join(args), rc,
+                                                  (err.strip() or out.strip())[-400:]))
+    return rows
 
 
 def run(args):
@@ -137,19 +121,17 @@ def run(args):
     who = []
     for cand, base in pairs:
         who += [t for t in (cand, base) if t not in who]
-    raw, notes = [], {}
+    raw = []
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
     for rep in range(reps):
         for impl, _ in rotated(impls, rep):
             for i, (section, rargs) in enumerate(RUNS):
                 for t in rotated(who, rep + i):
                     try:
-                        rows, note = measure(ctx, t, impl, rargs, args.quick, args.timeout)
+                        rows = measure(ctx, t, impl, rargs, args.quick, args.timeout)
                     except MeasureError as e:
                         log("bench osc: %s" % e)
                         continue
-                    if note:
-                        notes.setdefault((impl, t.name), note)
                     for r in rows:
                         v, unit = value_of(r)
                         raw.append({"rep": rep, "impl": impl, "section": section,
@@ -165,8 +147,7 @@ def run(args):
     pngs = [plot(ctx, summary, impl, title) for impl, title in impls]
     elapsed = time.time() - t0
     stall = stall_fraction(stall0, cpu_stall_us(), elapsed)
-    ctx.meta.update({"reps": reps, "counters": {"%s %s" % k: v for k, v in notes.items()},
-                     "png": pngs, "elapsed_s": round(elapsed, 1), "loadavg_before": load0,
+    ctx.meta.update({"reps": reps, "png": pngs, "elapsed_s": round(elapsed, 1), "loadavg_before": load0,
                      "loadavg_after": os.getloadavg()[0],
                      "cpu_pressure_some_pct": None if stall is None else round(100 * stall, 1)})
     print_tables(summary, impls, reps)
