@@ -11,6 +11,7 @@
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
+#include <ucm/api/ucm.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/sysmacros.h>
@@ -91,41 +92,98 @@ ucs_status_t ucx_ext_xmem_free(void *address)
     return UCS_ERR_NO_ELEM;
 }
 
-/* The shared file mapping of this process that holds [address, address + length) (want:
- * dev 0) or that maps [offset, offset + length) of file dev:ino; 1 and *desc if found. */
-static int ucx_ext_xmem_maps(uintptr_t address, size_t length, uint64_t dev, uint64_t ino,
-                             uint64_t offset, ucx_ext_xmem_desc_t *desc)
+/*
+ * The shared file mappings of this process, as /proc/self/maps lists them. Reading the file
+ * costs tens of microseconds and rendezvous protocols pack keys per message, so the list is
+ * kept and read again only when UCM reports that the address space changed (any mmap,
+ * munmap, mremap, brk; a counter the event handler bumps), or on every lookup when UCM
+ * cannot report (UCX_MEM_EVENTS=n). Under ucx_ext_xmem_lock.
+ */
+typedef struct ucx_ext_xmem_fmap {
+    uintptr_t start, end;
+    uint64_t  dev, ino, offset;
+} ucx_ext_xmem_fmap_t;
+
+static ucx_ext_xmem_fmap_t *ucx_ext_xmem_fmaps;
+static size_t ucx_ext_xmem_nfmaps, ucx_ext_xmem_fmaps_cap;
+static uint64_t ucx_ext_xmem_vm_gen = 1, ucx_ext_xmem_fmaps_gen;
+static int ucx_ext_xmem_events = -1;   /* -1: not tried; 0: UCM cannot report; 1: it does */
+
+static void ucx_ext_xmem_vm_event(ucm_event_type_t type, ucm_event_t *event, void *arg)
+{
+    __atomic_add_fetch(&ucx_ext_xmem_vm_gen, 1, __ATOMIC_RELEASE);
+}
+
+static void ucx_ext_xmem_fmaps_refresh(void)
 {
     unsigned long start, end, off, inode;
+    ucx_ext_xmem_fmap_t *grown;
     unsigned major, minor;
     char line[512], perms[8];
-    int found = 0;
+    uint64_t gen;
     FILE *f;
 
+    if (ucx_ext_xmem_events < 0) {
+        ucx_ext_xmem_events = (ucm_set_event_handler(UCM_EVENT_VM_MAPPED |
+                                                     UCM_EVENT_VM_UNMAPPED, 1000,
+                                                     ucx_ext_xmem_vm_event, NULL) == UCS_OK);
+    }
+    gen = __atomic_load_n(&ucx_ext_xmem_vm_gen, __ATOMIC_ACQUIRE);   /* before reading */
+    if (ucx_ext_xmem_events && (gen == ucx_ext_xmem_fmaps_gen)) {
+        return;
+    }
+    ucx_ext_xmem_nfmaps = 0;
     f = fopen("/proc/self/maps", "r");
     if (f == NULL) {
-        return 0;
+        return;
     }
-    while (!found && (fgets(line, sizeof(line), f) != NULL)) {
+    while (fgets(line, sizeof(line), f) != NULL) {
         if ((sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &start, &end, perms, &off, &major,
                     &minor, &inode) != 7) || (perms[3] != 's') || (inode == 0)) {
             continue;
         }
-        if (dev == 0) {
-            found = (address >= start) && (address + length <= end);
-            if (found) {
-                desc->dev    = makedev(major, minor);
-                desc->ino    = inode;
-                desc->offset = off + (address - start);
+        if (ucx_ext_xmem_nfmaps == ucx_ext_xmem_fmaps_cap) {
+            grown = ucs_realloc(ucx_ext_xmem_fmaps, sizeof(*grown) *
+                                (ucx_ext_xmem_fmaps_cap * 2 + 16), "ucx_ext_xmem_fmaps");
+            if (grown == NULL) {
+                break;
             }
-        } else if ((makedev(major, minor) == dev) && (inode == ino) && (offset >= off) &&
-                   (offset + length <= off + (end - start))) {
-            found      = 1;
-            desc->base = start + (offset - off);   /* here */
+            ucx_ext_xmem_fmaps      = grown;
+            ucx_ext_xmem_fmaps_cap  = ucx_ext_xmem_fmaps_cap * 2 + 16;
         }
+        ucx_ext_xmem_fmaps[ucx_ext_xmem_nfmaps++] = (ucx_ext_xmem_fmap_t){
+            start, end, makedev(major, minor), inode, off};
     }
     fclose(f);
-    return found;
+    ucx_ext_xmem_fmaps_gen = gen;
+}
+
+/* The shared file mapping of this process that holds [address, address + length) (dev 0)
+ * or that maps [offset, offset + length) of file dev:ino; 1 and *desc if found. Under
+ * ucx_ext_xmem_lock. */
+static int ucx_ext_xmem_maps(uintptr_t address, size_t length, uint64_t dev, uint64_t ino,
+                             uint64_t offset, ucx_ext_xmem_desc_t *desc)
+{
+    const ucx_ext_xmem_fmap_t *m;
+    size_t i;
+
+    ucx_ext_xmem_fmaps_refresh();
+    for (i = 0; i < ucx_ext_xmem_nfmaps; ++i) {
+        m = &ucx_ext_xmem_fmaps[i];
+        if (dev == 0) {
+            if ((address >= m->start) && (address + length <= m->end)) {
+                desc->dev    = m->dev;
+                desc->ino    = m->ino;
+                desc->offset = m->offset + (address - m->start);
+                return 1;
+            }
+        } else if ((m->dev == dev) && (m->ino == ino) && (offset >= m->offset) &&
+                   (offset + length <= m->offset + (m->end - m->start))) {
+            desc->base = m->start + (offset - m->offset);   /* here */
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t *desc)
@@ -141,13 +199,13 @@ void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t
             break;
         }
     }
-    pthread_mutex_unlock(&ucx_ext_xmem_lock);
     if ((desc->pid == 0) && (length > 0) && ucx_ext_xmem_maps(address, length, 0, 0, 0, desc)) {
         desc->pid    = getpid();
         desc->fd     = UCX_EXT_XMEM_FILE;
         desc->base   = address;
         desc->length = length;
     }
+    pthread_mutex_unlock(&ucx_ext_xmem_lock);
 }
 
 void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
@@ -167,8 +225,11 @@ void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
     if (desc->fd == UCX_EXT_XMEM_FILE) {
         /* the same file mapped here too (the application keeps it mapped as long as the
          * region is registered in its owner: nothing to hold) */
-        return ucx_ext_xmem_maps(0, desc->length, desc->dev, desc->ino, desc->offset, &found) ?
-               (void*)(uintptr_t)found.base : NULL;
+        found.base = 0;
+        pthread_mutex_lock(&ucx_ext_xmem_lock);
+        ucx_ext_xmem_maps(0, desc->length, desc->dev, desc->ino, desc->offset, &found);
+        pthread_mutex_unlock(&ucx_ext_xmem_lock);
+        return (void*)(uintptr_t)found.base;
     }
     pthread_mutex_lock(&ucx_ext_xmem_lock);
     ucs_list_for_each(seg, &ucx_ext_xmem_peers, list) {
