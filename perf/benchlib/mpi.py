@@ -88,14 +88,15 @@ def mpi_run(ctx, t, prog_args, first_col, timeout, impl="mpich"):
     return rows
 
 
-def mpi_run_carried(ctx, t, prog_args, timeout, impl="mpich", cwd=None):
-    """(rc, stdout, stderr) of an MPI run of 2 ranks over t (in cwd if given); a project
-    transport must show in its counters that it carried the run (MeasureError if not)."""
+def mpi_run_carried(ctx, t, prog_args, timeout, impl="mpich", cwd=None, nranks=2):
+    """(rc, stdout, stderr) of an MPI run of nranks ranks over t (in cwd if given); a
+    project transport must show in its counters that it carried the run (MeasureError if
+    not)."""
     import counters
     cdir = tempfile.mkdtemp(prefix="bench-mpi-cnt.") if t.ours else None
     try:
-        cmd, env = mpi_cmd(ctx, t, prog_args, counters=cdir, launch_timeout=str(int(timeout)),
-                           impl=impl)
+        cmd, env = mpi_cmd(ctx, t, prog_args, nranks=nranks, counters=cdir,
+                           launch_timeout=str(int(timeout)), impl=impl)
         here = os.getcwd()
         os.chdir(cwd or here)
         try:
@@ -103,7 +104,7 @@ def mpi_run_carried(ctx, t, prog_args, timeout, impl="mpich", cwd=None):
         finally:
             os.chdir(here)
         if t.ours and rc == 0:
-            ok, note = counters.carried(cdir, t.tls, ranks=2)
+            ok, note = counters.carried(cdir, t.tls, ranks=nranks)
             if not ok:
                 raise MeasureError("%s did not carry %s: %s" % (t.name, " ".join(prog_args),
                                                                note))

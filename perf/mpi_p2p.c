@@ -1,0 +1,252 @@
+/*
+ * mpi_p2p: MPI point-to-point as users measure it, the way the OSU micro-benchmarks do:
+ * latency by ping-pong (osu_latency), bandwidth with a window of outstanding non-blocking
+ * sends (osu_bw), bi-directional bandwidth (osu_bibw) and multi-pair bandwidth and message
+ * rate (osu_mbw_mr: rank i of the first half with rank i of the second). Built against MPICH
+ * and Open MPI (perf/meson.build). Every size's data is checked once after its timed loop.
+ *
+ *   mpi_p2p [-m lat|bw|bibw|mbw] [-s sizes] [-i iters] [-w warmup] [-W window] [--csv]
+ *
+ *   -m      lat (default; 2 ranks), bw and bibw (2 ranks), mbw (an even number of ranks)
+ *   -s      sizes, comma-separated, K/M suffixes (default 8,64,512,4K,32K,256K,1M,4M)
+ *   -i      timed iterations of a small size (default 1000 for lat, 100 for the others; fewer
+ *           from 64 KiB on), -w untimed ones first (default 10% of them)
+ *   -W      sends in flight for bw, bibw and mbw (default 64)
+ *
+ * Prints, with --csv, "mode,bytes,lat_us_median,lat_us_mean,bw_MBps,msg_rate" (latency:
+ * one-way, median and mean over round trips; bandwidth: bytes moved by the pairs / the median
+ * iteration time; a shared 2-core VM preempts).
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_bench.h"
+
+#define MAX_SIZES 32
+#define TAG       17
+
+typedef enum { MODE_LAT, MODE_BW, MODE_BIBW, MODE_MBW, MODE_COUNT } p2p_mode_t;
+static const char *mode_names[MODE_COUNT] = {"lat", "bw", "bibw", "mbw"};
+
+static void die(const char *what)
+{
+    fprintf(stderr, "mpi_p2p: %s\n", what);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static uint8_t pattern(size_t i, size_t size)
+{
+    return (uint8_t)((i * 131 + size) & 0xff);
+}
+
+static void fill(uint8_t *buf, size_t size)
+{
+    size_t i;
+
+    for (i = 0; i < size; ++i) {
+        buf[i] = pattern(i, size);
+    }
+}
+
+static void check(const uint8_t *buf, size_t size, const char *what)
+{
+    size_t i;
+
+    for (i = 0; i < size; ++i) {
+        if (buf[i] != pattern(i, size)) {
+            fprintf(stderr, "mpi_p2p: %s %zu bytes: byte %zu is 0x%02x, expected 0x%02x\n",
+                    what, size, i, buf[i], pattern(i, size));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+/* Iterations for size: fewer from 64 KiB on (a 2-core VM's minutes), at least 10. */
+static int iters_for(int iters, size_t size)
+{
+    long n = (size <= 65536) ? iters : (long)iters * 65536 / (long)size;
+    return (int)((n < 10) ? 10 : n);
+}
+
+/* lat: rank 0 sends, rank 1 returns; t[] one-way latencies of the timed round trips. */
+static void run_lat(size_t size, int iters, int warmup, uint8_t *sbuf, uint8_t *rbuf,
+                    double *t, int rank)
+{
+    int k, peer = 1 - rank;
+
+    fill(sbuf, size);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (k = 0; k < warmup + iters; ++k) {
+        double t0 = MPI_Wtime();
+        if (rank == 0) {
+            MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD);
+        }
+        if (k >= warmup) {
+            t[k - warmup] = (MPI_Wtime() - t0) * 1e6 / 2;
+        }
+    }
+    check(rbuf, size, "lat");
+}
+
+/* bw, bibw, mbw: one iteration of a window of sends (and, bidirectional, of receives) from a
+ * sender to its partner, then a 4-byte ack; returns its seconds on a sender, 0 elsewhere. */
+static double window(size_t size, int win, int sender, int receiver, int bidir, int partner,
+                     uint8_t *sbuf, uint8_t *rbuf, MPI_Request req[])
+{
+    double t0 = MPI_Wtime();
+    int ack = 0, j, n = 0;
+
+    if (sender || bidir) {
+        for (j = 0; j < win; ++j) {
+            MPI_Isend(sbuf, (int)size, MPI_BYTE, partner, TAG, MPI_COMM_WORLD, &req[n++]);
+        }
+    }
+    if (receiver || bidir) {
+        for (j = 0; j < win; ++j) {
+            MPI_Irecv(rbuf + (size_t)j * size, (int)size, MPI_BYTE, partner, TAG,
+                      MPI_COMM_WORLD, &req[n++]);
+        }
+    }
+    for (j = 0; j < n; ++j) {   /* (MPI_Waitall: the same, and gcc 12 warns about it) */
+        MPI_Wait(&req[j], MPI_STATUS_IGNORE);
+    }
+    if (sender) {
+        MPI_Recv(&ack, 1, MPI_INT, partner, TAG + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return MPI_Wtime() - t0;
+    }
+    MPI_Send(&ack, 1, MPI_INT, partner, TAG + 1, MPI_COMM_WORLD);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    size_t sizes[MAX_SIZES] = {8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20};
+    size_t nsizes = 8, max_size = 4 << 20, s;
+    int iters = -1, warmup = -1, win = 64, csv = 0, rank, nranks, i, k;
+    p2p_mode_t mode = MODE_LAT;
+    uint8_t *sbuf, *rbuf;
+    MPI_Request *req;
+    double *t;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    for (i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "-m") && (i + 1 < argc)) {
+            for (k = 0; (k < MODE_COUNT) && strcmp(mode_names[k], argv[i + 1]); ++k) {
+            }
+            if (k == MODE_COUNT) {
+                die("-m takes lat, bw, bibw or mbw");
+            }
+            mode = (p2p_mode_t)k;
+            ++i;
+        } else if (!strcmp(argv[i], "-s") && (i + 1 < argc)) {
+            char *tok, *save = NULL;
+            nsizes   = 0;
+            max_size = 1;
+            for (tok = strtok_r(argv[++i], ",", &save); tok && (nsizes < MAX_SIZES);
+                 tok = strtok_r(NULL, ",", &save)) {
+                sizes[nsizes] = mpi_bench_parse_size(tok);
+                if ((sizes[nsizes] == 0) || (sizes[nsizes] > (64u << 20))) {
+                    die("-s sizes must be 1 byte to 64 MiB");
+                }
+                max_size = (sizes[nsizes] > max_size) ? sizes[nsizes] : max_size;
+                ++nsizes;
+            }
+        } else if (!strcmp(argv[i], "-i") && (i + 1 < argc)) {
+            iters = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-w") && (i + 1 < argc)) {
+            warmup = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-W") && (i + 1 < argc)) {
+            win = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--csv")) {
+            csv = 1;
+        } else {
+            die("usage: mpi_p2p [-m lat|bw|bibw|mbw] [-s sizes] [-i iters] [-w warmup] "
+                "[-W window] [--csv]");
+        }
+    }
+    if (((mode != MODE_MBW) && (nranks != 2)) || ((mode == MODE_MBW) && (nranks % 2))) {
+        die("lat, bw and bibw run on 2 ranks, mbw on an even number");
+    }
+    if (iters < 0) {
+        iters = (mode == MODE_LAT) ? 1000 : 100;
+    }
+    if (warmup < 0) {
+        warmup = iters / 10;
+    }
+    if ((iters < 1) || (win < 1) || (win > 1024)) {
+        die("-i must be at least 1, -W 1 to 1024");
+    }
+    sbuf = malloc(max_size);
+    rbuf = malloc(max_size * (mode == MODE_LAT ? 1 : (size_t)win));
+    req  = malloc(sizeof(*req) * 2 * (size_t)win);
+    t    = malloc(sizeof(double) * (size_t)(iters + 1));
+    if ((sbuf == NULL) || (rbuf == NULL) || (req == NULL) || (t == NULL)) {
+        die("out of memory (try smaller -s or -W)");
+    }
+    if (csv && (rank == 0)) {
+        printf("mode,bytes,lat_us_median,lat_us_mean,bw_MBps,msg_rate\n");
+    }
+    for (s = 0; s < nsizes; ++s) {
+        size_t size = sizes[s];
+        int n = iters_for(iters, size), w = (warmup * n + iters - 1) / iters;
+        int pairs = nranks / 2, half = rank < pairs, partner = half ? rank + pairs : rank - pairs;
+        double sum = 0, p50, bw = -1, rate = -1;
+
+        if (mode == MODE_LAT) {
+            run_lat(size, n, w, sbuf, rbuf, t, rank);
+        } else {
+            fill(sbuf, size);
+            MPI_Barrier(MPI_COMM_WORLD);
+            for (k = 0; k < w + n; ++k) {
+                double sec = window(size, win, half, !half, mode == MODE_BIBW, partner, sbuf,
+                                    rbuf, req);
+                if (k >= w) {
+                    t[k - w] = sec * 1e6;
+                }
+            }
+            if (!half || (mode == MODE_BIBW)) {   /* what this rank received */
+                check(rbuf + (size_t)(win - 1) * size, size, mode_names[mode]);
+            }
+        }
+        for (k = 0; k < n; ++k) {
+            sum += t[k];
+        }
+        p50 = mpi_bench_median(t, n);
+        if (mode != MODE_LAT) {
+            /* one sender's rate; the pairs' sum is rank 0's times the pairs (rank 0 reports) */
+            double dirs = (mode == MODE_BIBW) ? 2 : 1;
+            bw   = (double)size * win * dirs * pairs / p50;
+            rate = win * dirs * pairs / (p50 * 1e-6);
+        }
+        if (rank == 0) {
+            if (csv) {
+                printf("%s,%zu,", mode_names[mode], size);
+                printf((mode == MODE_LAT) ? "%.3f,%.3f," : ",,", p50, sum / n);
+                printf((bw >= 0) ? "%.1f,%.0f\n" : ",\n", bw, rate);
+            } else if (mode == MODE_LAT) {
+                printf("%-4s %9zu bytes  median %9.3f us  mean %9.3f us\n", mode_names[mode],
+                       size, p50, sum / n);
+            } else {
+                printf("%-4s %9zu bytes  %10.1f MB/s  %12.0f msg/s\n", mode_names[mode], size,
+                       bw, rate);
+            }
+            fflush(stdout);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    free(sbuf);
+    free(rbuf);
+    free(req);
+    free(t);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,184 @@
+"""perf/bench p2p: MPI point-to-point as users measure it (perf/mpi_p2p.c, OSU-style): one-way
+latency by ping-pong, bandwidth with a window of 64 non-blocking sends, bi-directional
+bandwidth, under MPICH 4.0.2 (ch4:ucx) and Open MPI 4.1.4 (pml ucx), 2 ranks, 8 B to 4 MiB,
+alternating in one run with the built-in a user would otherwise pick: rdmach / sm and
+unimem / sm (shared memory), ud_zcopy / tcp (loopback). --mbw adds multi-pair bandwidth
+(4 ranks: on 2 cores they share them). Prints per pair and size the medians over
+repetitions and the ratio candidate / baseline with the spread of the per-repetition ratios,
+and how many sizes meet the targets of "Win where users measure" (ud_zcopy: latency <= 0.9x
+tcp, bandwidth >= 1.0x; unimem: latency <= 1.0x sm; rdmach: latency <= 0.9x sm, bandwidth
+>= 1.1x sm). Every candidate run's counters must show that its transport carried it.
+Writes raw.csv, summary.csv, targets.csv, p2p-<mpi>.png and meta.json.
+"""
+
+import os
+import statistics
+import time
+
+from benchlib.env import Ctx
+from benchlib.mpi import mpi_run_carried, parse_csv_rows
+from benchlib.plots import pyplot, save
+from benchlib.proc import MeasureError, log
+from benchlib.stats import cpu_stall_us, rotated, stall_fraction
+from suites.osc import IMPLS, PAIRS
+from suites.unimem import write_csv
+
+NAME = "p2p"
+HELP = "OSU-style MPI latency, bandwidth, bi-directional bandwidth vs sm and tcp, both MPIs"
+CONTENTION = False
+TIMEOUT = (300, "seconds per MPI launch")
+SIZES = "8,64,512,2K,4K,16K,32K,64K,256K,1M,4M"
+# (candidate, mode) -> (op, limit) of the issue's targets
+TARGETS = {("ud_zcopy", "lat"): ("<=", 0.9), ("ud_zcopy", "bw"): (">=", 1.0),
+           ("unimem", "lat"): ("<=", 1.0), ("rdmach", "lat"): ("<=", 0.9),
+           ("rdmach", "bw"): (">=", 1.1)}
+
+
+def add_arguments(p):
+    p.add_argument("--quick", action="store_true", help="3 repetitions, fewer iterations")
+    p.add_argument("--only", help="candidates, comma-separated (default rdmach,unimem,ud_zcopy)")
+    p.add_argument("--impl", choices=["mpich", "openmpi", "both"], default="both")
+    p.add_argument("--sizes", default=SIZES, help="message sizes (default %s)" % SIZES)
+    p.add_argument("--mbw", action="store_true", help="also multi-pair bandwidth, 4 ranks")
+
+
+def measure(ctx, t, impl, mode, sizes, quick, timeout):
+    prog = os.path.join(ctx.build, "perf", "mpi_p2p." + ("ompi" if impl == "openmpi" else "mpich"))
+    iters = {"lat": 300 if quick else 1000}.get(mode, 30 if quick else 100)
+    rc, out, err = mpi_run_carried(ctx, t, [prog, "-m", mode, "-s", sizes, "-i", str(iters),
+                                            "--csv"], timeout, impl=impl,
+                                   nranks=4 if mode == "mbw" else 2)
+    rows = parse_csv_rows(out, "mode")
+    if rc != 0 or not rows:
+        raise MeasureError("%s %s %s: rc=%s %s" % (impl, t.name, mode, rc,
+                                                  (err.strip() or out.strip())[-400:]))
+    return {int(r["bytes"]): float(r["lat_us_median"] if mode == "lat" else r["bw_MBps"])
+            for r in rows}
+
+
+def run(args):
+    reps = args.reps or (3 if args.quick else 5)
+    only = args.only.split(",") if args.only else None
+    pairs = [p for p in PAIRS if only is None or p[0].name in only]
+    impls = [i for i in IMPLS if args.impl in ("both", i[0])]
+    modes = ["lat", "bw", "bibw"] + (["mbw"] if args.mbw else [])
+    ctx = Ctx(args, NAME)
+    who = []
+    for cand, base in pairs:
+        who += [t for t in (cand, base) if t not in who]
+    raw = []
+    load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
+    for rep in range(reps):
+        for impl, _ in rotated(impls, rep):
+            for i, mode in enumerate(modes):
+                for t in rotated(who, rep + i):
+                    try:
+                        vals = measure(ctx, t, impl, mode, args.sizes, args.quick, args.timeout)
+                    except MeasureError as e:
+                        log("bench p2p: %s" % e)
+                        continue
+                    raw += [(rep, impl, mode, size, t.name, v) for size, v in vals.items()]
+                    log("bench p2p: rep %d/%d %-7s %-4s %-8s done" % (rep + 1, reps, impl, mode,
+                                                                     t.name))
+    elapsed = time.time() - t0
+    stall = stall_fraction(stall0, cpu_stall_us(), elapsed)
+    write_csv(ctx.path("raw.csv"), "rep,impl,mode,bytes,transport,value",
+              [(r, i, m, s, n, "%.4f" % v) for r, i, m, s, n, v in raw])
+    summary = summarize(ctx, raw, pairs, impls, modes)
+    targets = check_targets(ctx, summary)
+    pngs = [plot(ctx, summary, impl, title, modes) for impl, title in impls]
+    ctx.meta.update({"reps": reps, "png": pngs, "elapsed_s": round(elapsed, 1),
+                     "loadavg_before": load0, "loadavg_after": os.getloadavg()[0],
+                     "cpu_pressure_some_pct": None if stall is None else round(100 * stall, 1)})
+    print_tables(summary, impls, reps, targets)
+    ctx.finish()
+    print("results: %s" % ctx.out)
+    return 0
+
+
+def summarize(ctx, raw, pairs, impls, modes):
+    """[(impl, mode, size, cand, base, cand median, base median, ratio, lo, hi)]"""
+    out = []
+    sizes = sorted({r[3] for r in raw})
+    for impl, _ in impls:
+        for mode in modes:
+            for size in sizes:
+                vals = {(r[0], r[4]): r[5] for r in raw
+                        if r[1] == impl and r[2] == mode and r[3] == size}
+                for cand, base in pairs:
+                    c = [v for (rep, n), v in vals.items() if n == cand.name]
+                    b = [v for (rep, n), v in vals.items() if n == base.name]
+                    per = [vals[(rep, cand.name)] / vals[(rep, base.name)]
+                           for rep in {k[0] for k in vals}
+                           if (rep, cand.name) in vals and (rep, base.name) in vals and
+                           vals[(rep, base.name)] > 0]
+                    if not c or not b or not per:
+                        continue
+                    mc, mb = statistics.median(c), statistics.median(b)
+                    out.append((impl, mode, size, cand.name, base.name, mc, mb, mc / mb,
+                                min(per), max(per)))
+    write_csv(ctx.path("summary.csv"), "impl,mode,bytes,candidate,baseline,candidate_median,"
+              "baseline_median,ratio,ratio_min,ratio_max",
+              [s[:5] + tuple("%.4f" % x for x in s[5:]) for s in out])
+    return out
+
+
+def check_targets(ctx, summary):
+    """Per MPI, candidate and mode with a target: the sizes that meet it, of those measured."""
+    rows = []
+    for impl in sorted({s[0] for s in summary}):
+        for (cand, mode), (op, lim) in TARGETS.items():
+            got = [s for s in summary if s[0] == impl and s[3] == cand and s[1] == mode]
+            if not got:
+                continue
+            met = [s for s in got if (s[7] <= lim if op == "<=" else s[7] >= lim)]
+            missed = ",".join(str(s[2]) for s in got if s not in met)
+            rows.append((impl, cand, mode, op, lim, len(met), len(got), missed))
+    write_csv(ctx.path("targets.csv"), "impl,candidate,mode,op,limit,sizes_met,sizes,missed",
+              [r[:4] + ("%g" % r[4],) + r[5:] for r in rows])
+    return rows
+
+
+def print_tables(summary, impls, reps, targets):
+    unit = {"lat": "us", "bw": "MB/s", "bibw": "MB/s", "mbw": "MB/s"}
+    print("\nMPI point-to-point, 2 ranks (medians of %d alternating runs; ratio = candidate / "
+          "baseline, [per-repetition range]; latency lower is better, bandwidth higher)" % reps)
+    for impl, title in impls:
+        print("\n%s" % title)
+        print("%-5s %8s %-9s %12s %12s %8s %15s" % ("mode", "bytes", "pair", "candidate",
+                                                   "baseline", "ratio", "[range]"))
+        for s in summary:
+            if s[0] == impl:
+                print("%-5s %8d %-9s %12.3f %12.3f %7.2fx %15s" % (
+                    s[1], s[2], s[3], s[5], s[6], s[7], "[%.2f-%.2f]" % (s[8], s[9])))
+        print("(%s)" % ", ".join(sorted({unit[s[1]] + " " + s[1] for s in summary})))
+    print("\ntargets (sizes meeting them):")
+    for impl, cand, mode, op, lim, met, n, missed in targets:
+        print("  %-8s %-9s %-4s %s %.1fx: %d of %d%s" % (impl, cand, mode, op, lim, met, n,
+                                                      (", missed at " + missed) if missed else ""))
+
+
+def plot(ctx, summary, impl, title, modes):
+    plt = pyplot()
+    rows = [s for s in summary if s[0] == impl]
+    if plt is None or not rows:
+        return None
+    fig, axes = plt.subplots(1, len(modes), figsize=(4.2 * len(modes), 3.8), squeeze=False)
+    for ax, mode in zip(axes[0], modes):
+        for cand in sorted({s[3] for s in rows}):
+            pts = sorted((s[2], s[7], s[8], s[9], s[4]) for s in rows
+                         if s[1] == mode and s[3] == cand)
+            if not pts:
+                continue
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                        yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                        marker="o", ms=3, capsize=2, label="%s / %s" % (cand, pts[0][4]))
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_title("%s (%s)" % (mode, "lower is better" if mode == "lat" else
+                                  "higher is better"), fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("candidate / baseline")
+    fig.suptitle("%s: point-to-point, medians and per-repetition range" % title, fontsize=10)
+    return save(plt, fig, ctx.path("p2p-%s.png" % impl))
