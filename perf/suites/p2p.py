@@ -20,7 +20,7 @@ from benchlib.mpi import mpi_run_carried, parse_csv_rows
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
-from suites.osc import IMPLS, PAIRS
+from suites.osc import PAIRS
 from suites.unimem import write_csv
 
 NAME = "p2p"
@@ -29,6 +29,7 @@ CONTENTION = False
 TIMEOUT = (300, "seconds per MPI launch")
 SIZES = "8,64,512,2K,4K,16K,32K,64K,256K,1M,4M"
 # (candidate, mode) -> (op, limit) of the targets
+IMPLS = [("mpich", "MPICH 4.0.2 ch4:ucx"), ("openmpi", "Open MPI 4.1.4 pml ucx")]
 TARGETS = {("ud_zcopy", "lat"): ("<=", 0.9), ("ud_zcopy", "bw"): (">=", 1.0),
            ("unimem", "lat"): ("<=", 1.0), ("rdmach", "lat"): ("<=", 0.9),
            ("rdmach", "bw"): (">=", 1.1)}
