@@ -93,94 +93,193 @@ ucs_status_t ucx_ext_xmem_free(void *address)
 }
 
 /*
- * The shared file mappings of this process, as /proc/self/maps lists them. Reading the file
- * costs tens of microseconds and rendezvous protocols pack keys per message, so the list is
- * kept and read again only when UCM reports that the address space changed (any mmap,
- * munmap, mremap, brk; a counter the event handler bumps), or on every lookup when UCM
- * cannot report (UCX_MEM_EVENTS=n). Under ucx_ext_xmem_lock.
+ * The mappings of this process, as /proc/self/maps lists them. Reading the file costs a
+ * fraction of a millisecond in an MPI process, and rendezvous protocols pack keys per
+ * message, so the list is kept: a region inside a mapping the list knows is answered from it
+ * (a shared file mapping: its device, inode and offset; anything else: not mappable). UCM's
+ * events note the address ranges that changed since the file was read (UCM_EVENT_VM_UNMAPPED:
+ * munmap, mremap, MAP_FIXED, shmdt, brk; UCM_EVENT_VM_MAPPED where UCM reports it: Open MPI
+ * reports unmaps to UCM itself and UCM then has no mapped events), and the file is read again
+ * when a lookup meets a changed range or falls outside every known mapping (a new one). MPI
+ * libraries map and unmap temporary buffers per message; those changes touch other ranges
+ * and cost nothing. The changed ranges are a short list; when it is full its two closest
+ * neighbours merge (more is then marked changed than did change, never less). Without UCM
+ * events (UCX_MEM_EVENTS=n) every lookup reads the file. Under ucx_ext_xmem_lock; the event
+ * handler takes only the spinlock of the changed ranges.
  */
 typedef struct ucx_ext_xmem_fmap {
     uintptr_t start, end;
-    uint64_t  dev, ino, offset;
+    uint64_t  dev, ino, offset;    /* ino 0: not a shared file mapping */
 } ucx_ext_xmem_fmap_t;
 
-static ucx_ext_xmem_fmap_t *ucx_ext_xmem_fmaps;
+#define UCX_EXT_XMEM_DIRTY_MAX 32
+
+static ucx_ext_xmem_fmap_t *ucx_ext_xmem_fmaps;     /* sorted by address, as the file */
 static size_t ucx_ext_xmem_nfmaps, ucx_ext_xmem_fmaps_cap;
-static uint64_t ucx_ext_xmem_vm_gen = 1, ucx_ext_xmem_fmaps_gen;
 static int ucx_ext_xmem_events = -1;   /* -1: not tried; 0: UCM cannot report; 1: it does */
+static int ucx_ext_xmem_fmaps_valid;
+static pthread_spinlock_t ucx_ext_xmem_dirty_lock;
+static struct {
+    uintptr_t start, end;
+} ucx_ext_xmem_dirty[UCX_EXT_XMEM_DIRTY_MAX];
+static unsigned ucx_ext_xmem_ndirty;
 
 static void ucx_ext_xmem_vm_event(ucm_event_type_t type, ucm_event_t *event, void *arg)
 {
-    __atomic_add_fetch(&ucx_ext_xmem_vm_gen, 1, __ATOMIC_RELEASE);
+    uintptr_t start = (uintptr_t)event->vm_mapped.address;   /* same layout as vm_unmapped */
+    uintptr_t end   = start + event->vm_mapped.size;
+    unsigned i, best = 0;
+    uintptr_t gap, best_gap = UINTPTR_MAX;
+
+    pthread_spin_lock(&ucx_ext_xmem_dirty_lock);
+    if (ucx_ext_xmem_ndirty == UCX_EXT_XMEM_DIRTY_MAX) {
+        /* full: merge the two closest ranges (the list is kept sorted by start) */
+        for (i = 0; i + 1 < ucx_ext_xmem_ndirty; ++i) {
+            gap = (ucx_ext_xmem_dirty[i + 1].start > ucx_ext_xmem_dirty[i].end) ?
+                  ucx_ext_xmem_dirty[i + 1].start - ucx_ext_xmem_dirty[i].end : 0;
+            if (gap < best_gap) {
+                best_gap = gap;
+                best     = i;
+            }
+        }
+        ucx_ext_xmem_dirty[best].end = ucs_max(ucx_ext_xmem_dirty[best].end,
+                                               ucx_ext_xmem_dirty[best + 1].end);
+        memmove(&ucx_ext_xmem_dirty[best + 1], &ucx_ext_xmem_dirty[best + 2],
+                sizeof(ucx_ext_xmem_dirty[0]) * (ucx_ext_xmem_ndirty - best - 2));
+        --ucx_ext_xmem_ndirty;
+    }
+    for (i = ucx_ext_xmem_ndirty; (i > 0) && (ucx_ext_xmem_dirty[i - 1].start > start); --i) {
+        ucx_ext_xmem_dirty[i] = ucx_ext_xmem_dirty[i - 1];
+    }
+    ucx_ext_xmem_dirty[i].start = start;
+    ucx_ext_xmem_dirty[i].end   = end;
+    ++ucx_ext_xmem_ndirty;
+    pthread_spin_unlock(&ucx_ext_xmem_dirty_lock);
 }
 
-static void ucx_ext_xmem_fmaps_refresh(void)
+/* 1 if no range changed since the read that meets [start, end) (end 0: none changed). */
+static int ucx_ext_xmem_unchanged(uintptr_t start, uintptr_t end)
 {
-    unsigned long start, end, off, inode;
+    int fresh = 1;
+    unsigned i;
+
+    pthread_spin_lock(&ucx_ext_xmem_dirty_lock);
+    for (i = 0; fresh && (i < ucx_ext_xmem_ndirty); ++i) {
+        fresh = (end != 0) && ((ucx_ext_xmem_dirty[i].end <= start) ||
+                               (ucx_ext_xmem_dirty[i].start >= end));
+    }
+    pthread_spin_unlock(&ucx_ext_xmem_dirty_lock);
+    return fresh;
+}
+
+static void ucx_ext_xmem_fmaps_read(void)
+{
+    unsigned long mstart, mend, off, inode;
     ucx_ext_xmem_fmap_t *grown;
     unsigned major, minor;
     char line[512], perms[8];
-    uint64_t gen;
     FILE *f;
 
     if (ucx_ext_xmem_events < 0) {
-        ucx_ext_xmem_events = (ucm_set_event_handler(UCM_EVENT_VM_MAPPED |
-                                                     UCM_EVENT_VM_UNMAPPED, 1000,
-                                                     ucx_ext_xmem_vm_event, NULL) == UCS_OK);
+        pthread_spin_init(&ucx_ext_xmem_dirty_lock, PTHREAD_PROCESS_PRIVATE);
+        ucx_ext_xmem_events =
+            (ucm_set_event_handler(UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 1000,
+                                   ucx_ext_xmem_vm_event, NULL) == UCS_OK) ||
+            (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, ucx_ext_xmem_vm_event,
+                                   NULL) == UCS_OK);
     }
-    gen = __atomic_load_n(&ucx_ext_xmem_vm_gen, __ATOMIC_ACQUIRE);   /* before reading */
-    if (ucx_ext_xmem_events && (gen == ucx_ext_xmem_fmaps_gen)) {
-        return;
-    }
-    ucx_ext_xmem_nfmaps = 0;
+    /* the changes so far are in what is read now (later ones are noted again) */
+    pthread_spin_lock(&ucx_ext_xmem_dirty_lock);
+    ucx_ext_xmem_ndirty = 0;
+    pthread_spin_unlock(&ucx_ext_xmem_dirty_lock);
+    ucx_ext_xmem_nfmaps      = 0;
+    ucx_ext_xmem_fmaps_valid = 0;
     f = fopen("/proc/self/maps", "r");
     if (f == NULL) {
         return;
     }
     while (fgets(line, sizeof(line), f) != NULL) {
-        if ((sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &start, &end, perms, &off, &major,
-                    &minor, &inode) != 7) || (perms[3] != 's') || (inode == 0)) {
+        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &mstart, &mend, perms, &off, &major,
+                   &minor, &inode) != 7) {
             continue;
         }
         if (ucx_ext_xmem_nfmaps == ucx_ext_xmem_fmaps_cap) {
             grown = ucs_realloc(ucx_ext_xmem_fmaps, sizeof(*grown) *
-                                (ucx_ext_xmem_fmaps_cap * 2 + 16), "ucx_ext_xmem_fmaps");
+                                (ucx_ext_xmem_fmaps_cap * 2 + 64), "ucx_ext_xmem_fmaps");
             if (grown == NULL) {
                 break;
             }
             ucx_ext_xmem_fmaps      = grown;
-            ucx_ext_xmem_fmaps_cap  = ucx_ext_xmem_fmaps_cap * 2 + 16;
+            ucx_ext_xmem_fmaps_cap  = ucx_ext_xmem_fmaps_cap * 2 + 64;
         }
         ucx_ext_xmem_fmaps[ucx_ext_xmem_nfmaps++] = (ucx_ext_xmem_fmap_t){
-            start, end, makedev(major, minor), inode, off};
+            mstart, mend, makedev(major, minor), (perms[3] == 's') ? inode : 0, off};
     }
     fclose(f);
-    ucx_ext_xmem_fmaps_gen = gen;
+    ucx_ext_xmem_fmaps_valid = ucx_ext_xmem_events;   /* without events: read every time */
 }
 
-/* The shared file mapping of this process that holds [address, address + length) (dev 0)
- * or that maps [offset, offset + length) of file dev:ino; 1 and *desc if found. Under
- * ucx_ext_xmem_lock. */
-static int ucx_ext_xmem_maps(uintptr_t address, size_t length, uint64_t dev, uint64_t ino,
-                             uint64_t offset, ucx_ext_xmem_desc_t *desc)
+/* The kept mapping that holds [address, address + length), or NULL. */
+static const ucx_ext_xmem_fmap_t *ucx_ext_xmem_fmap_of(uintptr_t address, size_t length)
+{
+    size_t lo = 0, hi = ucx_ext_xmem_nfmaps, mid;
+
+    while (lo < hi) {
+        mid = (lo + hi) / 2;
+        if (ucx_ext_xmem_fmaps[mid].end <= address) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if ((lo < ucx_ext_xmem_nfmaps) && (ucx_ext_xmem_fmaps[lo].start <= address) &&
+        (address + length <= ucx_ext_xmem_fmaps[lo].end)) {
+        return &ucx_ext_xmem_fmaps[lo];
+    }
+    return NULL;
+}
+
+/* Under ucx_ext_xmem_lock: the shared file mapping that holds [address, address + length);
+ * 1 and desc's dev, ino and offset if there is one. */
+static int ucx_ext_xmem_file_of(uintptr_t address, size_t length, ucx_ext_xmem_desc_t *desc)
+{
+    const ucx_ext_xmem_fmap_t *m = NULL;
+
+    if (ucx_ext_xmem_fmaps_valid && ucx_ext_xmem_unchanged(address, address + length)) {
+        m = ucx_ext_xmem_fmap_of(address, length);
+    }
+    if (m == NULL) {   /* changed, or a mapping the list does not know */
+        ucx_ext_xmem_fmaps_read();
+        m = ucx_ext_xmem_fmap_of(address, length);
+    }
+    if ((m == NULL) || (m->ino == 0)) {
+        return 0;
+    }
+    desc->dev    = m->dev;
+    desc->ino    = m->ino;
+    desc->offset = m->offset + (address - m->start);
+    return 1;
+}
+
+/* Under ucx_ext_xmem_lock: where [offset, offset + length) of file dev:ino is mapped here, or
+ * 0. */
+static uintptr_t ucx_ext_xmem_file_here(uint64_t dev, uint64_t ino, uint64_t offset,
+                                        size_t length)
 {
     const ucx_ext_xmem_fmap_t *m;
     size_t i;
+    int pass;
 
-    ucx_ext_xmem_fmaps_refresh();
-    for (i = 0; i < ucx_ext_xmem_nfmaps; ++i) {
-        m = &ucx_ext_xmem_fmaps[i];
-        if (dev == 0) {
-            if ((address >= m->start) && (address + length <= m->end)) {
-                desc->dev    = m->dev;
-                desc->ino    = m->ino;
-                desc->offset = m->offset + (address - m->start);
-                return 1;
+    for (pass = !(ucx_ext_xmem_fmaps_valid && ucx_ext_xmem_unchanged(0, 0)); pass < 2; ++pass) {
+        if (pass == 1) {
+            ucx_ext_xmem_fmaps_read();
+        }
+        for (i = 0; i < ucx_ext_xmem_nfmaps; ++i) {
+            m = &ucx_ext_xmem_fmaps[i];
+            if ((m->ino == ino) && (m->ino != 0) && (m->dev == dev) && (offset >= m->offset) &&
+                (offset + length <= m->offset + (m->end - m->start))) {
+                return m->start + (offset - m->offset);
             }
-        } else if ((m->dev == dev) && (m->ino == ino) && (offset >= m->offset) &&
-                   (offset + length <= m->offset + (m->end - m->start))) {
-            desc->base = m->start + (offset - m->offset);   /* here */
-            return 1;
         }
     }
     return 0;
@@ -199,7 +298,7 @@ void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t
             break;
         }
     }
-    if ((desc->pid == 0) && (length > 0) && ucx_ext_xmem_maps(address, length, 0, 0, 0, desc)) {
+    if ((desc->pid == 0) && (length > 0) && ucx_ext_xmem_file_of(address, length, desc)) {
         desc->pid    = getpid();
         desc->fd     = UCX_EXT_XMEM_FILE;
         desc->base   = address;
@@ -210,8 +309,8 @@ void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t
 
 void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
 {
-    ucx_ext_xmem_desc_t found;
     ucx_ext_xmem_seg_t *seg;
+    uintptr_t here;
     size_t size;
     void *base;
     int ret;
@@ -225,11 +324,10 @@ void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
     if (desc->fd == UCX_EXT_XMEM_FILE) {
         /* the same file mapped here too (the application keeps it mapped as long as the
          * region is registered in its owner: nothing to hold) */
-        found.base = 0;
         pthread_mutex_lock(&ucx_ext_xmem_lock);
-        ucx_ext_xmem_maps(0, desc->length, desc->dev, desc->ino, desc->offset, &found);
+        here = ucx_ext_xmem_file_here(desc->dev, desc->ino, desc->offset, desc->length);
         pthread_mutex_unlock(&ucx_ext_xmem_lock);
-        return (void*)(uintptr_t)found.base;
+        return (void*)here;
     }
     pthread_mutex_lock(&ucx_ext_xmem_lock);
     ucs_list_for_each(seg, &ucx_ext_xmem_peers, list) {
