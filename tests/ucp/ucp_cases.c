@@ -408,6 +408,16 @@ int up_rma_case(up_t *u)
 
 /* ---- amo ---- */
 
+int up_amo_region(up_t *u, uint64_t *raddr, ucp_rkey_h *rkey)
+{
+    region_t region;
+
+    if (u->pair->role == PAIR_TARGET) {
+        return expose(u, &region, 4096);
+    }
+    return remote(u, raddr, rkey);
+}
+
 #define AMO_ADDS 100
 
 /* Values above 2^32 in the 64-bit words catch a transport or emulation that truncates. */

@@ -14,5 +14,8 @@ int up_rma_case(up_t *u);
 int up_amo_case(up_t *u);
 /* am: UCP active messages with a user header, short to rendezvous (ucp_am_case.c) */
 int up_am_case(up_t *u);
+/* Memory for atomics on a peer that is about to die: the target exposes a malloc'd region
+ * (kept: it will be killed), the initiator gets its address and key. 0 on success. */
+int up_amo_region(up_t *u, uint64_t *raddr, ucp_rkey_h *rkey);
 
 #endif

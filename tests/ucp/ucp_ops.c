@@ -65,7 +65,9 @@ static int run_case(pair_t *pair, void *arg)
 /*
  * Peer death through UCP: eps with UCP_ERR_HANDLING_MODE_PEER (what ucx_perftest -e and
  * fault-tolerant MPI use); after the target is SIGKILLed, sends on the initiator's ep must end
- * in the ep error handler (or failed requests) within PEER_DEATH_LIMIT seconds.
+ * in the ep error handler (or failed requests) within PEER_DEATH_LIMIT seconds. With arg set,
+ * the operations after the kill are fetching atomics on the dead target's malloc'd memory
+ * (rdmach: atomics its target serves, which it must stop waiting for).
  */
 #define PEER_DEATH_LIMIT 10.0
 
@@ -77,19 +79,20 @@ static int run_peer_death(pair_t *pair, void *arg)
     static const size_t warmup[] = {8};
     ucs_status_t status = UCS_OK;
     ucs_status_ptr_t req;
-    uint64_t payload = 42;
+    uint64_t payload = 42, one = 1, old, raddr = 0;
+    ucp_rkey_h rkey = NULL;
     double killed;
     int r, ok;
     up_t u;
 
-    (void)arg;
     r = up_open(&u, pair, opt_tl, 1);
     if (r != 0) {
         up_close(&u, 0);
         return r;
     }
     /* the connection works, and its lanes are the right ones, before the kill */
-    ok = up_tag_case(&u, warmup, 1) && (up_check_lanes(&u) == 0);
+    ok = up_tag_case(&u, warmup, 1) && (up_check_lanes(&u) == 0) &&
+         ((arg == NULL) || (up_amo_region(&u, &raddr, &rkey) == 0));
     if (!ok || (pair->role == PAIR_TARGET)) {
         /* the target waits to be killed */
         if (ok) {
@@ -103,7 +106,26 @@ static int run_peer_death(pair_t *pair, void *arg)
     kill(pair->peer_pid, SIGKILL);
     killed = pair_now();
     while ((u.ep_errors == 0) && (pair_now() - killed < PEER_DEATH_LIMIT)) {
-        req    = ucp_tag_send_nbx(u.ep, &payload, sizeof(payload), 1, &param);
+        if (arg == NULL) {
+            req = ucp_tag_send_nbx(u.ep, &payload, sizeof(payload), 1, &param);
+        } else {
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+            param.datatype     = ucp_dt_make_contig(sizeof(one));
+            param.reply_buffer = &old;
+            req = ucp_atomic_op_nbx(u.ep, UCP_ATOMIC_OP_ADD, &one, 1, raddr, rkey, &param);
+            /* UCP may never complete an emulated atomic whose reply cannot come (it keeps
+             * it after the ep failed): wait for the request or the ep's error, not for the
+             * case's deadline, and leave an unfinished request alone */
+            while (!UCS_PTR_IS_ERR(req) && (req != NULL) && (u.ep_errors == 0) &&
+                   (ucp_request_check_status(req) == UCS_INPROGRESS) &&
+                   (pair_now() - killed < PEER_DEATH_LIMIT)) {
+                up_progress(&u);
+            }
+            if ((u.ep_errors != 0) && !UCS_PTR_IS_ERR(req) && (req != NULL) &&
+                (ucp_request_check_status(req) == UCS_INPROGRESS)) {
+                break;
+            }
+        }
         status = up_wait(&u, req);
         if ((status != UCS_OK) && (status != UCS_ERR_TIMED_OUT)) {
             break;
@@ -120,6 +142,9 @@ static int run_peer_death(pair_t *pair, void *arg)
         pair_log(pair, "the peer was killed %.0f s ago and UCP reports no error on the ep",
                  PEER_DEATH_LIMIT);
         ok = 0;
+    }
+    if (rkey != NULL) {
+        ucp_rkey_destroy(rkey);
     }
     status = up_wait(&u, ucp_ep_close_nbx(u.ep, &close));
     u.ep   = NULL;
@@ -156,6 +181,7 @@ static pair_case_t cases[] = {
     CASE("am", up_am_case, "tx_am_short>0,tx_get_zcopy>0|tx_put_zcopy>0,rx_corrupt==0",
          "UCX_RDMACH_ZCOPY_THRESH=2m"),
     {"peer_death", run_peer_death, NULL, "peer_failed>0", NULL, 40, 1},
+    {"peer_death_amo", run_peer_death, (void*)1, "peer_failed>0", NULL, 40, 1},
 };
 
 static void usage(FILE *f)

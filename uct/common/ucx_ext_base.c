@@ -167,6 +167,20 @@ static void ucx_ext_iface_check_peers(ucx_ext_iface_t *x)
     }
 }
 
+void ucx_ext_iface_check_all_peers(ucx_ext_iface_t *x)
+{
+    ucs_time_t now = ucs_get_time();
+    ucx_ext_ep_t *ep;
+
+    if ((x->peer_check_interval == 0) || (now < x->next_peer_check)) {
+        return;
+    }
+    x->next_peer_check = now + x->peer_check_interval;
+    ucs_list_for_each(ep, &x->eps, list) {
+        ucx_ext_ep_peer_alive(ep);
+    }
+}
+
 void ucx_ext_iface_check_closed(ucx_ext_iface_t *x)
 {
     ucx_ext_ep_t *ep;

@@ -129,6 +129,15 @@ unsigned ucx_ext_iface_progress_pending_async(ucx_ext_iface_t *x);
 /* Looks for eps whose peer iface has closed (peer_closed), at most every peer_check_interval. */
 void ucx_ext_iface_check_closed(ucx_ext_iface_t *x);
 
+/* Progress calls between looks at the clock for ucx_ext_iface_check_all_peers. */
+#define UCX_EXT_ALL_PEERS_CALLS 4096
+
+/* Checks the process of every ep (not only those waited on here), at most every
+ * peer_check_interval: a request whose reply never comes waits on its peer with nothing
+ * queued in the transport (UCP's atomics and RMA emulated with active messages), and a
+ * transport whose sends into a dead peer's memory succeed would not learn otherwise. */
+void ucx_ext_iface_check_all_peers(ucx_ext_iface_t *x);
+
 /* The flush rule: requests still queued are not issued yet. UCS_INPROGRESS while any is:
  * UCP's worker flush completes at the first UCS_OK from every iface without flushing eps,
  * and an RMA op UCP queued here is not counted anywhere else (UCS_ERR_NO_RESOURCE is taken

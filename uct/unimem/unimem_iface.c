@@ -168,6 +168,11 @@ static unsigned uct_unimem_iface_progress(uct_iface_h tl_iface)
     if (ucs_unlikely(iface->zwait_head != iface->zwait_tail)) {
         count += uct_unimem_iface_progress_zdma(iface);
     }
+    /* a mailbox message into a dead process succeeds: its death shows only here */
+    if (ucs_unlikely(++iface->progress_calls >= UCX_EXT_ALL_PEERS_CALLS)) {
+        iface->progress_calls = 0;
+        ucx_ext_iface_check_all_peers(&iface->x);
+    }
     return count;
 }
 

@@ -104,6 +104,7 @@ typedef struct uct_unimem_zdma_wait {
 typedef struct uct_unimem_iface {
     uct_sm_iface_t         super;
     ucx_ext_iface_t        x;              /* pending, flush, peer liveness (uct/common) */
+    unsigned               progress_calls; /* since the last look at every peer's process */
     unimem_hal_t           *hal;
     unimem_hal_mbox_t      *mbox;
     unimem_hal_zdma_t      *zdma;
