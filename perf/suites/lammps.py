@@ -19,7 +19,7 @@ from benchlib.mpi import mpi_run_carried
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.stats import rotated
-from suites.osc import PAIRS
+from suites.osc import PAIRS, transports
 from suites.unimem import write_csv
 
 NAME = "lammps"
@@ -58,9 +58,7 @@ def run(args):
     for d, names in ((PEPTIDE, ["in.peptide", "data.peptide"]), (DATA, ["in.rhodo", "data.rhodo"])):
         for n in names:
             shutil.copy(os.path.join(d, n), work)
-    who = []
-    for cand, base in PAIRS:
-        who += [t for t in (cand, base) if t not in who]
+    who = transports(PAIRS)
     raw = []
     try:
         for rep in range(reps):

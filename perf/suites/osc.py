@@ -57,6 +57,14 @@ RUNS = [("lat", ["-m", "lat", "-y", "flush", "-o", "put,get,acc,gacc,fop,cas", "
         ("lockall", ["-m", "lockall"])]
 
 
+def transports(pairs):
+    """The candidates and baselines of pairs, each once, in order (the alternating set)."""
+    who = []
+    for cand, base in pairs:
+        who += [t for t in (cand, base) if t not in who]
+    return who
+
+
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="3 repetitions, fewer iterations")
     p.add_argument("--only", help="candidates to run, comma-separated (default all: "
@@ -118,9 +126,7 @@ def run(args):
             ctx.discard()
             log("bench osc: %s not built (ninja -C %s)" % (p, ctx.build))
             return 2
-    who = []
-    for cand, base in pairs:
-        who += [t for t in (cand, base) if t not in who]
+    who = transports(pairs)
     raw = []
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
     for rep in range(reps):

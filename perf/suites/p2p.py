@@ -20,7 +20,7 @@ from benchlib.mpi import mpi_run_carried, parse_csv_rows
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
-from suites.osc import PAIRS
+from suites.osc import PAIRS, transports
 from suites.unimem import write_csv
 
 NAME = "p2p"
@@ -64,9 +64,7 @@ def run(args):
     impls = [i for i in IMPLS if args.impl in ("both", i[0])]
     modes = ["lat", "bw", "bibw"] + (["mbw"] if args.mbw else [])
     ctx = Ctx(args, NAME)
-    who = []
-    for cand, base in pairs:
-        who += [t for t in (cand, base) if t not in who]
+    who = transports(pairs)
     raw = []
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
     for rep in range(reps):
