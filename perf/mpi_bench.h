@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline size_t mpi_bench_parse_size(const char *s)
 {
@@ -22,6 +23,25 @@ static inline size_t mpi_bench_parse_size(const char *s)
     default: break;
     }
     return (size_t)v;
+}
+
+/* Parses a comma-separated list of sizes into sizes[] (at most max_n; each 1..limit bytes)
+ * and raises *max_size to the largest: their number, or 0 for a bad list. */
+static inline size_t mpi_bench_parse_sizes(char *arg, size_t *sizes, size_t max_n,
+                                           size_t limit, size_t *max_size)
+{
+    char *tok, *save = NULL;
+    size_t n = 0;
+
+    for (tok = strtok_r(arg, ",", &save); tok && (n < max_n); tok = strtok_r(NULL, ",", &save)) {
+        sizes[n] = mpi_bench_parse_size(tok);
+        if ((sizes[n] == 0) || (sizes[n] > limit)) {
+            return 0;
+        }
+        *max_size = (sizes[n] > *max_size) ? sizes[n] : *max_size;
+        ++n;
+    }
+    return n;
 }
 
 static inline int mpi_bench_cmp_double(const void *a, const void *b)

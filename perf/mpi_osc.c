@@ -431,24 +431,6 @@ static void run_lockall(const opts_t *o, window_t *w, char *src, double *t, int 
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void parse_list(char *arg, size_t *sizes, size_t *nsizes, size_t *max_size)
-{
-    char *tok, *save = NULL;
-
-    *nsizes = 0;
-    for (tok = strtok_r(arg, ",", &save); tok && (*nsizes < MAX_SIZES);
-         tok = strtok_r(NULL, ",", &save)) {
-        sizes[*nsizes] = mpi_bench_parse_size(tok);
-        if ((sizes[*nsizes] == 0) || (sizes[*nsizes] > (1u << 30))) {
-            die("-s sizes must be 1 byte to 1 GiB");
-        }
-        if (sizes[*nsizes] > *max_size) {
-            *max_size = sizes[*nsizes];
-        }
-        ++*nsizes;
-    }
-}
-
 int main(int argc, char **argv)
 {
     size_t sizes[MAX_SIZES] = {8}, nsizes = 1, max_size = 8, s;
@@ -468,7 +450,10 @@ int main(int argc, char **argv)
                 ops |= 1 << pick("-o takes put,get,acc,gacc,fop,cas", op_names, OP_COUNT, tok);
             }
         } else if (!strcmp(argv[i], "-s") && (i + 1 < argc)) {
-            parse_list(argv[++i], sizes, &nsizes, &max_size);
+            nsizes = mpi_bench_parse_sizes(argv[++i], sizes, MAX_SIZES, 1u << 30, &max_size);
+            if (nsizes == 0) {
+                die("-s sizes must be 1 byte to 1 GiB");
+            }
         } else if (!strcmp(argv[i], "-m") && (i + 1 < argc)) {
             o.mode = (mode_t_)pick("-m takes lat, bw, overlap or lockall", mode_names,
                                    MODE_COUNT, argv[++i]);

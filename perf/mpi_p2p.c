@@ -148,17 +148,10 @@ int main(int argc, char **argv)
             mode = (p2p_mode_t)k;
             ++i;
         } else if (!strcmp(argv[i], "-s") && (i + 1 < argc)) {
-            char *tok, *save = NULL;
-            nsizes   = 0;
             max_size = 1;
-            for (tok = strtok_r(argv[++i], ",", &save); tok && (nsizes < MAX_SIZES);
-                 tok = strtok_r(NULL, ",", &save)) {
-                sizes[nsizes] = mpi_bench_parse_size(tok);
-                if ((sizes[nsizes] == 0) || (sizes[nsizes] > (64u << 20))) {
-                    die("-s sizes must be 1 byte to 64 MiB");
-                }
-                max_size = (sizes[nsizes] > max_size) ? sizes[nsizes] : max_size;
-                ++nsizes;
+            nsizes   = mpi_bench_parse_sizes(argv[++i], sizes, MAX_SIZES, 64u << 20, &max_size);
+            if (nsizes == 0) {
+                die("-s sizes must be 1 byte to 64 MiB");
             }
         } else if (!strcmp(argv[i], "-i") && (i + 1 < argc)) {
             iters = atoi(argv[++i]);

@@ -379,9 +379,8 @@ ucs_status_t uct_rdmach_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigne
 ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
                                 uint64_t remote_addr, uct_rkey_t rkey)
 {
-    uct_rdmach_iface_t *iface    = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
-    uct_rdmach_ep_t *ep          = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
+    uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
     rdmach_wire_iov_t local;
     ucs_status_t status;
     size_t length;
@@ -389,9 +388,8 @@ ssize_t uct_rdmach_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, voi
 
     /* mapped here, with room for the largest fragment inside the key's region: packed
      * straight into the peer's memory, one copy (else through the bounce buffer, checked) */
-    if ((rkey != UCT_INVALID_RKEY) && !uct_rdmach_ep_serving(ep, iface) &&
-        (key->pid == ep->super.pid) && (remote_addr >= key->address) &&
-        (remote_addr + iface->chunk_size <= key->address + key->length) &&
+    if (!uct_rdmach_ep_serving(ep, iface) &&
+        uct_rdmach_ep_key_holds(ep, rkey, remote_addr, iface->chunk_size) &&
         ((mapped = uct_rdmach_ep_mapped(rkey, remote_addr, iface->chunk_size)) != NULL)) {
         length = pack_cb(mapped, arg);
         UCT_RDMACH_COUNT(tx_put_bcopy, 1);

@@ -238,17 +238,28 @@ int uct_rdmach_ep_peer_closed(ucx_ext_ep_t *ep);
 /* Room in the ring for the largest record (the pending queue's test, see ucx_ext_base.h). */
 int uct_rdmach_ep_tx_ready(ucx_ext_ep_t *ep);
 
-/* The remote key of an access of length bytes at remote_addr, or NULL (logged): it must name
- * this peer (its process on shared memory) and a region holding the whole access. */
+/* 1 if rkey names this peer (its process on shared memory) and a region holding the whole
+ * access of length bytes at remote_addr. */
+static UCS_F_ALWAYS_INLINE int
+uct_rdmach_ep_key_holds(const uct_rdmach_ep_t *ep, uct_rkey_t rkey, uint64_t remote_addr,
+                        size_t length)
+{
+    const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
+
+    return (rkey != UCT_INVALID_RKEY) && (key->pid == ep->super.pid) &&
+           (remote_addr >= key->address) &&
+           (remote_addr + length <= key->address + key->length);
+}
+
+/* The remote key of an access of length bytes at remote_addr, or NULL (logged) unless it
+ * holds the access (uct_rdmach_ep_key_holds). */
 static UCS_F_ALWAYS_INLINE const uct_rdmach_rkey_t *
 uct_rdmach_ep_key(uct_rdmach_ep_t *ep, const char *op, size_t length, uint64_t remote_addr,
                   uct_rkey_t rkey)
 {
     const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
 
-    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->pid != ep->super.pid) ||
-                     (remote_addr < key->address) ||
-                     (remote_addr + length > key->address + key->length))) {
+    if (ucs_unlikely(!uct_rdmach_ep_key_holds(ep, rkey, remote_addr, length))) {
         ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's region",
                   op, length, remote_addr);
         return NULL;
