@@ -415,6 +415,9 @@ uct_rdmach_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_
                     uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
     uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
+    /* a wire without domains (shm) registers nothing: a memh there may be another kind,
+     * e.g. of memory the md allocated (ucx_ext_xmem.h), and is never looked into */
+    int domains = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->wire->ops->mem_reg != NULL;
     rdmach_wire_iov_t local[RDMACH_WIRE_MAX_IOV];
     size_t i, cnt = 0, length = 0, len;
 
@@ -429,7 +432,7 @@ uct_rdmach_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_
         }
         local[cnt].base = iov[i].buffer;
         local[cnt].len  = len;
-        local[cnt].reg  = (iov[i].memh == UCT_MEM_HANDLE_NULL) ? NULL :
+        local[cnt].reg  = (!domains || (iov[i].memh == UCT_MEM_HANDLE_NULL)) ? NULL :
                           ((uct_rdmach_memh_t*)iov[i].memh)->reg;
         length         += len;
         ++cnt;

@@ -39,18 +39,21 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {"EAGER_LIMIT", "auto",
      "Messages below this size are sent eagerly, pipelined through the ring in CHUNK_SIZE\n"
      "records. From it on UCP uses rendezvous: the data moves once the receiver is ready,\n"
-     "through the ring below ZCOPY_THRESH, by zero copy from it on. auto: 2m on shared\n"
-     "memory, 256k on a verbs port, where rendezvous moves the data by RDMA READ without\n"
-     "the ring's two copies (perf/bench rdmach and rdmach-rc measured both).",
+     "through the ring below ZCOPY_THRESH, by zero copy from it on. auto: 64k on shared\n"
+     "memory, where from there zero copy by both processes at once (see ZCOPY_THRESH) beats\n"
+     "the ring's two copies; 256k on a verbs port, where rendezvous moves the data by RDMA\n"
+     "READ (perf/bench p2p and rdmach-rc measured both).",
      ucs_offsetof(uct_rdmach_iface_config_t, eager_limit), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"ZCOPY_THRESH", "auto",
      "Rendezvous messages from this size on move by zero copy: get_zcopy, i.e.\n"
      "process_vm_readv on shared memory, RDMA READ on a verbs port. Below it their data is\n"
      "pipelined through the ring. RMA put/get below it go in CHUNK_SIZE bcopy pieces.\n"
-     "auto: 16m on shared memory, where process_vm_readv copies slower than memcpy does\n"
-     "(perf/README.md has the measurement); any size on a verbs port, where zero copy\n"
-     "saves both of the ring's copies.",
+     "On shared memory a zero copy of 64k or more is shared: the process whose memory is\n"
+     "read (written) takes chunks of it from its progress while the reader copies the rest,\n"
+     "so two cores walk and pin pages at once (cooperative zero copy).\n"
+     "auto: 64k on shared memory (perf/bench p2p measured it against the ring and sm); any\n"
+     "size on a verbs port, where zero copy saves both of the ring's copies.",
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"MAX_PEERS", "256",
@@ -531,10 +534,10 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->put_max_short = (wire_ops->ep_addr_len != 0) ?
                           ucs_min(self->max_short, self->wire->max_inline) : self->max_short;
     if (config->eager_limit == UCS_MEMUNITS_AUTO) {
-        self->eager_limit = (wire_ops->ep_addr_len != 0) ? UCS_KBYTE * 256 : UCS_MBYTE * 2;
+        self->eager_limit = (wire_ops->ep_addr_len != 0) ? UCS_KBYTE * 256 : UCS_KBYTE * 64;
     }
     if (config->zcopy_thresh == UCS_MEMUNITS_AUTO) {
-        self->zcopy_thresh = (wire_ops->ep_addr_len != 0) ? 0 : UCS_MBYTE * 16;
+        self->zcopy_thresh = (wire_ops->ep_addr_len != 0) ? 0 : UCS_KBYTE * 64;
     }
     if (wire_ops->peer_closed != NULL) {
         self->x.peer_closed = uct_rdmach_ep_peer_closed;

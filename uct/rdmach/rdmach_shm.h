@@ -8,7 +8,8 @@
  * plain stores and loads.
  *
  * Segment layout (page aligned parts):
- *   header       geometry, owner, and the ring allocation counter senders bump to claim a ring
+ *   header       geometry, owner, the ring allocation counter senders bump to claim a ring, and
+ *                the copy desk (rdmach_shm_copy_t below)
  *   free map     one bit per ring its owner has taken back from a sender that has gone (closed
  *                iface, dead process) and zeroed: a new sender claims one by compare-and-swap
  *                once the counter has passed max_rings
@@ -30,7 +31,41 @@ extern "C" {
 #endif
 
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
-#define RDMACH_SHM_VERSION 3
+#define RDMACH_SHM_VERSION 4
+
+/*
+ * Cooperative zero copy (rdmach_shm_copy.c). The RDMA channel moves a large message by one RDMA
+ * read; on shared memory that is process_vm_readv, whose cost is the kernel's page walk and
+ * pinning rather than memory bandwidth, so one core copies at well under what the memory
+ * takes. While the receiver reads, the sender of a rendezvous message is idle in its progress
+ * loop, waiting for the ATS. So the reader posts its get (or put) as a job on the desk in the
+ * segment of the process whose memory it reads (writes), and both take chunks off it: the
+ * reader with process_vm_readv, the owner, from its progress, with process_vm_writev of its
+ * own memory into the reader's. An owner that is busy elsewhere never looks: the reader then
+ * takes every chunk itself, as before, and waits at most for chunks the owner is copying.
+ *
+ * A job's claim word is gen << 32 | next chunk; next is RDMACH_SHM_COPY_CLOSED while the
+ * reader fills the job in, so an owner that read the fields of an older job cannot claim a
+ * chunk of the new one (its compare-and-swap expects the old word). done and given_back are
+ * bit masks of chunks: copied, and failed at the owner (the reader copies those itself).
+ */
+#define RDMACH_SHM_COPY_SLOTS  16
+#define RDMACH_SHM_COPY_CHUNKS 64
+#define RDMACH_SHM_COPY_CLOSED 0xffffffffu
+
+typedef struct rdmach_shm_copy {
+    volatile uint64_t claim;
+    volatile uint64_t done;
+    volatile uint64_t given_back;
+    int32_t           pid;          /* the reader's process */
+    uint32_t          nchunks;      /* 1..RDMACH_SHM_COPY_CHUNKS */
+    uint64_t          seg_id;       /* the reader's segment: the owner helps known peers only */
+    uint64_t          owner_addr;   /* the bytes in the owner's memory */
+    uint64_t          req_addr;     /* and in the reader's */
+    uint64_t          len, chunk;
+    uint32_t          to_req;       /* 1: owner's memory to the reader's (a get), 0: a put */
+    char              pad[128 - 9 * 8 - 4];
+} rdmach_shm_copy_t;
 
 typedef struct rdmach_shm_hdr {
     uint64_t          magic;
@@ -48,6 +83,12 @@ typedef struct rdmach_shm_hdr {
     int32_t           wake_fd;         /* the owner's eventfd, -1: none */
     uint32_t          no_barrier;      /* the owner cannot make its senders' stores visible
                                         * (no membarrier): senders fence per record */
+    char              pad2[RDMACH_CACHE_LINE];
+    volatile uint32_t copy_busy;       /* desk slots taken by readers */
+    volatile uint32_t copy_active;     /* of those, jobs open to the owner: one load per
+                                        * progress call tells it there is nothing to do */
+    char              pad3[RDMACH_CACHE_LINE - 2 * sizeof(uint32_t)];
+    rdmach_shm_copy_t copy[RDMACH_SHM_COPY_SLOTS];
 } rdmach_shm_hdr_t;
 
 /* One credit line: the tail copy of one outgoing connection. */
@@ -132,6 +173,24 @@ static inline uint32_t rdmach_shm_claimed(const rdmach_shm_seg_t *seg)
     uint32_t n = __atomic_load_n(&seg->hdr->next_ring, __ATOMIC_ACQUIRE);
     return (n < seg->max_rings) ? n : seg->max_rings;
 }
+
+/* Smallest message the desk is used for; smaller ones are one process_vm call. */
+#define RDMACH_SHM_COPY_MIN (64ul * 1024)
+
+/* Reader: moves len bytes between local and remote_addr in the owner of peer (write: to it)
+ * together with that owner, through the desk in its segment; own: our segment, which the owner
+ * knows us by. Complete at return: 0, or -errno of the copy (-ESRCH: the owner died while
+ * copying a chunk; peer_start: its start time, which tells a reused pid apart). -EBUSY: the
+ * desk is full; nothing was copied. */
+int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
+                        const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
+                        size_t len, int write);
+
+/* Owner: takes chunks of the jobs open on our desk, for readers known_peer() accepts; returns
+ * how many chunks it copied. */
+unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
+                              int (*known_peer)(void *arg, pid_t pid, uint64_t seg_id),
+                              void *arg);
 
 #ifdef __cplusplus
 }

@@ -64,17 +64,21 @@ typedef struct rdmach_wire_dev {
     rdmach_wire_dev_type_t type;
 } rdmach_wire_dev_t;
 
-/* What a network wire did, so that a test can tell it carried the traffic (shm: all 0);
- * reg_peak: the most bytes the wire held registered at once for its rings, doorbells and
- * bounce buffers (the resource model's figure, checked against a live iface). */
+/* What a wire did, so that a test can tell it carried the traffic. A network wire's posts to
+ * completions (shm: 0); reg_peak: the most bytes the wire held registered at once for its rings,
+ * doorbells and bounce buffers (the resource model's figure, checked against a live iface).
+ * shm's cooperative zero copy (rdmach_shm.h): copy_jobs, the large gets and puts this process
+ * put on a peer's desk; copy_helped, the chunks it copied for peers from their desks on its
+ * own (RC: 0). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
+    uint64_t copy_jobs, copy_helped;
 } rdmach_wire_stats_t;
 
 /* Their names in the transport's counters file, in field order. */
 #define RDMACH_WIRE_COUNTERS(_) \
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
-    _(wire_reg_peak)
+    _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {
@@ -261,7 +265,9 @@ struct rdmach_wire_ops {
      * complete at return (for a write: the local buffer is reusable). 0 (complete),
      * RDMACH_WIRE_INPROGRESS (complete() follows) or -errno: -ESRCH / -ECONNRESET for a dead
      * peer, -EFAULT for a bad address, -EAGAIN for no send resources now (retry later).
-     * shm: process_vm_writev/readv to the peer's pid, complete at return.
+     * shm: process_vm_writev/readv to the peer's pid, complete at return; from
+     * RDMACH_SHM_COPY_MIN on, a single buffer is copied together with the peer, which takes
+     * chunks from its progress (cooperative zero copy, rdmach_shm.h).
      * RC: RDMA WRITE / READ with the rkey, signalled; unregistered buffers inline or through
      * a registered bounce buffer; comp == NULL: poll the CQ until done. */
     int  (*rma)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, const rdmach_wire_iov_t *local,
@@ -289,7 +295,8 @@ struct rdmach_wire_ops {
                      uint64_t *result, void *comp);
 
     /* Completions to poll, from the iface's progress; returns how many. NULL: none.
-     * shm: NULL.
+     * shm: the chunks of peers' cooperative copies on our desk (one load when there are
+     * none).
      * RC: polls the CQ: frees shadow slots and WQEs, calls complete() for RMA and flush. */
     unsigned (*progress)(rdmach_wire_t *wire);
 

@@ -4,7 +4,8 @@
  * Our rings live in one memfd segment; a peer's segment is mapped once, when we first send to
  * it or it first sends to us. From then on a record and a credit return are plain stores into
  * mapped memory (the ring hooks are NULL), and the RDMA channel's RDMA read/write (put, get,
- * zero copy) is process_vm_readv/writev on the peer's pid.
+ * zero copy) is process_vm_readv/writev on the peer's pid; a large one is copied by both ends at
+ * once (the desk of rdmach_shm.h, rdmach_shm_copy.c).
  *
  * Churn: a peer whose iface closed (the closed word of its segment) or whose process died has
  * gone for good. reap takes back the rings such senders held in us (drained, zeroed, into the
@@ -314,21 +315,60 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                           const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
                           uint32_t rkey, size_t len, int write, void *comp)
 {
+    rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
+    rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
     struct iovec iov[RDMACH_WIRE_MAX_IOV];
     size_t i;
+    int ret;
 
-    (void)wire;
     (void)rkey;   /* checked by the glue against pid and region */
     (void)comp;   /* synchronous: complete at return */
     if (cnt > RDMACH_WIRE_MAX_IOV) {
         return -EINVAL;
     }
+    if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1)) {
+        ret = rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
+                                  remote_addr, len, write);
+        if (ret != -EBUSY) {
+            if (wire->params.wire_stats != NULL) {
+                wire->params.wire_stats->copy_jobs++;
+            }
+            return ret;
+        }
+    }
     for (i = 0; i < cnt; ++i) {
         iov[i].iov_base = local[i].base;
         iov[i].iov_len  = local[i].len;
     }
-    return ucx_ext_process_vm(((rdmach_shm_peer_t*)wire_peer)->seg.pid, iov, cnt, remote_addr,
-                              len, write);
+    return ucx_ext_process_vm(peer->seg.pid, iov, cnt, remote_addr, len, write);
+}
+
+/* A reader on our desk is a peer whose segment we map (it sends to us, or we to it): the desk
+ * is writable by anyone who maps us, and we copy only for processes of this job. */
+static int rdmach_shm_known_peer(void *arg, pid_t pid, uint64_t seg_id)
+{
+    const rdmach_shm_wire_t *w = arg;
+    unsigned i;
+
+    for (i = 0; i < w->npeers; ++i) {
+        if ((w->peers[i].seg.hdr != NULL) && (w->peers[i].seg.pid == pid) &&
+            (w->peers[i].seg_id == seg_id)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Chunks of the cooperative copies peers opened on our desk. */
+static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    unsigned count       = rdmach_shm_copy_help(&w->seg, rdmach_shm_known_peer, w);
+
+    if ((count != 0) && (wire->params.wire_stats != NULL)) {
+        wire->params.wire_stats->copy_helped += count;
+    }
+    return count;
 }
 
 /* Rings whose sender has gone (checked once per peer), each drained by the glue and then made
@@ -440,7 +480,7 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
                        rdmach_shm_wake},
     .rma            = rdmach_shm_rma,
     .get_unpack     = NULL,           /* process_vm_readv: complete at return */
-    .progress       = NULL,
+    .progress       = rdmach_shm_progress,
     .check          = NULL,
     .flush          = NULL,
     .peer_closed    = rdmach_shm_peer_closed,

@@ -1,0 +1,212 @@
+/*
+ * rdmach shared-memory wire: cooperative zero copy, the desk of rdmach_shm.h.
+ *
+ * A large get or put is split into at most RDMACH_SHM_COPY_CHUNKS chunks that the reader and
+ * the owner of the other memory take off one counter. Each copies a chunk with one
+ * process_vm_readv/writev of its own: two cores walk and pin pages at once, where the RDMA
+ * read of the paper, on one core, is bounded by that kernel work (perf/README.md has the
+ * measurement). Nothing here waits on the owner except a chunk it has claimed, which it is
+ * copying at that moment: an owner that does not look takes nothing.
+ */
+#include "rdmach_shm.h"
+#include "ucx_ext_sys.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <sys/uio.h>
+
+_Static_assert(sizeof(rdmach_shm_copy_t) == 128, "desk slot: two cache lines");
+_Static_assert(sizeof(rdmach_shm_hdr_t) <= 4096, "the header stays one page");
+_Static_assert(RDMACH_SHM_COPY_SLOTS <= 32, "desk masks are 32 bits");
+
+#define RDMACH_SHM_COPY_CHUNK_MIN (32ul * 1024)
+#define RDMACH_SHM_COPY_PROBE     (1u << 16)    /* wait loops between two liveness probes */
+
+static inline void rdmach_shm_copy_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield" ::: "memory");
+#endif
+}
+
+static inline size_t rdmach_shm_copy_min(size_t a, size_t b)
+{
+    return (a < b) ? a : b;
+}
+
+static inline uint64_t rdmach_shm_copy_mask(uint32_t nchunks)
+{
+    return (nchunks >= 64) ? ~0ull : ((1ull << nchunks) - 1);
+}
+
+/* One chunk between the two memories; local is this process's side. */
+static int rdmach_shm_copy_chunk(pid_t pid, uint64_t local, uint64_t remote, size_t len,
+                                 int write)
+{
+    struct iovec iov = {(void*)(uintptr_t)local, len};
+
+    return ucx_ext_process_vm(pid, &iov, 1, remote, len, write);
+}
+
+/* Takes the next chunk of the job whose claim word was *c; its index, or -1 when none is left
+ * (or the job is no longer the one *c was of). */
+static int rdmach_shm_copy_take(rdmach_shm_copy_t *job, uint64_t *c, uint32_t nchunks)
+{
+    for (;;) {
+        uint32_t next = (uint32_t)*c;
+
+        if ((next == RDMACH_SHM_COPY_CLOSED) || (next >= nchunks)) {
+            return -1;
+        }
+        if (__atomic_compare_exchange_n(&job->claim, c, *c + 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            return (int)next;
+        }
+        /* *c is the word now: another chunk went, or another job took the slot; its gen
+         * differs then, which the caller's next compare-and-swap fails on */
+    }
+}
+
+int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
+                        const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
+                        size_t len, int write)
+{
+    rdmach_shm_hdr_t *hdr = peer->hdr;
+    uint64_t mine = 0, all, other, c, gen, off;
+    size_t chunk, l;
+    uint32_t nchunks, busy, bit, probe = 0;
+    rdmach_shm_copy_t *job;
+    int slot, k, ret = 0;
+
+    /* a desk slot: a free bit of the busy mask */
+    busy = __atomic_load_n(&hdr->copy_busy, __ATOMIC_RELAXED);
+    do {
+        if (busy == (uint32_t)((1ull << RDMACH_SHM_COPY_SLOTS) - 1)) {
+            return -EBUSY;
+        }
+        slot = __builtin_ctz(~busy);
+        bit  = 1u << slot;
+    } while (!__atomic_compare_exchange_n(&hdr->copy_busy, &busy, busy | bit, 0,
+                                          __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+
+    chunk   = (len + RDMACH_SHM_COPY_CHUNKS - 1) / RDMACH_SHM_COPY_CHUNKS;
+    chunk   = (chunk + 4095) & ~(size_t)4095;
+    chunk   = (chunk < RDMACH_SHM_COPY_CHUNK_MIN) ? RDMACH_SHM_COPY_CHUNK_MIN : chunk;
+    nchunks = (uint32_t)((len + chunk - 1) / chunk);
+    all     = rdmach_shm_copy_mask(nchunks);
+
+    /* closed while the fields change (see rdmach_shm.h), then open under a new gen */
+    job = &hdr->copy[slot];
+    gen = (__atomic_load_n(&job->claim, __ATOMIC_RELAXED) >> 32) + 1;
+    __atomic_store_n(&job->claim, (gen << 32) | RDMACH_SHM_COPY_CLOSED, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    job->done       = 0;
+    job->given_back = 0;
+    job->pid        = own->pid;
+    job->seg_id     = own->seg_id;
+    job->nchunks    = nchunks;
+    job->owner_addr = remote_addr;
+    job->req_addr   = (uintptr_t)local;
+    job->len        = len;
+    job->chunk      = chunk;
+    job->to_req     = !write;
+    __atomic_store_n(&job->claim, gen << 32, __ATOMIC_RELEASE);
+    __atomic_fetch_or(&hdr->copy_active, bit, __ATOMIC_RELEASE);
+
+    c = gen << 32;
+    while ((k = rdmach_shm_copy_take(job, &c, nchunks)) >= 0) {
+        off = (uint64_t)k * chunk;
+        l   = rdmach_shm_copy_min(chunk, len - off);
+        ret = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local + off, remote_addr + off, l,
+                                    write);
+        mine |= 1ull << k;
+        if (ret != 0) {
+            /* close the job: the owner takes no more; c: how many went before */
+            c = __atomic_exchange_n(&job->claim, (gen << 32) | RDMACH_SHM_COPY_CLOSED,
+                                    __ATOMIC_ACQ_REL);
+            break;
+        }
+    }
+    __atomic_fetch_and(&hdr->copy_active, ~bit, __ATOMIC_RELAXED);
+
+    /* the chunks the owner claimed: done, or given back for us to copy. After a failure of
+     * ours, those it claimed before the job closed: below the count then, not ours. */
+    if (ret != 0) {
+        all = rdmach_shm_copy_mask((uint32_t)rdmach_shm_copy_min(nchunks, (uint32_t)c));
+    }
+    for (;;) {
+        other = __atomic_load_n(&job->done, __ATOMIC_ACQUIRE) |
+                __atomic_load_n(&job->given_back, __ATOMIC_ACQUIRE);
+        if (((other | mine) & all) == all) {
+            break;
+        }
+        if (++probe == RDMACH_SHM_COPY_PROBE) {
+            probe = 0;
+            if (!ucx_ext_proc_alive(peer->pid, peer_start)) {
+                ret = -ESRCH;   /* died inside a chunk it had claimed */
+                break;
+            }
+        }
+        rdmach_shm_copy_pause();
+    }
+
+    /* chunks the owner could not copy (a fault at its end): ours to do */
+    other = __atomic_load_n(&job->given_back, __ATOMIC_ACQUIRE) & ~mine;
+    while ((ret == 0) && (other != 0)) {
+        k     = __builtin_ctzll(other);
+        other &= other - 1;
+        off   = (uint64_t)k * chunk;
+        ret   = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local + off, remote_addr + off,
+                                      rdmach_shm_copy_min(chunk, len - off), write);
+    }
+    __atomic_fetch_and(&hdr->copy_busy, ~bit, __ATOMIC_RELEASE);
+    return ret;
+}
+
+unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
+                              int (*known_peer)(void *arg, pid_t pid, uint64_t seg_id),
+                              void *arg)
+{
+    rdmach_shm_hdr_t *hdr = own->hdr;
+    uint32_t active       = __atomic_load_n(&hdr->copy_active, __ATOMIC_ACQUIRE);
+    unsigned count        = 0;
+    rdmach_shm_copy_t *job, snap;
+    uint64_t c, off;
+    int slot, k;
+
+    while (active != 0) {
+        slot    = __builtin_ctz(active);
+        active &= active - 1;
+        if (slot >= RDMACH_SHM_COPY_SLOTS) {
+            break;
+        }
+        job = &hdr->copy[slot];
+        c   = __atomic_load_n(&job->claim, __ATOMIC_ACQUIRE);
+        if ((uint32_t)c == RDMACH_SHM_COPY_CLOSED) {
+            continue;
+        }
+        /* a private copy, checked: the desk is writable by every peer. A claim that
+         * succeeds below proves the fields were those of the job of word c. */
+        snap = *job;
+        if ((snap.nchunks == 0) || (snap.nchunks > RDMACH_SHM_COPY_CHUNKS) ||
+            (snap.chunk == 0) || (snap.len > snap.chunk * snap.nchunks) ||
+            (snap.len <= snap.chunk * (snap.nchunks - 1)) || (snap.pid <= 0) ||
+            !known_peer(arg, snap.pid, snap.seg_id)) {
+            continue;
+        }
+        while ((k = rdmach_shm_copy_take(job, &c, snap.nchunks)) >= 0) {
+            off = (uint64_t)k * snap.chunk;
+            if (rdmach_shm_copy_chunk(snap.pid, snap.owner_addr + off, snap.req_addr + off,
+                                      rdmach_shm_copy_min(snap.chunk, snap.len - off),
+                                      snap.to_req) != 0) {
+                __atomic_fetch_or(&job->given_back, 1ull << k, __ATOMIC_RELEASE);
+                break;   /* the reader copies it, and the rest */
+            }
+            __atomic_fetch_or(&job->done, 1ull << k, __ATOMIC_RELEASE);
+            ++count;
+        }
+    }
+    return count;
+}
