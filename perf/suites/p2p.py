@@ -3,7 +3,9 @@ latency by ping-pong, bandwidth with a window of 64 non-blocking sends, bi-direc
 bandwidth, under MPICH 4.0.2 (ch4:ucx) and Open MPI 4.1.4 (pml ucx), 2 ranks, 8 B to 4 MiB,
 alternating in one run with the built-in a user would otherwise pick: rdmach / sm and
 unimem / sm (shared memory), ud_zcopy / tcp (loopback). --mbw adds multi-pair bandwidth
-(4 ranks: on 2 cores they share them). Prints per pair and size the medians over
+(4 ranks: on 2 cores they share them). --veth runs ud_zcopy / tcp across the veth between two
+namespace hosts (tests/mpi/hosts.sh: one rank on each, the veth's 1500-byte MTU; needs root)
+instead of the loopback pairs. Prints per pair and size the medians over
 repetitions and the ratio candidate / baseline with the spread of the per-repetition ratios,
 and how many sizes meet the targets of "Win where users measure" (ud_zcopy: latency <= 0.9x
 tcp, bandwidth >= 1.0x; unimem: latency <= 1.0x sm; rdmach: latency <= 0.9x sm, bandwidth
@@ -12,13 +14,19 @@ Writes raw.csv, summary.csv, targets.csv, p2p-<mpi>.png and meta.json.
 """
 
 import os
+import shutil
 import statistics
+import subprocess
+import tempfile
 import time
 
+import counters
+
+from benchlib import TOP
 from benchlib.env import Ctx
-from benchlib.mpi import mpi_run_carried, parse_csv_rows
+from benchlib.mpi import LAUNCH, mpi_run_carried, parse_csv_rows
 from benchlib.plots import pyplot, save
-from benchlib.proc import MeasureError, log
+from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
 from suites.osc import PAIRS, transports
 from suites.unimem import write_csv
@@ -30,6 +38,8 @@ TIMEOUT = (300, "seconds per MPI launch")
 SIZES = "8,64,512,2K,4K,16K,32K,64K,256K,1M,4M"
 # (candidate, mode) -> (op, limit) of the issue's targets
 IMPLS = [("mpich", "MPICH 4.0.2 ch4:ucx"), ("openmpi", "Open MPI 4.1.4 pml ucx")]
+HOSTS_SH = os.path.join(TOP, "tests", "mpi", "hosts.sh")
+VETH_NET = "10.213.9"
 TARGETS = {("ud_zcopy", "lat"): ("<=", 0.9), ("ud_zcopy", "bw"): (">=", 1.0),
            ("unimem", "lat"): ("<=", 1.0), ("rdmach", "lat"): ("<=", 0.9),
            ("rdmach", "bw"): (">=", 1.1)}
@@ -41,14 +51,53 @@ def add_arguments(p):
     p.add_argument("--impl", choices=["mpich", "openmpi", "both"], default="both")
     p.add_argument("--sizes", default=SIZES, help="message sizes (default %s)" % SIZES)
     p.add_argument("--mbw", action="store_true", help="also multi-pair bandwidth, 4 ranks")
+    p.add_argument("--veth", action="store_true", help="ud_zcopy / tcp across the veth between "
+                   "two namespace hosts, one rank each (needs root), instead of loopback")
 
 
-def measure(ctx, t, impl, mode, sizes, quick, timeout):
+def veth_run_carried(ctx, t, prog_args, timeout, impl, prefix):
+    """(rc, stdout, stderr) of 2 ranks, one on each namespace host of prefix, over t across
+    the veth; a project transport must show on both hosts that it carried the run."""
+    cdir = tempfile.mkdtemp(prefix="bench-p2p-veth.")
+    try:
+        agent = subprocess.check_output([HOSTS_SH, "agent", prefix], text=True).strip()
+        cmd = [LAUNCH, "--impl", impl, "--tl", t.tls + ",self", "--no-preload",
+               "--timeout", str(int(timeout)), "--env", "UCX_WARN_UNUSED_ENV_VARS=n",
+               "--hosts", "%s-a:1,%s-b:1" % (prefix, prefix), "--agent", agent,
+               "--via", "%s exec %s-a" % (HOSTS_SH, prefix), "--oob-net", VETH_NET + ".0/24"]
+        if t.ours:
+            cmd += ["--env", "LD_PRELOAD=" + ctx.preload, "--counters",
+                    os.path.join(cdir, "%h")]
+        for k, v in t.extra_env.items():
+            cmd += ["--env", "%s=%s" % (k, v)]
+        if ctx.pin:
+            rank = "${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}"
+            prog_args = ["/bin/sh", "-c", 'exec taskset -c "$(( %s %% %d ))" "$0" "$@"'
+                         % (rank, os.cpu_count() or 1)] + list(prog_args)
+        env = dict(os.environ, UCXEXT_BUILD=ctx.build)
+        env.pop("LD_PRELOAD", None)
+        rc, out, err = run_cmd(cmd + ["--"] + prog_args, env, timeout + 30)
+        if t.ours and rc == 0:
+            for h in "ab":
+                ok, note = counters.carried(os.path.join(cdir, "%s-%s" % (prefix, h)), t.tls,
+                                            ranks=1)
+                if not ok:
+                    raise MeasureError("%s did not carry the run on %s-%s: %s"
+                                       % (t.name, prefix, h, note))
+        return rc, out, err
+    finally:
+        shutil.rmtree(cdir, ignore_errors=True)
+
+
+def measure(ctx, t, impl, mode, sizes, quick, timeout, veth=None):
     prog = os.path.join(ctx.build, "perf", "mpi_p2p." + ("ompi" if impl == "openmpi" else "mpich"))
     iters = {"lat": 300 if quick else 1000}.get(mode, 30 if quick else 100)
-    rc, out, err = mpi_run_carried(ctx, t, [prog, "-m", mode, "-s", sizes, "-i", str(iters),
-                                            "--csv"], timeout, impl=impl,
-                                   nranks=4 if mode == "mbw" else 2)
+    args = [prog, "-m", mode, "-s", sizes, "-i", str(iters), "--csv"]
+    if veth:
+        rc, out, err = veth_run_carried(ctx, t, args, timeout, impl, veth)
+    else:
+        rc, out, err = mpi_run_carried(ctx, t, args, timeout, impl=impl,
+                                       nranks=4 if mode == "mbw" else 2)
     rows = parse_csv_rows(out, "mode")
     if rc != 0 or not rows:
         raise MeasureError("%s %s %s: rc=%s %s" % (impl, t.name, mode, rc,
@@ -60,10 +109,23 @@ def measure(ctx, t, impl, mode, sizes, quick, timeout):
 def run(args):
     reps = args.reps or (3 if args.quick else 5)
     only = args.only.split(",") if args.only else None
-    pairs = [p for p in PAIRS if only is None or p[0].name in only]
+    pairs = [p for p in PAIRS if (only is None or p[0].name in only) and
+             (not args.veth or p[1].name == "tcp")]
     impls = [i for i in IMPLS if args.impl in ("both", i[0])]
-    modes = ["lat", "bw", "bibw"] + (["mbw"] if args.mbw else [])
+    modes = ["lat", "bw", "bibw"] + (["mbw"] if args.mbw and not args.veth else [])
+    veth = None
+    if args.veth:
+        if os.geteuid() != 0:
+            log("bench p2p --veth: needs root (network namespaces)")
+            return 2
+        veth = "benchv%d" % os.getpid()
+        subprocess.call([HOSTS_SH, "reap", "benchv"])
+        if subprocess.call([HOSTS_SH, "up", veth, VETH_NET]) != 0:
+            log("bench p2p --veth: could not make the two hosts")
+            return 1
+        on_cleanup(lambda: subprocess.call([HOSTS_SH, "down", veth]))
     ctx = Ctx(args, NAME)
+    ctx.meta["link"] = "veth between two namespace hosts" if veth else "loopback / shared memory"
     who = transports(pairs)
     raw = []
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
@@ -72,13 +134,16 @@ def run(args):
             for i, mode in enumerate(modes):
                 for t in rotated(who, rep + i):
                     try:
-                        vals = measure(ctx, t, impl, mode, args.sizes, args.quick, args.timeout)
+                        vals = measure(ctx, t, impl, mode, args.sizes, args.quick, args.timeout,
+                                       veth)
                     except MeasureError as e:
                         log("bench p2p: %s" % e)
                         continue
                     raw += [(rep, impl, mode, size, t.name, v) for size, v in vals.items()]
                     log("bench p2p: rep %d/%d %-7s %-4s %-8s done" % (rep + 1, reps, impl, mode,
                                                                      t.name))
+    if veth:
+        subprocess.call([HOSTS_SH, "down", veth])
     elapsed = time.time() - t0
     stall = stall_fraction(stall0, cpu_stall_us(), elapsed)
     write_csv(ctx.path("raw.csv"), "rep,impl,mode,bytes,transport,value",
@@ -89,7 +154,7 @@ def run(args):
     ctx.meta.update({"reps": reps, "png": pngs, "elapsed_s": round(elapsed, 1),
                      "loadavg_before": load0, "loadavg_after": os.getloadavg()[0],
                      "cpu_pressure_some_pct": None if stall is None else round(100 * stall, 1)})
-    print_tables(summary, impls, reps, targets)
+    print_tables(summary, impls, reps, targets, ctx.meta["link"])
     ctx.finish()
     print("results: %s" % ctx.out)
     return 0
@@ -138,10 +203,11 @@ def check_targets(ctx, summary):
     return rows
 
 
-def print_tables(summary, impls, reps, targets):
+def print_tables(summary, impls, reps, targets, link):
     unit = {"lat": "us", "bw": "MB/s", "bibw": "MB/s", "mbw": "MB/s"}
-    print("\nMPI point-to-point, 2 ranks (medians of %d alternating runs; ratio = candidate / "
-          "baseline, [per-repetition range]; latency lower is better, bandwidth higher)" % reps)
+    print("\nMPI point-to-point, 2 ranks, %s (medians of %d alternating runs; ratio = "
+          "candidate / baseline, [per-repetition range]; latency lower is better, bandwidth "
+          "higher)" % (link, reps))
     for impl, title in impls:
         print("\n%s" % title)
         print("%-5s %8s %-9s %12s %12s %8s %15s" % ("mode", "bytes", "pair", "candidate",

@@ -174,7 +174,7 @@ static inline uint32_t rdmach_shm_claimed(const rdmach_shm_seg_t *seg)
     return (n < seg->max_rings) ? n : seg->max_rings;
 }
 
-/* Smallest message the desk is used for; smaller ones are one process_vm call. */
+/* Smallest message the desk is used for (two chunks); smaller ones are one process_vm call. */
 #define RDMACH_SHM_COPY_MIN (64ul * 1024)
 
 /* Reader: moves len bytes between local and remote_addr in the owner of peer (write: to it)
