@@ -509,6 +509,50 @@ TEST(RdmachShmCopy, AnOwnerThatPollsTakesChunks)
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
 }
 
+// Slots taken again and again by several readers while the owner helps: every copy must be
+// exact (an owner that kept a finished job's fields must never claim a chunk of the next).
+TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
+{
+    Desk d;
+    std::atomic<bool> stop{false};
+    std::atomic<unsigned> helped{0}, bad{0};
+    std::thread owner([&] {
+        while (!stop.load()) {
+            helped += rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr);
+        }
+    });
+    auto reader = [&](uint8_t seed) {
+        rdmach_shm_seg_t peer{};
+        if (rdmach_shm_attach(&peer, getpid(), d.owner.own.fd, 0x1234) != 0) {
+            ++bad;
+            return;
+        }
+        for (int i = 0; i < 60; ++i) {
+            size_t len = (64 + 37 * ((i * 7 + seed) % 29)) * 1024 + i;
+            std::vector<uint8_t> src = pattern(len, static_cast<uint8_t>(seed + i)), dst(len);
+            int write = i % 3 == 0;
+            int ret   = write ?
+                rdmach_shm_copy_run(&peer, 0, &d.reader.own, src.data(),
+                                    reinterpret_cast<uintptr_t>(dst.data()), len, 1) :
+                rdmach_shm_copy_run(&peer, 0, &d.reader.own, dst.data(),
+                                    reinterpret_cast<uintptr_t>(src.data()), len, 0);
+            if ((ret != 0) || (src != dst)) {
+                ++bad;
+            }
+        }
+        rdmach_shm_detach(&peer);
+    };
+    std::thread r1(reader, 1), r2(reader, 2), r3(reader, 3);
+    r1.join();
+    r2.join();
+    r3.join();
+    stop = true;
+    owner.join();
+    EXPECT_EQ(0u, bad.load());
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+}
+
 TEST(RdmachShmCopy, TheOwnerIgnoresCorruptJobsAndStrangers)
 {
     Desk d;
@@ -550,6 +594,19 @@ TEST(RdmachShmCopy, TheOwnerIgnoresCorruptJobsAndStrangers)
     EXPECT_EQ(1u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
     EXPECT_STREQ("x", dst);
     EXPECT_EQ(1ull, job->done);
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr)) << "all taken";
+
+    // a reader that died with its job on the desk: reap gives its slot back, no other (not
+    // another process's, nor another iface's of the same process)
+    d.owner.own.hdr->copy_busy      = (1u << 3) | (1u << 4) | (1u << 5);
+    job->seg_id                     = 77;
+    d.owner.own.hdr->copy[4].pid    = getpid() + 1;
+    d.owner.own.hdr->copy[4].seg_id = 77;
+    d.owner.own.hdr->copy[5].pid    = getpid();
+    d.owner.own.hdr->copy[5].seg_id = 78;
+    rdmach_shm_copy_reap(&d.owner.own, getpid(), 77);
+    EXPECT_EQ((1u << 4) | (1u << 5), d.owner.own.hdr->copy_busy);
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
 }
 
 TEST(RdmachShmCopy, AFullDeskOrABadAddress)

@@ -180,8 +180,8 @@ static inline uint32_t rdmach_shm_claimed(const rdmach_shm_seg_t *seg)
 /* Reader: moves len bytes between local and remote_addr in the owner of peer (write: to it)
  * together with that owner, through the desk in its segment; own: our segment, which the owner
  * knows us by. Complete at return: 0, or -errno of the copy (-ESRCH: the owner died while
- * copying a chunk; peer_start: its start time, which tells a reused pid apart). -EBUSY: the
- * desk is full; nothing was copied. */
+ * copying a chunk; peer_start: its start time, which tells a reused pid apart, 0: unknown).
+ * -EBUSY: the desk is full; nothing was copied. */
 int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
                         const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
                         size_t len, int write);
@@ -191,6 +191,10 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
 unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
                               int (*known_peer)(void *arg, pid_t pid, uint64_t seg_id),
                               void *arg);
+
+/* Owner: the desk slots a reader that has gone (its segment seg_id of process pid: another
+ * iface of that process may still be reading) left taken, given back. */
+void rdmach_shm_copy_reap(const rdmach_shm_seg_t *own, pid_t pid, uint64_t seg_id);
 
 #ifdef __cplusplus
 }

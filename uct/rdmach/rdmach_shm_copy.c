@@ -56,21 +56,23 @@ static int rdmach_shm_copy_chunk(pid_t pid, uint64_t local, uint64_t remote, siz
 }
 
 /* Takes the next chunk of the job whose claim word was *c; its index, or -1 when none is left
- * (or the job is no longer the one *c was of). */
+ * or the slot holds another job now (another gen: the caller's fields are not its). */
 static int rdmach_shm_copy_take(rdmach_shm_copy_t *job, uint64_t *c, uint32_t nchunks)
 {
+    const uint64_t gen = *c >> 32;
+
     for (;;) {
         uint32_t next = (uint32_t)*c;
 
-        if ((next == RDMACH_SHM_COPY_CLOSED) || (next >= nchunks)) {
+        if (((*c >> 32) != gen) || (next == RDMACH_SHM_COPY_CLOSED) || (next >= nchunks)) {
             return -1;
         }
         if (__atomic_compare_exchange_n(&job->claim, c, *c + 1, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {
             return (int)next;
         }
-        /* *c is the word now: another chunk went, or another job took the slot; its gen
-         * differs then, which the caller's next compare-and-swap fails on */
+        /* *c is the word now: another chunk went, or the job ended and the slot was
+         * taken again (checked above) */
     }
 }
 
@@ -149,7 +151,10 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
         }
         if (++probe == RDMACH_SHM_COPY_PROBE) {
             probe = 0;
-            if (!ucx_ext_proc_alive(peer->pid, peer_start)) {
+            /* only a process that is gone: returning while a live owner copies would let
+             * it write into (or read from) a buffer the caller has taken back */
+            if (!ucx_ext_proc_alive(peer->pid, (peer_start != 0) ? peer_start :
+                                               ucx_ext_proc_start_time(peer->pid))) {
                 ret = -ESRCH;   /* died inside a chunk it had claimed */
                 break;
             }
@@ -189,8 +194,9 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
         }
         job = &hdr->copy[slot];
         c   = __atomic_load_n(&job->claim, __ATOMIC_ACQUIRE);
-        if ((uint32_t)c == RDMACH_SHM_COPY_CLOSED) {
-            continue;
+        if (((uint32_t)c == RDMACH_SHM_COPY_CLOSED) || ((uint32_t)c >= job->nchunks)) {
+            continue;   /* closed, or every chunk taken: also a job its reader left behind
+                         * when it died, which stays on the desk at the cost of this test */
         }
         /* a private copy, checked: the desk is writable by every peer. A claim that
          * succeeds below proves the fields were those of the job of word c. */
@@ -214,4 +220,25 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
         }
     }
     return count;
+}
+
+void rdmach_shm_copy_reap(const rdmach_shm_seg_t *own, pid_t pid, uint64_t seg_id)
+{
+    rdmach_shm_hdr_t *hdr = own->hdr;
+    uint32_t busy         = __atomic_load_n(&hdr->copy_busy, __ATOMIC_ACQUIRE);
+    uint32_t bit;
+    int slot;
+
+    while (busy != 0) {
+        slot  = __builtin_ctz(busy);
+        busy &= busy - 1;
+        if (slot >= RDMACH_SHM_COPY_SLOTS) {
+            break;
+        }
+        if ((hdr->copy[slot].pid == pid) && (hdr->copy[slot].seg_id == seg_id)) {
+            bit = 1u << slot;
+            __atomic_fetch_and(&hdr->copy_active, ~bit, __ATOMIC_RELAXED);
+            __atomic_fetch_and(&hdr->copy_busy, ~bit, __ATOMIC_RELEASE);
+        }
+    }
 }

@@ -385,6 +385,10 @@ static unsigned rdmach_shm_reap(rdmach_wire_t *wire, int procs,
     for (i = 0; i < w->npeers; ++i) {
         peer = &w->peers[i];
         peer->super.gone = (peer->seg.hdr != NULL) && rdmach_shm_peer_gone(peer, procs);
+        if (peer->super.gone) {
+            /* jobs it left on our desk */
+            rdmach_shm_copy_reap(&w->seg, peer->seg.pid, peer->seg_id);
+        }
         any |= peer->super.gone;
     }
     if (!any) {
