@@ -575,6 +575,10 @@ TEST(RdmachShmCopy, TheOwnerIgnoresCorruptJobsAndStrangers)
     // scribbled fields: too many chunks, a length beyond them, a closed job, a bad pid
     job->nchunks = RDMACH_SHM_COPY_CHUNKS + 1;
     EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    job->nchunks = 2;
+    job->chunk   = 1ull << 63;   // chunk * nchunks would wrap
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    job->chunk   = sizeof(src);
     job->nchunks = 1;
     job->len     = 2 * sizeof(src);
     EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
@@ -615,6 +619,10 @@ TEST(RdmachShmCopy, AFullDeskOrABadAddress)
     std::vector<uint8_t> dst(1024 * 1024);
 
     d.owner.own.hdr->copy_busy = (1u << RDMACH_SHM_COPY_SLOTS) - 1;
+    EXPECT_EQ(-EBUSY, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, dst.data(),
+                                          4096, dst.size(), 0));
+    // a corrupt busy mask with bits beyond the desk: still full, no slot outside it
+    d.owner.own.hdr->copy_busy = 0xffffffffu;
     EXPECT_EQ(-EBUSY, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, dst.data(),
                                           4096, dst.size(), 0));
     d.owner.own.hdr->copy_busy = 0;

@@ -26,6 +26,8 @@ _Static_assert(RDMACH_SHM_COPY_SLOTS <= 32, "desk masks are 32 bits");
 #define RDMACH_SHM_COPY_SPLIT     8
 #define RDMACH_SHM_COPY_CHUNK_MIN (32ul * 1024)
 #define RDMACH_SHM_COPY_PROBE     (1u << 16)    /* wait loops between two liveness probes */
+#define RDMACH_SHM_COPY_MASK      ((uint32_t)((1ull << RDMACH_SHM_COPY_SLOTS) - 1))
+#define RDMACH_SHM_COPY_CHUNK_MAX (1ull << 40)  /* beyond any job: an owner refuses it */
 
 static inline void rdmach_shm_copy_pause(void)
 {
@@ -87,13 +89,14 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
     rdmach_shm_copy_t *job;
     int slot, k, ret = 0;
 
-    /* a desk slot: a free bit of the busy mask */
+    /* a desk slot: a free bit of the busy mask (bits beyond the desk, which only a corrupt
+     * segment has, never name a slot) */
     busy = __atomic_load_n(&hdr->copy_busy, __ATOMIC_RELAXED);
     do {
-        if (busy == (uint32_t)((1ull << RDMACH_SHM_COPY_SLOTS) - 1)) {
+        if ((busy & RDMACH_SHM_COPY_MASK) == RDMACH_SHM_COPY_MASK) {
             return -EBUSY;
         }
-        slot = __builtin_ctz(~busy);
+        slot = __builtin_ctz(~busy & RDMACH_SHM_COPY_MASK);
         bit  = 1u << slot;
     } while (!__atomic_compare_exchange_n(&hdr->copy_busy, &busy, busy | bit, 0,
                                           __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
@@ -202,7 +205,8 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
          * succeeds below proves the fields were those of the job of word c. */
         snap = *job;
         if ((snap.nchunks == 0) || (snap.nchunks > RDMACH_SHM_COPY_CHUNKS) ||
-            (snap.chunk == 0) || (snap.len > snap.chunk * snap.nchunks) ||
+            (snap.chunk == 0) || (snap.chunk > RDMACH_SHM_COPY_CHUNK_MAX) ||
+            (snap.len > snap.chunk * snap.nchunks) ||
             (snap.len <= snap.chunk * (snap.nchunks - 1)) || (snap.pid <= 0) ||
             !known_peer(arg, snap.pid, snap.seg_id)) {
             continue;
