@@ -437,7 +437,14 @@ TEST(RdmachWireShm, SizingMatchesTheLiveSegment)
 // The reader and the owner of the other memory take chunks off one counter; here the owner is
 // a thread of this process polling its desk, as an idle rank's progress does.
 
+extern "C" {
+#include "ucx_ext_sys.h"   /* plain C, without C++ guards */
+}
+
 #include <atomic>
+#include <chrono>
+#include <csignal>
+#include <sys/wait.h>
 #include <thread>
 
 namespace {
@@ -551,6 +558,77 @@ TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
     EXPECT_EQ(0u, bad.load());
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+}
+
+// An owner that dies inside a chunk it claimed: the reader fails the copy (-ESRCH) instead of
+// waiting for the chunk forever. The owner is a child process with its own segment and
+// memory; it claims one chunk off its desk, as its progress would, and is killed there.
+TEST(RdmachShmCopy, AnOwnerThatDiesInsideAChunkFailsTheCopy)
+{
+    const size_t len = 16 * 1024 * 1024;
+    int to_parent[2], to_child[2];
+    ASSERT_EQ(0, pipe(to_parent));
+    ASSERT_EQ(0, pipe(to_child));
+
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        Seg owner;
+        std::vector<uint8_t> src = pattern(len, 5);
+        uint64_t info[2] = {static_cast<uint64_t>(owner.own.fd),
+                            reinterpret_cast<uintptr_t>(src.data())};
+        char go;
+
+        if ((write(to_parent[1], info, sizeof(info)) != sizeof(info)) ||
+            (read(to_child[0], &go, 1) != 1)) {
+            _exit(1);
+        }
+        // wait for the reader's job, take one chunk of it, and die with it
+        for (;;) {
+            uint32_t active = __atomic_load_n(&owner.own.hdr->copy_active, __ATOMIC_ACQUIRE);
+            if (active == 0) {
+                continue;
+            }
+            rdmach_shm_copy_t *job = &owner.own.hdr->copy[__builtin_ctz(active)];
+            uint64_t c = __atomic_load_n(&job->claim, __ATOMIC_ACQUIRE);
+            if (((uint32_t)c < job->nchunks) &&
+                __atomic_compare_exchange_n(&job->claim, &c, c + 1, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                kill(getpid(), SIGKILL);
+            }
+        }
+    }
+
+    uint64_t info[2];
+    ASSERT_EQ(static_cast<ssize_t>(sizeof(info)), read(to_parent[0], info, sizeof(info)));
+    unsigned long long start = ucx_ext_proc_start_time(child);
+    Seg reader;
+    rdmach_shm_seg_t peer{};
+    ASSERT_EQ(0, rdmach_shm_attach(&peer, child, static_cast<int>(info[0]), 0x1234));
+    std::vector<uint8_t> dst(len);
+    ASSERT_EQ(1, write(to_child[1], "g", 1));
+
+    // the reader may take every chunk before the child looks (a loaded machine): again,
+    // until the child has claimed one; each copy that ends so must be whole
+    int ret = 0;
+    double s = 0;
+    for (int i = 0; (i < 100) && (ret == 0); ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        ret = rdmach_shm_copy_run(&peer, start, &reader.own, dst.data(), info[1], len, 0);
+        s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (ret == 0) {
+            EXPECT_EQ(pattern(len, 5), dst);
+        }
+    }
+    EXPECT_EQ(-ESRCH, ret);
+    EXPECT_LT(s, 10.0);
+    int status = 0;
+    EXPECT_EQ(child, waitpid(child, &status, 0));
+    EXPECT_TRUE(WIFSIGNALED(status));
+    rdmach_shm_detach(&peer);
+    for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) {
+        close(fd);
+    }
 }
 
 TEST(RdmachShmCopy, TheOwnerIgnoresCorruptJobsAndStrangers)
