@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 import tempfile
 
 from . import PERF_DIR, TOP
@@ -18,6 +19,31 @@ def launcher():
     return None
 
 
+HOSTS_SH = os.path.join(TOP, "tests", "mpi", "hosts.sh")
+
+
+def pinned(ctx, prog_args):
+    """prog_args run with rank r on CPU r mod the CPUs when the context pins (the MPI programs
+    are not ours: pinned from outside, by MPICH's or Open MPI's rank variable)."""
+    if not ctx.pin:
+        return list(prog_args)
+    rank = "${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}"
+    return ["/bin/sh", "-c", 'exec taskset -c "$(( %s %% %d ))" "$0" "$@"'
+            % (rank, os.cpu_count() or 1)] + list(prog_args)
+
+
+def hosts_launch(impl, tls, prefix, per_host, net, timeout):
+    """mpi_glue/launch's command (up to its options) for a job over the two namespace hosts
+    of prefix (tests/mpi/hosts.sh), per_host ranks on each, started from the first host with
+    the launcher's daemons on net; no preload of its own (the caller passes the run's)."""
+    agent = subprocess.check_output([HOSTS_SH, "agent", prefix], text=True).strip()
+    return [LAUNCH, "--impl", impl, "--tl", tls + ",self", "--no-preload",
+            "--timeout", str(int(timeout)), "--env", "UCX_WARN_UNUSED_ENV_VARS=n",
+            "--hosts", "%s-a:%d,%s-b:%d" % (prefix, per_host, prefix, per_host),
+            "--agent", agent, "--via", "%s exec %s-a" % (HOSTS_SH, prefix),
+            "--oob-net", net + ".0/24"]
+
+
 def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None, impl="mpich"):
     """(cmd, env) for an MPI run of nranks ranks with the transport t (UCX_TLS=<tls>,self).
     Uses mpi_glue/launch when it exists, else mpiexec.mpich -genv (LD_PRELOAD to the ranks only,
@@ -25,10 +51,7 @@ def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None, imp
     the launcher's own limit (it ends the MPI job itself); impl: mpich, or openmpi (only
     through the launcher)."""
     env = base_env(ctx.preload)
-    if ctx.pin:  # rank r on CPU r (the MPI programs are not ours: pin them from outside)
-        rank = "${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}"   # MPICH's Hydra, Open MPI
-        prog_args = ["/bin/sh", "-c", 'exec taskset -c "$(( %s %% %d ))" "$0" "$@"'
-                     % (rank, os.cpu_count() or 1)] + list(prog_args)
+    prog_args = pinned(ctx, prog_args)
     rank_env = t.env(ctx, mpi=True)
     if launcher():
         env["UCXEXT_BUILD"] = ctx.build

@@ -32,9 +32,8 @@ import time
 
 import counters
 
-from benchlib import TOP
 from benchlib.env import Ctx
-from benchlib.mpi import LAUNCH, find_pingpong, parse_csv_rows
+from benchlib.mpi import HOSTS_SH, LAUNCH, find_pingpong, hosts_launch, parse_csv_rows, pinned
 from benchlib.plots import pyplot, save
 from benchlib.report import print_checks
 from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
@@ -46,7 +45,6 @@ HELP = "on-host MPI latency with UCX_TLS=rdmach,ud_zcopy vs rdmach alone, one ho
 CONTENTION = False
 TIMEOUT = (20, "seconds per MPI launch (default 20: a run takes 2-5 s; stock MPICH over tcp sometimes hangs in MPI_Finalize)")
 REPS_HELP = "repetitions (default 7, --quick 3)"
-HOSTS_SH = os.path.join(TOP, "tests", "mpi", "hosts.sh")
 NET = "10.213.8"
 
 # (name, UCX_TLS, ours, two hosts)
@@ -67,26 +65,20 @@ def add_arguments(p):
 
 def launch_cmd(ctx, cfg, impl, iters, cdir, timeout, prefix):
     name, tls, ours, two = cfg
-    cmd = [LAUNCH, "--impl", impl, "--tl", tls + ",self", "--no-preload",
-           "--timeout", str(int(timeout)), "--env", "UCX_WARN_UNUSED_ENV_VARS=n"]
+    suffix = "ompi" if impl == "openmpi" else "mpich"
+    if two:
+        cmd = hosts_launch(impl, tls, prefix, 2, NET, timeout)
+        prog = [os.path.join(ctx.build, "mpi_glue", "hosts." + suffix), "--lat", "-i", str(iters)]
+    else:
+        cmd = [LAUNCH, "--impl", impl, "--tl", tls + ",self", "--no-preload",
+               "--timeout", str(int(timeout)), "--env", "UCX_WARN_UNUSED_ENV_VARS=n", "-n", "2"]
+        prog = [os.path.join(ctx.build, "mpi_glue", "pingpong." + suffix), "-s", "8",
+                "-i", str(iters), "--no-check", "--csv", "-"]
     if ours:
         cmd += ["--env", "LD_PRELOAD=" + ctx.preload, "--counters",
                 os.path.join(cdir, "%h") if two else cdir]
-    suffix = "ompi" if impl == "openmpi" else "mpich"
-    if two:
-        agent = subprocess.check_output([HOSTS_SH, "agent", prefix], text=True).strip()
-        cmd += ["--hosts", "%s-a:2,%s-b:2" % (prefix, prefix), "--agent", agent,
-                "--via", "%s exec %s-a" % (HOSTS_SH, prefix), "--oob-net", NET + ".0/24"]
-        prog = [os.path.join(ctx.build, "mpi_glue", "hosts." + suffix), "--lat", "-i", str(iters)]
-    else:
-        cmd += ["-n", "2"]
-        prog = [os.path.join(ctx.build, "mpi_glue", "pingpong." + suffix), "-s", "8",
-                "-i", str(iters), "--no-check", "--csv", "-"]
-    if ctx.pin:   # rank r on CPU r mod the CPUs (ranks of the second host sleep)
-        rank = "${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}"
-        prog = ["/bin/sh", "-c", 'exec taskset -c "$(( %s %% %d ))" "$0" "$@"'
-                % (rank, os.cpu_count() or 1)] + prog
-    return cmd + ["--"] + prog
+    # rank r on CPU r mod the CPUs (ranks of the second host sleep)
+    return cmd + ["--"] + pinned(ctx, prog)
 
 
 def check_counters(cfg, cdir, prefix):

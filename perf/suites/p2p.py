@@ -22,9 +22,8 @@ import time
 
 import counters
 
-from benchlib import TOP
 from benchlib.env import Ctx
-from benchlib.mpi import LAUNCH, mpi_run_carried, parse_csv_rows
+from benchlib.mpi import HOSTS_SH, hosts_launch, mpi_run_carried, parse_csv_rows, pinned
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
@@ -38,7 +37,6 @@ TIMEOUT = (300, "seconds per MPI launch")
 SIZES = "8,64,512,2K,4K,16K,32K,64K,256K,1M,4M"
 # (candidate, mode) -> (op, limit) of the issue's targets
 IMPLS = [("mpich", "MPICH 4.0.2 ch4:ucx"), ("openmpi", "Open MPI 4.1.4 pml ucx")]
-HOSTS_SH = os.path.join(TOP, "tests", "mpi", "hosts.sh")
 VETH_NET = "10.213.9"
 TARGETS = {("ud_zcopy", "lat"): ("<=", 0.9), ("ud_zcopy", "bw"): (">=", 1.0),
            ("unimem", "lat"): ("<=", 1.0), ("rdmach", "lat"): ("<=", 0.9),
@@ -60,20 +58,13 @@ def veth_run_carried(ctx, t, prog_args, timeout, impl, prefix):
     the veth; a project transport must show on both hosts that it carried the run."""
     cdir = tempfile.mkdtemp(prefix="bench-p2p-veth.")
     try:
-        agent = subprocess.check_output([HOSTS_SH, "agent", prefix], text=True).strip()
-        cmd = [LAUNCH, "--impl", impl, "--tl", t.tls + ",self", "--no-preload",
-               "--timeout", str(int(timeout)), "--env", "UCX_WARN_UNUSED_ENV_VARS=n",
-               "--hosts", "%s-a:1,%s-b:1" % (prefix, prefix), "--agent", agent,
-               "--via", "%s exec %s-a" % (HOSTS_SH, prefix), "--oob-net", VETH_NET + ".0/24"]
+        cmd = hosts_launch(impl, t.tls, prefix, 1, VETH_NET, timeout)
         if t.ours:
             cmd += ["--env", "LD_PRELOAD=" + ctx.preload, "--counters",
                     os.path.join(cdir, "%h")]
         for k, v in t.extra_env.items():
             cmd += ["--env", "%s=%s" % (k, v)]
-        if ctx.pin:
-            rank = "${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}"
-            prog_args = ["/bin/sh", "-c", 'exec taskset -c "$(( %s %% %d ))" "$0" "$@"'
-                         % (rank, os.cpu_count() or 1)] + list(prog_args)
+        prog_args = pinned(ctx, prog_args)
         env = dict(os.environ, UCXEXT_BUILD=ctx.build)
         env.pop("LD_PRELOAD", None)
         rc, out, err = run_cmd(cmd + ["--"] + prog_args, env, timeout + 30)

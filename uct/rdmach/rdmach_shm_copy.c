@@ -48,13 +48,15 @@ static inline uint64_t rdmach_shm_copy_mask(uint32_t nchunks)
     return (nchunks >= 64) ? ~0ull : ((1ull << nchunks) - 1);
 }
 
-/* One chunk between the two memories; local is this process's side. */
+/* Chunk k of a job of len bytes between the two memories (local: this process's side, pid:
+ * the other process); write: from local to remote. */
 static int rdmach_shm_copy_chunk(pid_t pid, uint64_t local, uint64_t remote, size_t len,
-                                 int write)
+                                 size_t chunk, int k, int write)
 {
-    struct iovec iov = {(void*)(uintptr_t)local, len};
+    uint64_t off     = (uint64_t)k * chunk;
+    struct iovec iov = {(void*)(uintptr_t)(local + off), rdmach_shm_copy_min(chunk, len - off)};
 
-    return ucx_ext_process_vm(pid, &iov, 1, remote, len, write);
+    return ucx_ext_process_vm(pid, &iov, 1, remote + off, iov.iov_len, write);
 }
 
 /* Takes the next chunk of the job whose claim word was *c; its index, or -1 when none is left
@@ -83,8 +85,8 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
                         size_t len, int write)
 {
     rdmach_shm_hdr_t *hdr = peer->hdr;
-    uint64_t mine = 0, all, other, c, gen, off;
-    size_t chunk, l;
+    uint64_t mine = 0, all, other, c, gen;
+    size_t chunk;
     uint32_t nchunks, busy, bit, probe = 0;
     rdmach_shm_copy_t *job;
     int slot, k, ret = 0;
@@ -127,10 +129,8 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
 
     c = gen << 32;
     while ((k = rdmach_shm_copy_take(job, &c, nchunks)) >= 0) {
-        off = (uint64_t)k * chunk;
-        l   = rdmach_shm_copy_min(chunk, len - off);
-        ret = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local + off, remote_addr + off, l,
-                                    write);
+        ret   = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local, remote_addr, len, chunk, k,
+                                      write);
         mine |= 1ull << k;
         if (ret != 0) {
             /* close the job: the owner takes no more; c: how many went before */
@@ -170,9 +170,8 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
     while ((ret == 0) && (other != 0)) {
         k     = __builtin_ctzll(other);
         other &= other - 1;
-        off   = (uint64_t)k * chunk;
-        ret   = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local + off, remote_addr + off,
-                                      rdmach_shm_copy_min(chunk, len - off), write);
+        ret   = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local, remote_addr, len, chunk, k,
+                                      write);
     }
     __atomic_fetch_and(&hdr->copy_busy, ~bit, __ATOMIC_RELEASE);
     return ret;
@@ -186,7 +185,7 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
     uint32_t active       = __atomic_load_n(&hdr->copy_active, __ATOMIC_ACQUIRE);
     unsigned count        = 0;
     rdmach_shm_copy_t *job, snap;
-    uint64_t c, off;
+    uint64_t c;
     int slot, k;
 
     while (active != 0) {
@@ -212,10 +211,8 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
             continue;
         }
         while ((k = rdmach_shm_copy_take(job, &c, snap.nchunks)) >= 0) {
-            off = (uint64_t)k * snap.chunk;
-            if (rdmach_shm_copy_chunk(snap.pid, snap.owner_addr + off, snap.req_addr + off,
-                                      rdmach_shm_copy_min(snap.chunk, snap.len - off),
-                                      snap.to_req) != 0) {
+            if (rdmach_shm_copy_chunk(snap.pid, snap.owner_addr, snap.req_addr, snap.len,
+                                      snap.chunk, k, snap.to_req) != 0) {
                 __atomic_fetch_or(&job->given_back, 1ull << k, __ATOMIC_RELEASE);
                 break;   /* the reader copies it, and the rest */
             }

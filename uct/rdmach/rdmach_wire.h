@@ -75,6 +75,11 @@ typedef struct rdmach_wire_stats {
     uint64_t copy_jobs, copy_helped;
 } rdmach_wire_stats_t;
 
+/* A wire's counters: the glue's, or a sink when it keeps none (unit tests). */
+extern rdmach_wire_stats_t rdmach_wire_stats_sink;
+#define RDMACH_WIRE_STATS(_wire) \
+    (((_wire)->params.wire_stats != NULL) ? (_wire)->params.wire_stats : &rdmach_wire_stats_sink)
+
 /* Their names in the transport's counters file, in field order. */
 #define RDMACH_WIRE_COUNTERS(_) \
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \

@@ -45,11 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* the glue's counters, or a sink when it keeps none */
-static rdmach_wire_stats_t rdmach_rc_stats_sink;
-#define STATS(_w, _f) \
-    (((_w)->super.params.wire_stats != NULL) ? (_w)->super.params.wire_stats : \
-                                               &rdmach_rc_stats_sink)->_f
+#define STATS(_w, _f) RDMACH_WIRE_STATS(&(_w)->super)->_f
 
 
 static const rdmach_ring_ops_t rdmach_rc_ring_ops;

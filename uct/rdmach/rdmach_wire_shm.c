@@ -330,9 +330,7 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
         ret = rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
                                   remote_addr, len, write);
         if (ret != -EBUSY) {
-            if (wire->params.wire_stats != NULL) {
-                wire->params.wire_stats->copy_jobs++;
-            }
+            RDMACH_WIRE_STATS(wire)->copy_jobs++;
             return ret;
         }
     }
@@ -365,8 +363,8 @@ static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
     unsigned count       = rdmach_shm_copy_help(&w->seg, rdmach_shm_known_peer, w);
 
-    if ((count != 0) && (wire->params.wire_stats != NULL)) {
-        wire->params.wire_stats->copy_helped += count;
+    if (count != 0) {
+        RDMACH_WIRE_STATS(wire)->copy_helped += count;
     }
     return count;
 }
