@@ -87,6 +87,22 @@ void capture_log(int error, const char *fmt, ...)
     wire_log.push_back(std::string(error ? "E " : "D ") + msg);
 }
 
+// What a wire's complete() reported: comp is a Done.
+struct Done {
+    int calls = 0, err = 1;
+    std::vector<int> *order = nullptr;   // ids of the completions, in order
+    int id = 0;
+    static void cb(void *comp, int err)
+    {
+        Done *d = static_cast<Done*>(comp);
+        ++d->calls;
+        d->err = err;
+        if (d->order != nullptr) {
+            d->order->push_back(d->id);
+        }
+    }
+};
+
 struct Wire {
     explicit Wire(uint32_t max_rings = 4, uint32_t max_peers = 8, uint64_t uuid = 0x5eed)
     {
@@ -98,11 +114,17 @@ struct Wire {
         params.stats     = &stats;
         params.wire_stats = &wire_stats;
         params.log       = capture_log;
+        params.complete  = Done::cb;
         EXPECT_EQ(0, ops->open(&params, &w));
         addr.resize(ops->iface_addr_len);
         ops->pack_addr(w, addr.data());
     }
-    ~Wire() { ops->close(w); }
+    ~Wire()
+    {
+        if (w != nullptr) {
+            ops->close(w);
+        }
+    }
 
     const rdmach_wire_ops_t *ops = &rdmach_wire_shm_ops;
     rdmach_wire_params_t params{};
@@ -142,13 +164,15 @@ TEST(RdmachWireShm, TableShape)
     EXPECT_STREQ("memory", devs[0].name);
     EXPECT_EQ(RDMACH_WIRE_DEV_SHM, devs[0].type);
     EXPECT_EQ(0u, ops->query_devices(nullptr, devs, 0));
-    // the message path stays stores into mapped memory: no hook, no flush; progress is the
-    // owner's share of cooperative zero copies (everything completes at return)
+    // the message path stays stores into mapped memory: no hook; progress is both sides of
+    // cooperative zero copies, flush (and the glue's fence) wait for those posted with a
+    // completion
     EXPECT_EQ(nullptr, ops->ring.post_record);
     EXPECT_EQ(nullptr, ops->ring.post_tail);
     EXPECT_EQ(nullptr, ops->ring.post_hot);
     EXPECT_NE(nullptr, ops->progress);
-    EXPECT_EQ(nullptr, ops->flush);
+    EXPECT_NE(nullptr, ops->flush);
+    EXPECT_EQ(1, ops->fence_query);
     EXPECT_EQ(0u, ops->dev_addr_len);
     EXPECT_EQ(16u, ops->iface_addr_len);   // pid, memfd, segment id
 
@@ -284,17 +308,18 @@ TEST(RdmachWireShm, RmaReadsAndWritesThePeer)
 
     ASSERT_EQ(0, b.ops->attach(b.w, a.addr.data(), &peer));
     ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(remote), 0,
-                            sizeof(remote), 0, nullptr));
+                            sizeof(remote), 0, nullptr, nullptr));
     EXPECT_STREQ("remote memory", local);
 
     strcpy(local, "written");
     iov = {local, 8, nullptr};
     ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(remote), 0, 8, 1,
-                            nullptr));
+                            nullptr, nullptr));
     EXPECT_STREQ("written", remote);
 
     iov = {local, 8, nullptr};
-    EXPECT_EQ(-EFAULT, b.ops->rma(b.w, peer, &iov, 1, 8, 0, 8, 0, nullptr)) << "bad address";
+    EXPECT_EQ(-EFAULT, b.ops->rma(b.w, peer, &iov, 1, 8, 0, 8, 0, nullptr, nullptr))
+        << "bad address";
 }
 
 // An iface that closes while its process lives on (an MPI process after MPI_Finalize): its
@@ -734,7 +759,7 @@ TEST(RdmachWireShm, ALargeRmaIsCopiedWithTheOwnersProgress)
     });
     for (int i = 0; (i < 200) && (a.wire_stats.copy_helped == 0); ++i) {
         ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
-                                len, 0, nullptr));
+                                len, 0, nullptr, nullptr));
         ASSERT_EQ(src, dst);
     }
     stop = true;
@@ -742,4 +767,168 @@ TEST(RdmachWireShm, ALargeRmaIsCopiedWithTheOwnersProgress)
     EXPECT_GT(a.wire_stats.copy_helped, 0u);
     EXPECT_GE(b.wire_stats.copy_jobs, 1u);
     EXPECT_EQ(0u, b.wire_stats.copy_helped);
+}
+
+namespace {
+
+// b reads and writes a's memory; a knows b (it maps b's segment), so it helps b's jobs.
+struct CopyPair {
+    CopyPair()
+    {
+        EXPECT_EQ(0, b.ops->attach(b.w, a.addr.data(), &peer));
+        EXPECT_EQ(0, b.ops->claim(b.w, peer, &tx, &id));
+        EXPECT_EQ(1, a.ops->activate(a.w, id, &rx));
+    }
+    Wire a, b;
+    rdmach_wire_peer_t *peer = nullptr;
+    rdmach_tx_t tx{};
+    rdmach_rx_t rx{};
+    uint32_t id = 0;
+};
+
+}  // namespace
+
+// A get with a completion is posted and returns: the owner, polling, copies all of it before
+// the reader looks again (what MPI's request-based RMA overlaps with computation); the
+// reader's progress then completes it, and after it the flush that waited for it.
+TEST(RdmachWireShm, APostedGetIsCopiedByTheOwnerAndCompletesFromProgress)
+{
+    CopyPair c;
+    const size_t len = 1024 * 1024;   // 8 chunks of 128 KiB
+    std::vector<uint8_t> src = pattern(len, 5), dst(len);
+    rdmach_wire_iov_t iov = {dst.data(), len, nullptr};
+    std::vector<int> order;
+    Done op, fl;
+
+    op.order = fl.order = &order;
+    op.id    = 1;
+    fl.id    = 2;
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
+                           len, 0, nullptr, &op));
+    EXPECT_EQ(RDMACH_WIRE_INPROGRESS, c.b.ops->flush(c.b.w, c.peer, nullptr));
+    EXPECT_EQ(RDMACH_WIRE_INPROGRESS, c.b.ops->flush(c.b.w, c.peer, &fl));
+    EXPECT_EQ(1u, c.b.wire_stats.copy_jobs);
+
+    EXPECT_EQ(8u, c.a.ops->progress(c.a.w)) << "the owner takes every chunk";
+    EXPECT_EQ(8u, c.a.wire_stats.copy_helped);
+    EXPECT_EQ(src, dst) << "in place before the reader's progress";
+    EXPECT_EQ(0, op.calls);
+
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(1, op.calls);
+    EXPECT_EQ(0, op.err);
+    EXPECT_EQ(1, fl.calls);
+    EXPECT_EQ(0, fl.err);
+    EXPECT_EQ((std::vector<int>{1, 2}), order) << "the flush after what it waited for";
+    EXPECT_EQ(0, c.b.ops->flush(c.b.w, c.peer, nullptr));
+    EXPECT_EQ(0u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(1, op.calls) << "completed once";
+}
+
+// An owner that never looks: the reader's progress copies everything, both ways.
+TEST(RdmachWireShm, APostedRmaIsCopiedByTheReaderAloneWhenTheOwnerDoesNotLook)
+{
+    CopyPair c;
+    const size_t len = 3 * 1024 * 1024 + 100;
+    std::vector<uint8_t> src = pattern(len, 6), dst(len), back = pattern(len, 7);
+    rdmach_wire_iov_t iov = {dst.data(), len, nullptr};
+    Done get, put;
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
+                           len, 0, nullptr, &get));
+    iov = {back.data(), len, nullptr};
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
+                           len, 1, nullptr, &put));
+    // the put reads back, so src was read by the get first or not at all: both end equal
+    EXPECT_EQ(2u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(1, get.calls);
+    EXPECT_EQ(1, put.calls);
+    EXPECT_EQ(0, get.err);
+    EXPECT_EQ(0, put.err);
+    EXPECT_EQ(pattern(len, 6), dst);
+    EXPECT_EQ(back, src);
+    EXPECT_EQ(0u, c.a.wire_stats.copy_helped);
+}
+
+// Memory mapped here (the peer's md allocated it) is copied with memcpy by the reader; the
+// copy is listed by flush until its completion.
+TEST(RdmachWireShm, APostedPutToMappedMemory)
+{
+    CopyPair c;
+    const size_t len = 256 * 1024;
+    std::vector<uint8_t> target(len), src = pattern(len, 8);
+    rdmach_wire_iov_t iov = {src.data(), len, nullptr};
+    Done op;
+
+    // "mapped": the target's bytes as this process reaches them (here: the same address)
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(target.data()),
+                           0, len, 1, target.data(), &op));
+    EXPECT_EQ(RDMACH_WIRE_INPROGRESS, c.b.ops->flush(c.b.w, c.peer, nullptr));
+    EXPECT_EQ(RDMACH_WIRE_INPROGRESS, c.b.ops->flush(c.b.w, nullptr, nullptr));
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(src, target);
+    EXPECT_EQ(1, op.calls);
+    EXPECT_EQ(0, op.err);
+    EXPECT_EQ(0, c.b.ops->flush(c.b.w, c.peer, nullptr));
+}
+
+// More copies than the wire posts: the rest are synchronous, complete at return. More flushes
+// than it keeps: -EAGAIN. A wire that closes with copies posted finishes them, silently.
+TEST(RdmachWireShm, PostedCopiesAndFlushesAreBounded)
+{
+    CopyPair c;
+    const size_t len = 64 * 1024;
+    std::vector<uint8_t> src = pattern(len, 9);
+    std::vector<std::vector<uint8_t>> dst(20, std::vector<uint8_t>(len));
+    std::vector<Done> ops(20), flushes(17);
+    int posted = 0, sync = 0, i;
+
+    for (i = 0; i < 20; ++i) {
+        rdmach_wire_iov_t iov = {dst[i].data(), len, nullptr};
+        int ret = c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()),
+                               0, len, 0, nullptr, &ops[i]);
+        if (ret == RDMACH_WIRE_INPROGRESS) {
+            ++posted;
+        } else {
+            ASSERT_EQ(0, ret);
+            EXPECT_EQ(src, dst[i]) << "complete at return";
+            ++sync;
+        }
+    }
+    EXPECT_EQ(16, posted);
+    EXPECT_EQ(4, sync);
+    for (i = 0; i < 16; ++i) {
+        ASSERT_EQ(RDMACH_WIRE_INPROGRESS, c.b.ops->flush(c.b.w, nullptr, &flushes[i]));
+    }
+    EXPECT_EQ(-EAGAIN, c.b.ops->flush(c.b.w, nullptr, &flushes[16]));
+    EXPECT_EQ(16u, c.b.ops->progress(c.b.w));
+    for (i = 0; i < 20; ++i) {
+        EXPECT_EQ(src, dst[i]);
+        EXPECT_EQ((i < 16) ? 1 : 0, ops[i].calls);
+    }
+    for (i = 0; i < 16; ++i) {
+        EXPECT_EQ(1, flushes[i].calls);
+    }
+
+    {
+        Wire reader;
+        rdmach_wire_peer_t *peer = nullptr;
+        std::vector<uint8_t> last(len);
+        rdmach_wire_iov_t iov = {last.data(), len, nullptr};
+        Done op;
+
+        ASSERT_EQ(0, reader.ops->attach(reader.w, c.a.addr.data(), &peer));
+        ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+                  reader.ops->rma(reader.w, peer, &iov, 1,
+                                  reinterpret_cast<uintptr_t>(src.data()), 0, len, 0, nullptr,
+                                  &op));
+        reader.ops->close(reader.w);
+        reader.w = nullptr;
+        EXPECT_EQ(src, last) << "finished at close";
+        EXPECT_EQ(0, op.calls) << "without a completion: the iface is going";
+    }
 }

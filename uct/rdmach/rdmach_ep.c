@@ -62,6 +62,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     self->peer     = NULL;
     self->tx       = NULL;
     self->amo_busy = 0;
+    self->fenced   = UCT_RDMACH_FENCE_NONE;
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
         UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, 0);
         return uct_rdmach_ep_open(self, iface);
@@ -157,6 +158,9 @@ UCS_CLASS_CLEANUP_FUNC(uct_rdmach_ep_t)
                                          uct_rdmach_iface_t)->wire;
 
     uct_rdmach_amo_ep_cleanup(self);
+    if (self->fenced != UCT_RDMACH_FENCE_NONE) {
+        --ucs_derived_of(self->super.super.super.iface, uct_rdmach_iface_t)->fenced;
+    }
     if ((self->tx != NULL) && (self->tx != &self->own_tx)) {
         uct_rdmach_ep_conn_put(self, wire);
     }
@@ -338,9 +342,10 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
     if (uct_rdmach_ep_serving(ep, iface)) {
         return ucx_ext_ep_no_resource(&ep->super, 0);   /* after the served atomic */
     }
-    /* memory mapped here (ucx_ext_xmem.h): stores and loads, no system call */
+    /* memory mapped here (ucx_ext_xmem.h): stores and loads, no system call; a large one
+     * with a completion goes to the wire, which may copy it together with the peer */
     mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
-    if (mapped != NULL) {
+    if ((mapped != NULL) && ((comp == NULL) || (length < wire->rma_async_min))) {
         for (i = 0; i < cnt; mapped += local[i++].len) {
             if (write) {
                 memcpy(mapped, local[i].base, local[i].len);
@@ -351,7 +356,11 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
         UCT_RDMACH_COUNT_OWN(rma_mapped);
         return UCS_OK;
     }
-    ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, key->key, length, write, comp);
+    if (mapped != NULL) {
+        UCT_RDMACH_COUNT_OWN(rma_mapped);
+    }
+    ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, key->key, length, write,
+                         mapped, comp);
     if (ucs_likely(ret == 0)) {
         return UCS_OK;
     } else if (ret == RDMACH_WIRE_INPROGRESS) {
@@ -550,6 +559,77 @@ ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_
         return ucx_ext_ep_no_resource(&ep->super, 0);
     }
     ret = wire->ops->flush(wire, ep->peer, comp);
+    if (ret == -EAGAIN) {
+        return ucx_ext_ep_no_resource(&ep->super, 0);
+    }
     return (ret == RDMACH_WIRE_INPROGRESS) ? UCS_INPROGRESS :
            uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
+}
+
+/* Blocks the ep behind the wire's operations still running (to its peer, or with all: to any
+ * peer); 1 if it did. */
+static int uct_rdmach_ep_fence_block(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep, int all)
+{
+    rdmach_wire_t *wire = iface->wire;
+
+    if ((ep->fenced == UCT_RDMACH_FENCE_ALL) || (ep->peer == NULL) ||
+        (wire->ops->flush(wire, all ? NULL : ep->peer, NULL) != RDMACH_WIRE_INPROGRESS)) {
+        return 0;
+    }
+    if (ep->fenced == UCT_RDMACH_FENCE_NONE) {
+        ++iface->fenced;
+    }
+    ep->fenced        = all ? UCT_RDMACH_FENCE_ALL : UCT_RDMACH_FENCE_PEER;
+    ep->super.blocked = 1;
+    return 1;
+}
+
+/* A fence orders: what is issued after it waits in the ep's pending queue (the ep is
+ * blocked) while operations issued before it still run on the wire (shm: posted cooperative
+ * copies, which the peer may be copying meanwhile). It does not wait itself, so Open MPI's
+ * request-based get, fenced before the atomic that completes it, still overlaps. */
+ucs_status_t uct_rdmach_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
+
+    if (iface->wire->ops->fence_query) {
+        uct_rdmach_ep_fence_block(iface, ucs_derived_of(tl_ep, uct_rdmach_ep_t), 0);
+    }
+    return uct_sm_ep_fence(tl_ep, flags);
+}
+
+/* UCP's worker fence (Open MPI's osc ucx fences that way): every ep waits for all. */
+ucs_status_t uct_rdmach_iface_fence(uct_iface_h tl_iface, unsigned flags)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    ucx_ext_ep_t *x_ep;
+
+    if (iface->wire->ops->fence_query &&
+        (iface->wire->ops->flush(iface->wire, NULL, NULL) == RDMACH_WIRE_INPROGRESS)) {
+        ucs_list_for_each(x_ep, &iface->x.eps, list) {
+            uct_rdmach_ep_fence_block(iface, ucs_derived_of(x_ep, uct_rdmach_ep_t), 1);
+        }
+    }
+    return uct_sm_iface_fence(tl_iface, flags);
+}
+
+unsigned uct_rdmach_ep_fence_progress(uct_rdmach_iface_t *iface)
+{
+    rdmach_wire_t *wire = iface->wire;
+    unsigned count      = 0;
+    uct_rdmach_ep_t *ep;
+    ucx_ext_ep_t *x_ep;
+
+    ucs_list_for_each(x_ep, &iface->x.eps, list) {
+        ep = ucs_derived_of(x_ep, uct_rdmach_ep_t);
+        if ((ep->fenced != UCT_RDMACH_FENCE_NONE) &&
+            (wire->ops->flush(wire, (ep->fenced == UCT_RDMACH_FENCE_ALL) ? NULL : ep->peer,
+                              NULL) != RDMACH_WIRE_INPROGRESS)) {
+            ep->fenced        = UCT_RDMACH_FENCE_NONE;
+            ep->super.blocked = 0;   /* its pending queue goes at this progress */
+            --iface->fenced;
+            ++count;
+        }
+    }
+    return count;
 }

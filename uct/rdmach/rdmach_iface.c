@@ -305,13 +305,22 @@ static ucs_status_t uct_rdmach_iface_event_fd_get(uct_iface_h tl_iface, int *fd_
 
 /* On shared memory sends complete at return; on RC their completions raise the channel
  * too. Requests waiting in the pending queue, or atomics waiting for room, keep a worker
- * that waits for send completions awake. */
+ * that waits for send completions awake. Shared memory's posted copies keep any worker
+ * awake: they end from our progress, with no event, and a rendezvous receiver waits for
+ * its message, not for a send. */
 static ucs_status_t uct_rdmach_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    rdmach_wire_t *wire       = iface->wire;
     ucs_status_t status       = ucx_ext_iface_arm_check(&iface->x, events,
                                                         !ucs_queue_is_empty(&iface->amo_stalled) ||
                                                         !ucs_queue_is_empty(&iface->amo_served));
+
+    if ((iface->fenced != 0) ||
+        (wire->ops->fence_query &&
+         (wire->ops->flush(wire, NULL, NULL) == RDMACH_WIRE_INPROGRESS))) {
+        return UCS_ERR_BUSY;
+    }
 
     if ((status != UCS_OK) ||
         (!(events & UCX_EXT_EVENTS_RECV) && (iface->wire->ops->ep_addr_len == 0))) {
@@ -374,6 +383,9 @@ static unsigned uct_rdmach_iface_progress_wire(uct_iface_h tl_iface)
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->amo_stalled))) {
         count += uct_rdmach_amo_progress(iface);
     }
+    if (ucs_unlikely(iface->fenced != 0)) {
+        count += uct_rdmach_ep_fence_progress(iface);
+    }
     return count + uct_rdmach_iface_poll(iface);
 }
 
@@ -399,6 +411,9 @@ static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
         return (iface->amo_inflight != 0) ? UCS_INPROGRESS : UCS_OK;
     }
     ret = iface->wire->ops->flush(iface->wire, NULL, comp);
+    if (ret == -EAGAIN) {
+        return UCS_ERR_NO_RESOURCE;
+    }
     if (iface->amo_inflight != 0) {
         return UCS_INPROGRESS;   /* a loop's next step may still come (rdmach_amo.c) */
     }
@@ -500,6 +515,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     ucs_list_head_init(&self->conns);
     self->reap_calls          = 0;
     self->armed               = 0;
+    self->fenced              = 0;
     self->next_reap           = 0;
     self->next_proc_reap      = 0;
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_RDMACH_NAME,
@@ -656,8 +672,8 @@ static uct_iface_ops_t uct_rdmach_iface_ops = {
     UCX_EXT_OPS_EVENTS(uct_rdmach_iface),
     UCX_EXT_OPS_PENDING,
     UCX_EXT_OPS_LIFE(uct_rdmach_ep_t, uct_rdmach_iface_t),
-    .ep_fence                 = uct_sm_ep_fence,
-    .iface_fence              = uct_sm_iface_fence,
+    .ep_fence                 = uct_rdmach_ep_fence,
+    .iface_fence              = uct_rdmach_iface_fence,
     .ep_check                 = uct_rdmach_ep_check,
     .iface_get_device_address = uct_rdmach_iface_get_device_address,
     UCX_EXT_OPS_IFACE(uct_rdmach_iface)

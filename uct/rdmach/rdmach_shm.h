@@ -177,11 +177,44 @@ static inline uint32_t rdmach_shm_claimed(const rdmach_shm_seg_t *seg)
 /* Smallest message the desk is used for (two chunks); smaller ones are one process_vm call. */
 #define RDMACH_SHM_COPY_MIN (64ul * 1024)
 
-/* Reader: moves len bytes between local and remote_addr in the owner of peer (write: to it)
- * together with that owner, through the desk in its segment; own: our segment, which the owner
- * knows us by. Complete at return: 0, or -errno of the copy (-ESRCH: the owner died while
- * copying a chunk; peer_start: its start time, which tells a reused pid apart, 0: unknown).
- * -EBUSY: the desk is full; nothing was copied. */
+/* A job this process opened on a peer's desk: the reader's side of it. */
+typedef struct rdmach_shm_copy_req {
+    rdmach_shm_hdr_t   *hdr;        /* the owner's segment, mapped here */
+    rdmach_shm_copy_t  *job;        /* its slot there */
+    pid_t              pid;         /* the owner */
+    unsigned long long start;       /* its start time (tells a reused pid apart), 0: unknown */
+    uint8_t            *local;      /* our bytes */
+    uint8_t            *mapped;     /* the owner's bytes mapped here (memory its md allocated):
+                                     * our chunks are memcpy; NULL: process_vm */
+    uint64_t           remote;      /* the owner's bytes, in its address space */
+    uint64_t           gen, mine, all;
+    size_t             len, chunk;
+    uint32_t           nchunks, bit, probe;
+    int                write, open, ret;
+} rdmach_shm_copy_req_t;
+
+/* advance: the owner still copies a chunk it claimed */
+#define RDMACH_SHM_COPY_PENDING 1
+
+/* Reader: opens a job on the desk of peer's owner that moves len bytes between local and
+ * remote_addr in the owner (write: to it); own: our segment, which the owner knows us by.
+ * Nothing is copied yet: the owner may start at once, we at the first advance. 0, or -EBUSY:
+ * the desk is full. */
+int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                         unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                         void *local, uint64_t remote_addr, void *mapped, size_t len,
+                         int write);
+
+/* Reader: takes every chunk still unclaimed and copies it; then, with wait, waits for the
+ * chunks the owner is copying. RDMACH_SHM_COPY_PENDING (only without wait), or the job is
+ * over and its slot free: 0, or -errno of the copy (-ESRCH: the owner died while copying a
+ * chunk; a live owner is waited for, as returning would give the caller back a buffer the
+ * owner still copies into or from). Without wait, the owner's liveness is probed every
+ * 65536 calls. */
+int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait);
+
+/* Reader: post and advance until done, complete at return. -EBUSY: the desk is full; nothing
+ * was copied. */
 int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
                         const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
                         size_t len, int write);

@@ -7,12 +7,19 @@
  * read of the paper, on one core, is bounded by that kernel work (perf/README.md has the
  * measurement). Nothing here waits on the owner except a chunk it has claimed, which it is
  * copying at that moment: an owner that does not look takes nothing.
+ *
+ * A job is posted, then advanced. The wire runs one with a completion (a zero-copy get or
+ * put) in the background: post, return, and take what is left from the reader's progress.
+ * An owner in its progress meanwhile (a rendezvous sender waiting for the ATS, the target of
+ * passive one-sided RMA in a barrier) copies the whole job while the reader computes, which
+ * is what MPI's request-based RMA overlaps. rdmach_shm_copy_run is both at once.
  */
 #include "rdmach_shm.h"
 #include "ucx_ext_sys.h"
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/uio.h>
 
 _Static_assert(sizeof(rdmach_shm_copy_t) == 128, "desk slot: two cache lines");
@@ -80,16 +87,35 @@ static int rdmach_shm_copy_take(rdmach_shm_copy_t *job, uint64_t *c, uint32_t nc
     }
 }
 
-int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
-                        const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
-                        size_t len, int write)
+/* Our chunk k of the job: memcpy where the owner's bytes are mapped here, else process_vm. */
+static int rdmach_shm_copy_own_chunk(const rdmach_shm_copy_req_t *req, int k)
+{
+    uint64_t off;
+    size_t len;
+
+    if (req->mapped == NULL) {
+        return rdmach_shm_copy_chunk(req->pid, (uintptr_t)req->local, req->remote, req->len,
+                                     req->chunk, k, req->write);
+    }
+    off = (uint64_t)k * req->chunk;
+    len = rdmach_shm_copy_min(req->chunk, req->len - off);
+    if (req->write) {
+        memcpy(req->mapped + off, req->local + off, len);
+    } else {
+        memcpy(req->local + off, req->mapped + off, len);
+    }
+    return 0;
+}
+
+int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                         unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                         void *local, uint64_t remote_addr, void *mapped, size_t len, int write)
 {
     rdmach_shm_hdr_t *hdr = peer->hdr;
-    uint64_t mine = 0, all, other, c, gen;
-    size_t chunk;
-    uint32_t nchunks, busy, bit, probe = 0;
     rdmach_shm_copy_t *job;
-    int slot, k, ret = 0;
+    uint32_t busy, bit;
+    size_t chunk;
+    int slot;
 
     /* a desk slot: a free bit of the busy mask (bits beyond the desk, which only a corrupt
      * segment has, never name a slot) */
@@ -103,78 +129,120 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
     } while (!__atomic_compare_exchange_n(&hdr->copy_busy, &busy, busy | bit, 0,
                                           __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
 
-    chunk   = (len + RDMACH_SHM_COPY_SPLIT - 1) / RDMACH_SHM_COPY_SPLIT;
-    chunk   = (chunk + 4095) & ~(size_t)4095;
-    chunk   = (chunk < RDMACH_SHM_COPY_CHUNK_MIN) ? RDMACH_SHM_COPY_CHUNK_MIN : chunk;
-    nchunks = (uint32_t)((len + chunk - 1) / chunk);
-    all     = rdmach_shm_copy_mask(nchunks);
+    chunk = (len + RDMACH_SHM_COPY_SPLIT - 1) / RDMACH_SHM_COPY_SPLIT;
+    chunk = (chunk + 4095) & ~(size_t)4095;
+    chunk = (chunk < RDMACH_SHM_COPY_CHUNK_MIN) ? RDMACH_SHM_COPY_CHUNK_MIN : chunk;
+
+    req->hdr     = hdr;
+    req->job     = job = &hdr->copy[slot];
+    req->pid     = peer->pid;
+    req->start   = peer_start;
+    req->local   = local;
+    req->mapped  = mapped;
+    req->remote  = remote_addr;
+    req->len     = len;
+    req->chunk   = chunk;
+    req->nchunks = (uint32_t)((len + chunk - 1) / chunk);
+    req->all     = rdmach_shm_copy_mask(req->nchunks);
+    req->mine    = 0;
+    req->bit     = bit;
+    req->probe   = 0;
+    req->write   = write;
+    req->open    = 1;
+    req->ret     = 0;
 
     /* closed while the fields change (see rdmach_shm.h), then open under a new gen */
-    job = &hdr->copy[slot];
-    gen = (__atomic_load_n(&job->claim, __ATOMIC_RELAXED) >> 32) + 1;
-    __atomic_store_n(&job->claim, (gen << 32) | RDMACH_SHM_COPY_CLOSED, __ATOMIC_RELAXED);
+    req->gen = (__atomic_load_n(&job->claim, __ATOMIC_RELAXED) >> 32) + 1;
+    __atomic_store_n(&job->claim, (req->gen << 32) | RDMACH_SHM_COPY_CLOSED, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     job->done       = 0;
     job->given_back = 0;
     job->pid        = own->pid;
     job->seg_id     = own->seg_id;
-    job->nchunks    = nchunks;
+    job->nchunks    = req->nchunks;
     job->owner_addr = remote_addr;
     job->req_addr   = (uintptr_t)local;
     job->len        = len;
     job->chunk      = chunk;
     job->to_req     = !write;
-    __atomic_store_n(&job->claim, gen << 32, __ATOMIC_RELEASE);
+    __atomic_store_n(&job->claim, req->gen << 32, __ATOMIC_RELEASE);
     __atomic_fetch_or(&hdr->copy_active, bit, __ATOMIC_RELEASE);
+    return 0;
+}
 
-    c = gen << 32;
-    while ((k = rdmach_shm_copy_take(job, &c, nchunks)) >= 0) {
-        ret   = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local, remote_addr, len, chunk, k,
-                                      write);
-        mine |= 1ull << k;
-        if (ret != 0) {
-            /* close the job: the owner takes no more; c: how many went before */
-            c = __atomic_exchange_n(&job->claim, (gen << 32) | RDMACH_SHM_COPY_CLOSED,
-                                    __ATOMIC_ACQ_REL);
-            break;
+int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait)
+{
+    rdmach_shm_copy_t *job = req->job;
+    uint64_t c, other;
+    int k, ret = req->ret;
+
+    if (req->open) {
+        c = __atomic_load_n(&job->claim, __ATOMIC_ACQUIRE);
+        if ((c >> 32) != req->gen) {
+            c = req->gen << 32;   /* only a corrupt desk: take() then takes nothing */
         }
+        while ((k = rdmach_shm_copy_take(job, &c, req->nchunks)) >= 0) {
+            ret        = rdmach_shm_copy_own_chunk(req, k);
+            req->mine |= 1ull << k;
+            if (ret != 0) {
+                /* close the job: the owner takes no more; c: how many went before */
+                c = __atomic_exchange_n(&job->claim, (req->gen << 32) | RDMACH_SHM_COPY_CLOSED,
+                                        __ATOMIC_ACQ_REL);
+                /* the owner's chunks are those it claimed before: below the count */
+                req->all = rdmach_shm_copy_mask((uint32_t)rdmach_shm_copy_min(req->nchunks,
+                                                                             (uint32_t)c));
+                req->ret = ret;
+                break;
+            }
+        }
+        __atomic_fetch_and(&req->hdr->copy_active, ~req->bit, __ATOMIC_RELAXED);
+        req->open = 0;
     }
-    __atomic_fetch_and(&hdr->copy_active, ~bit, __ATOMIC_RELAXED);
 
-    /* the chunks the owner claimed: done, or given back for us to copy. After a failure of
-     * ours, those it claimed before the job closed: below the count then, not ours. */
-    if (ret != 0) {
-        all = rdmach_shm_copy_mask((uint32_t)rdmach_shm_copy_min(nchunks, (uint32_t)c));
-    }
+    /* the chunks the owner claimed: done, or given back for us to copy */
     for (;;) {
         other = __atomic_load_n(&job->done, __ATOMIC_ACQUIRE) |
                 __atomic_load_n(&job->given_back, __ATOMIC_ACQUIRE);
-        if (((other | mine) & all) == all) {
+        if (((other | req->mine) & req->all) == req->all) {
             break;
         }
-        if (++probe == RDMACH_SHM_COPY_PROBE) {
-            probe = 0;
+        if (++req->probe == RDMACH_SHM_COPY_PROBE) {
+            req->probe = 0;
             /* only a process that is gone: returning while a live owner copies would let
              * it write into (or read from) a buffer the caller has taken back */
-            if (!ucx_ext_proc_alive(peer->pid, (peer_start != 0) ? peer_start :
-                                               ucx_ext_proc_start_time(peer->pid))) {
+            if (!ucx_ext_proc_alive(req->pid, (req->start != 0) ? req->start :
+                                              ucx_ext_proc_start_time(req->pid))) {
                 ret = -ESRCH;   /* died inside a chunk it had claimed */
-                break;
+                goto out;
             }
+        }
+        if (!wait) {
+            return RDMACH_SHM_COPY_PENDING;
         }
         rdmach_shm_copy_pause();
     }
 
     /* chunks the owner could not copy (a fault at its end): ours to do */
-    other = __atomic_load_n(&job->given_back, __ATOMIC_ACQUIRE) & ~mine;
+    other = __atomic_load_n(&job->given_back, __ATOMIC_ACQUIRE) & ~req->mine;
     while ((ret == 0) && (other != 0)) {
-        k     = __builtin_ctzll(other);
+        k      = __builtin_ctzll(other);
         other &= other - 1;
-        ret   = rdmach_shm_copy_chunk(peer->pid, (uintptr_t)local, remote_addr, len, chunk, k,
-                                      write);
+        ret    = rdmach_shm_copy_own_chunk(req, k);
     }
-    __atomic_fetch_and(&hdr->copy_busy, ~bit, __ATOMIC_RELEASE);
+out:
+    __atomic_fetch_and(&req->hdr->copy_busy, ~req->bit, __ATOMIC_RELEASE);
     return ret;
+}
+
+int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
+                        const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
+                        size_t len, int write)
+{
+    rdmach_shm_copy_req_t req;
+    int ret = rdmach_shm_copy_post(&req, peer, peer_start, own, local, remote_addr, NULL, len,
+                                   write);
+
+    return (ret != 0) ? ret : rdmach_shm_copy_advance(&req, 1);
 }
 
 unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,

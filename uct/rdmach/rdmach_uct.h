@@ -135,6 +135,7 @@ typedef struct uct_rdmach_iface {
     uct_rdmach_amo_t      *amo_pool;     /* device atomics in flight (NULL: none) */
     uct_rdmach_amo_t      *amo_free;
     unsigned              amo_inflight;
+    unsigned              fenced;        /* eps blocked by a fence (uct_rdmach_ep_fence) */
     struct {                             /* the last value seen of recent words: a loop's */
         uint64_t          word, value;   /* first guess (rdmach_amo.c) */
     }                     amo_seen[64];
@@ -218,7 +219,13 @@ typedef struct uct_rdmach_ep {
     uint32_t             ring_id;
     rdmach_wire_peer_t   *peer;       /* the receiving iface, for RMA and flush */
     uint32_t             amo_busy;    /* device or served atomics in flight (rdmach_amo.c) */
+    uint8_t              fenced;      /* UCT_RDMACH_FENCE_*: blocked (super.blocked) behind
+                                       * operations that run on after return */
 } uct_rdmach_ep_t;
+
+/* What a fenced ep waits for: the wire's operations to its peer, or to any peer (an iface
+ * fence). */
+enum { UCT_RDMACH_FENCE_NONE = 0, UCT_RDMACH_FENCE_PEER = 1, UCT_RDMACH_FENCE_ALL = 2 };
 
 UCX_EXT_EP_CLASS_DECLARE(uct_rdmach_ep_t);
 
@@ -231,6 +238,8 @@ ucs_status_t uct_rdmach_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t
                                          const uct_ep_addr_t *ep_addr);
 
 ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_rdmach_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_rdmach_iface_fence(uct_iface_h tl_iface, unsigned flags);
 
 /* The wire says the peer's iface has closed (ucx_ext_iface_t.peer_closed). */
 int uct_rdmach_ep_peer_closed(ucx_ext_ep_t *ep);
@@ -276,12 +285,16 @@ static UCS_F_ALWAYS_INLINE void *uct_rdmach_ep_mapped(uct_rkey_t rkey, uint64_t 
 }
 
 /* While the target serves an atomic of this ep (memory it could not map), later RMA and
- * atomics wait: they must not overtake it (UCT's fence and flush order). */
+ * atomics wait: they must not overtake it (UCT's fence and flush order). So do they while a
+ * fence waits (the ep is blocked: AM sends wait in ucx_ext_ep_must_queue). */
 static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_serving(const uct_rdmach_ep_t *ep,
                                                      const uct_rdmach_iface_t *iface)
 {
-    return ucs_unlikely(iface->amo_cpu && (ep->amo_busy != 0));
+    return ucs_unlikely((iface->amo_cpu && (ep->amo_busy != 0)) || ep->super.blocked);
 }
+
+/* Eps blocked by a fence whose operations are done are unblocked (from progress). */
+unsigned uct_rdmach_ep_fence_progress(uct_rdmach_iface_t *iface);
 
 /* ---- atomics (rdmach_amo.c): the device's on a wire whose device has them, else CPU
  * atomics on shared memory (rdmach_amo_cpu.c) ---- */

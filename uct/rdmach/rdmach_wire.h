@@ -146,6 +146,9 @@ typedef struct rdmach_wire {
     double                  latency;      /* s */
     size_t                  max_inline;   /* bytes a WRITE carries without registration */
     int                     atomics;      /* the device does atomic64 (RC: atomic_cap) */
+    size_t                  rma_async_min;  /* rma with a comp may run on after return from
+                                           * this size on, also to memory mapped here (shm:
+                                           * RDMACH_SHM_COPY_MIN; RC: SIZE_MAX) */
     uint32_t                reap_ready;
     rdmach_wire_params_t    params;
 } rdmach_wire_t;
@@ -270,14 +273,20 @@ struct rdmach_wire_ops {
      * complete at return (for a write: the local buffer is reusable). 0 (complete),
      * RDMACH_WIRE_INPROGRESS (complete() follows) or -errno: -ESRCH / -ECONNRESET for a dead
      * peer, -EFAULT for a bad address, -EAGAIN for no send resources now (retry later).
-     * shm: process_vm_writev/readv to the peer's pid, complete at return; from
-     * RDMACH_SHM_COPY_MIN on, a single buffer is copied together with the peer, which takes
-     * chunks from its progress (cooperative zero copy, rdmach_shm.h).
+     * mapped: the remote bytes mapped here (memory the peer's md allocated), or NULL; the
+     * glue passes it only from wire->rma_async_min on with a comp, and copies smaller ones
+     * itself.
+     * shm: process_vm_writev/readv to the peer's pid (memcpy where mapped), complete at
+     * return; from RDMACH_SHM_COPY_MIN on, a single buffer is copied together with the peer,
+     * which takes chunks from its progress (cooperative zero copy, rdmach_shm.h): with a comp
+     * the job is posted and this returns RDMACH_WIRE_INPROGRESS, the rest follows from
+     * progress (the peer may have copied all of it by then); at close the wire finishes
+     * them without completions.
      * RC: RDMA WRITE / READ with the rkey, signalled; unregistered buffers inline or through
      * a registered bounce buffer; comp == NULL: poll the CQ until done. */
     int  (*rma)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, const rdmach_wire_iov_t *local,
                 size_t cnt, uint64_t remote_addr, uint32_t rkey, size_t len, int write,
-                void *comp);
+                void *mapped, void *comp);
 
     /* get_bcopy with a completion: len bytes at remote_addr handed to unpack(arg, data, len),
      * then complete(comp). RDMACH_WIRE_INPROGRESS, or -errno (-EAGAIN: no resources now).
@@ -312,9 +321,17 @@ struct rdmach_wire_ops {
 
     /* Everything issued to peer (NULL: to any peer) done in the peer's memory? 0, or
      * RDMACH_WIRE_INPROGRESS (complete(comp) follows). NULL: always done at return.
-     * shm: NULL.
+     * -EAGAIN: comp cannot be kept now (retry later).
+     * shm: the posted cooperative copies to the peer; comp == NULL: the caller asks again
+     * (and nothing is issued: the glue's fence asks this way, see fence_query).
      * RC: a signalled zero-byte WRITE behind the unsignalled ones; done at its completion. */
     int  (*flush)(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, void *comp);
+
+    /* The glue's fence: operations issued later wait (the ep's pending queue) while
+     * flush(peer, NULL) answers RDMACH_WIRE_INPROGRESS. 0: the wire orders them itself (UCX's
+     * sm fence, a store fence, is all the glue does).
+     * shm: 1 (posted cooperative copies). RC: 0. */
+    int  fence_query;
 
     /* Has the peer's iface closed while its process lives on (an MPI process after
      * MPI_Finalize)? 1 or 0; the glue then fails the eps to it. NULL: never tells.
@@ -350,7 +367,8 @@ struct rdmach_wire_ops {
      * awake: undoes it (the first progress after a sleep).
      * shm: an eventfd in our process, its number in the segment header; senders take their
      * own descriptor of it (pidfd_getfd) and write it from the ring's wake hook; sleep sets
-     * the asleep word and issues a global membarrier (ucx_ext_wake.h); returns 0.
+     * the asleep word and issues a global membarrier (ucx_ext_wake.h); returns 0. (Copies
+     * it posted end from its progress only: the glue does not sleep while flush lists any.)
      * RC: the completion channel of both CQs (with an SRQ: every record is a receive
      * completion; without one, -1: no wakeup); sleep acks its events, requests the next
      * completion of both CQs and polls them once more (returns what that found). */

@@ -419,6 +419,7 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
     w->super.bandwidth   = 1e9;
     w->super.latency     = 2e-6;
     w->super.max_inline  = rdmach_rc_probe_inline(w);
+    w->super.rma_async_min = SIZE_MAX;   /* the glue copies to mapped memory itself */
     /* 64-bit fetch-and-add and compare-and-swap: every HCA that has atomics, rxe included */
     w->super.atomics     = (w->dom->attr.atomic_cap != IBV_ATOMIC_NONE) &&
                            (w->dom->attr.max_qp_rd_atom > 0);
@@ -1302,8 +1303,9 @@ static int rdmach_rc_post_rma(rdmach_rc_wire_t *w, rdmach_rc_conn_t *c,
 
 static int rdmach_rc_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
                          const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
-                         uint32_t rkey, size_t len, int write, void *comp)
+                         uint32_t rkey, size_t len, int write, void *mapped, void *comp)
 {
+    (void)mapped;   /* never passed: rma_async_min is SIZE_MAX */
     return rdmach_rc_post_rma((rdmach_rc_wire_t*)wire, (rdmach_rc_conn_t*)peer, local, cnt,
                               remote_addr, rkey, len, write, NULL, NULL, comp);
 }
@@ -1616,6 +1618,7 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .progress       = rdmach_rc_progress,
     .check          = rdmach_rc_check,
     .flush          = rdmach_rc_flush,
+    .fence_query    = 0,              /* the glue fences as UCX's sm does */
     .event_fd       = rdmach_rc_event_fd,
     .sleep          = rdmach_rc_sleep,
     .awake          = rdmach_rc_awake,

@@ -46,6 +46,24 @@ typedef struct rdmach_shm_peer {
     unsigned           refs;        /* our ring in it (claim), its rings in us (activate) */
 } rdmach_shm_peer_t;
 
+/* Cooperative copies posted with a completion (rdmach_shm_copy.c), advanced from progress,
+ * and flushes waiting for them: bits of posted_busy and flush_busy. */
+#define RDMACH_SHM_POSTED  16
+#define RDMACH_SHM_FLUSHES 16
+#define RDMACH_SHM_ALL(_n) ((uint32_t)((1ull << (_n)) - 1))
+
+typedef struct rdmach_shm_posted {
+    rdmach_shm_copy_req_t req;
+    rdmach_shm_peer_t     *peer;    /* holds a reference: its segment stays mapped */
+    void                  *comp;
+} rdmach_shm_posted_t;
+
+typedef struct rdmach_shm_flush {
+    uint32_t waits;     /* posted entries it waits for */
+    int      err;       /* the first error among them */
+    void     *comp;
+} rdmach_shm_flush_t;
+
 typedef struct rdmach_shm_wire {
     rdmach_wire_t     super;
     rdmach_shm_seg_t  seg;          /* own segment: the rings we receive on */
@@ -54,9 +72,16 @@ typedef struct rdmach_shm_wire {
     rdmach_shm_peer_t **rx_peer;    /* [max_rings]: the sender of each ring we activated */
     uint32_t          *free_credits; /* [max_rings]: credit lines given back, a stack */
     uint32_t          nfree_credits;
+    uint32_t          posted_busy, flush_busy;
+    rdmach_shm_posted_t posted[RDMACH_SHM_POSTED];
+    rdmach_shm_flush_t  flushes[RDMACH_SHM_FLUSHES];
 } rdmach_shm_wire_t;
 
+_Static_assert(RDMACH_SHM_POSTED <= 32 && RDMACH_SHM_FLUSHES <= 32, "32-bit masks");
+
 #define RDMACH_SHM_LOG(_w, _error, ...) RDMACH_WIRE_LOG(&(_w)->super, _error, __VA_ARGS__)
+
+static void rdmach_shm_settle(rdmach_shm_wire_t *w);
 
 static unsigned rdmach_shm_query_devices(rdmach_wire_domain_t *domain, rdmach_wire_dev_t *devs,
                                          unsigned max)
@@ -112,6 +137,7 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
     w->super.doorbells   = rdmach_shm_doorbells(&w->seg);
     w->super.next_ring   = &w->seg.hdr->next_ring;
     w->super.size        = w->seg.size;
+    w->super.rma_async_min = RDMACH_SHM_COPY_MIN;
     *wire_p              = &w->super;
     return 0;
 }
@@ -121,6 +147,8 @@ static void rdmach_shm_close(rdmach_wire_t *wire)
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
     unsigned i;
 
+    /* posted copies end here, without completions: the iface is going */
+    rdmach_shm_settle(w);
     rdmach_shm_close_mark(&w->seg);     /* before anything goes: peers may still look */
     for (i = 0; i < w->npeers; ++i) {
         rdmach_shm_detach(&w->peers[i].seg);
@@ -313,32 +341,160 @@ static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx
 
 static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                           const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
-                          uint32_t rkey, size_t len, int write, void *comp)
+                          uint32_t rkey, size_t len, int write, void *mapped, void *comp)
 {
     rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
     rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
     struct iovec iov[RDMACH_WIRE_MAX_IOV];
+    rdmach_shm_posted_t *p;
+    uint8_t *dst;
     size_t i;
-    int ret;
+    int ret, e;
 
     (void)rkey;   /* checked by the glue against pid and region */
-    (void)comp;   /* synchronous: complete at return */
     if (cnt > RDMACH_WIRE_MAX_IOV) {
         return -EINVAL;
     }
     if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1)) {
-        ret = rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
-                                  remote_addr, len, write);
-        if (ret != -EBUSY) {
-            RDMACH_WIRE_STATS(wire)->copy_jobs++;
-            return ret;
+        if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
+            /* in the background: the peer may copy it all before our next progress */
+            e   = __builtin_ctz(~w->posted_busy);
+            p   = &w->posted[e];
+            ret = rdmach_shm_copy_post(&p->req, &peer->seg, peer->start_time, &w->seg,
+                                       local[0].base, remote_addr, mapped, len, write);
+            if (ret == 0) {
+                p->peer       = peer;
+                p->comp       = comp;
+                ++peer->refs;
+                w->posted_busy |= 1u << e;
+                RDMACH_WIRE_STATS(wire)->copy_jobs++;
+                return RDMACH_WIRE_INPROGRESS;
+            }
+        } else {
+            ret = (mapped != NULL) ? -EBUSY :
+                  rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
+                                      remote_addr, len, write);
+            if (ret != -EBUSY) {
+                RDMACH_WIRE_STATS(wire)->copy_jobs++;
+                return ret;
+            }
         }
+    }
+    if (mapped != NULL) {
+        /* the desk is full (or a list of buffers): the glue's copy */
+        for (i = 0, dst = mapped; i < cnt; dst += local[i++].len) {
+            if (write) {
+                memcpy(dst, local[i].base, local[i].len);
+            } else {
+                memcpy(local[i].base, dst, local[i].len);
+            }
+        }
+        return 0;
     }
     for (i = 0; i < cnt; ++i) {
         iov[i].iov_base = local[i].base;
         iov[i].iov_len  = local[i].len;
     }
     return ucx_ext_process_vm(peer->seg.pid, iov, cnt, remote_addr, len, write);
+}
+
+/* Posted copies to peer (NULL: any), as bits of posted_busy. */
+static uint32_t rdmach_shm_posted_to(const rdmach_shm_wire_t *w, const rdmach_shm_peer_t *peer)
+{
+    uint32_t busy = w->posted_busy, mask = 0;
+    int e;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        if ((peer == NULL) || (w->posted[e].peer == peer)) {
+            mask |= 1u << e;
+        }
+    }
+    return mask;
+}
+
+/* Advances the posted copies; each one done completes, then the flushes that waited for it
+ * and nothing else. An entry is free before its completion runs, which may post again. */
+static unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
+{
+    uint32_t busy = w->posted_busy, bit, ready;
+    rdmach_shm_posted_t *p;
+    rdmach_shm_flush_t done[RDMACH_SHM_FLUSHES];
+    unsigned count = 0, ndone = 0, i;
+    void *comp;
+    int e, f, ret;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        p     = &w->posted[e];
+        ret   = rdmach_shm_copy_advance(&p->req, 0);
+        if (ret == RDMACH_SHM_COPY_PENDING) {
+            continue;
+        }
+        bit             = 1u << e;
+        comp            = p->comp;
+        w->posted_busy &= ~bit;
+        rdmach_shm_peer_put(p->peer);
+        /* the flushes this one ends, taken off their slots before any callback runs */
+        ready = w->flush_busy;
+        while (ready != 0) {
+            f      = __builtin_ctz(ready);
+            ready &= ready - 1;
+            if (w->flushes[f].waits & bit) {
+                w->flushes[f].waits &= ~bit;
+                w->flushes[f].err    = (w->flushes[f].err != 0) ? w->flushes[f].err : ret;
+                if (w->flushes[f].waits == 0) {
+                    done[ndone++]  = w->flushes[f];
+                    w->flush_busy &= ~(1u << f);
+                }
+            }
+        }
+        w->super.params.complete(comp, ret);
+        ++count;
+    }
+    for (i = 0; i < ndone; ++i) {
+        w->super.params.complete(done[i].comp, done[i].err);
+    }
+    return count;
+}
+
+/* Posted copies to the peer still going: done later, with comp, or asked again (no comp). */
+static int rdmach_shm_flush(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, void *comp)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    uint32_t waits       = rdmach_shm_posted_to(w, (rdmach_shm_peer_t*)wire_peer);
+    int f;
+
+    if (waits == 0) {
+        return 0;
+    } else if (comp == NULL) {
+        return RDMACH_WIRE_INPROGRESS;
+    } else if (w->flush_busy == RDMACH_SHM_ALL(RDMACH_SHM_FLUSHES)) {
+        return -EAGAIN;
+    }
+    f                    = __builtin_ctz(~w->flush_busy);
+    w->flushes[f].waits  = waits;
+    w->flushes[f].err    = 0;
+    w->flushes[f].comp   = comp;
+    w->flush_busy       |= 1u << f;
+    return RDMACH_WIRE_INPROGRESS;
+}
+
+/* At close: the posted copies finished (waiting for the chunks the peers copy: they write
+ * into or read from our memory), their completions dropped with the iface. */
+static void rdmach_shm_settle(rdmach_shm_wire_t *w)
+{
+    uint32_t busy = w->posted_busy;
+    int e;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        (void)rdmach_shm_copy_advance(&w->posted[e].req, 1);   /* close unmaps the peers */
+    }
+    w->posted_busy = 0;
 }
 
 /* A reader on our desk is a peer whose segment we map (it sends to us, or we to it): the desk
@@ -365,6 +521,9 @@ static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
 
     if (count != 0) {
         RDMACH_WIRE_STATS(wire)->copy_helped += count;
+    }
+    if (w->posted_busy != 0) {
+        count += rdmach_shm_posted_progress(w);
     }
     return count;
 }
@@ -484,7 +643,8 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .get_unpack     = NULL,           /* process_vm_readv: complete at return */
     .progress       = rdmach_shm_progress,
     .check          = NULL,
-    .flush          = NULL,
+    .flush          = rdmach_shm_flush,
+    .fence_query    = 1,              /* posted copies: later operations wait */
     .peer_closed    = rdmach_shm_peer_closed,
     .reap           = rdmach_shm_reap,
     .unclaim        = rdmach_shm_unclaim,
