@@ -227,7 +227,10 @@ def plot(ctx, summary, impl, title, modes):
             if not pts:
                 continue
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
-                        yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                        # the ratio of medians can lie outside the per-repetition range
+                        # when a baseline run failed (unpaired repetitions): clamp
+                        yerr=[[max(0.0, p[1] - p[2]) for p in pts],
+                              [max(0.0, p[3] - p[1]) for p in pts]],
                         marker="o", ms=3, capsize=2, label="%s / %s" % (cand, pts[0][4]))
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xscale("log", base=2)

@@ -1593,3 +1593,385 @@ TEST(UdzCore, ConfigValidated)
 }
 
 }  // namespace
+
+/* ---- send coalescing (udz_stream.c): full-size packets held back, sent as one run ---- */
+
+/* One AM of len bytes from a to p, payload byte i = (i + id). */
+void send_am(Node *a, udz_peer_t *p, uint8_t id, size_t len)
+{
+    int err = 0;
+    uint8_t *d = (uint8_t*)udz_send_begin(a->core, p, &err);
+    ASSERT_NE(nullptr, d) << err;
+    for (size_t i = 0; i < len; ++i) {
+        d[i] = (uint8_t)(i + id);
+    }
+    ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, id, len));
+}
+
+/* b checks that AMs come in order (ids 0, 1, ...) and intact; returns the count's address. */
+size_t *expect_in_order(Node *b)
+{
+    auto got = std::make_shared<size_t>(0);
+    b->on_am = [got](udz_peer_t *, uint8_t id, const uint8_t *d, size_t len) {
+        ASSERT_EQ((uint8_t)*got, id) << "out of order";
+        for (size_t i = 0; i < len; ++i) {
+            ASSERT_EQ((uint8_t)(i + id), d[i]) << "AM " << (int)id << " byte " << i;
+        }
+        ++*got;
+    };
+    static std::vector<std::shared_ptr<size_t>> keep;
+    keep.push_back(got);
+    return got.get();
+}
+
+TEST(UdzCoalesce, HeldUntilShortPacketThenOneRun)
+{
+    Harness h(101);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+
+    for (uint8_t i = 0; i < 3; ++i) {
+        send_am(a, pab, i, maxp);
+        EXPECT_EQ(0u, h.net.queued(b->idx, 0)) << "a full-size packet is held";
+        EXPECT_EQ(1, udz_core_tx_held(a->core));
+    }
+    EXPECT_EQ(0, udz_core_idle(a->core)) << "held packets are in flight for flush and idle";
+    EXPECT_EQ(0, udz_core_quiet(a->core));
+    send_am(a, pab, 3, 100);                    /* the message's last, shorter fragment */
+    EXPECT_EQ(4u, h.net.queued(b->idx, 0)) << "all four in one send call";
+    EXPECT_EQ(0, udz_core_tx_held(a->core));
+    EXPECT_EQ(1u, a->cnt.tx_runs);
+    EXPECT_EQ(4u, a->cnt.tx_coalesced);
+    EXPECT_EQ(4u, a->cnt.tx_packets);
+    ASSERT_TRUE(h.run_until([&] { return *got == 4 && udz_core_idle(a->core); }));
+    EXPECT_EQ(0u, a->cnt.retransmit);
+
+    /* a packet that is not full goes at once, alone, as before */
+    send_am(a, pab, 4, 10);
+    EXPECT_EQ(1u, h.net.queued(b->idx, 0));
+    EXPECT_EQ(1u, a->cnt.tx_runs);
+    ASSERT_TRUE(h.run_until([&] { return *got == 5; }));
+}
+
+TEST(UdzCoalesce, ExactMultipleGoesAtNextProgress)
+{
+    Harness h(102);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+
+    for (uint8_t i = 0; i < 4; ++i) {
+        send_am(a, pab, i, maxp);   /* a message that is an exact multiple of the payload */
+    }
+    EXPECT_EQ(0u, h.net.queued(b->idx, 0));
+    udz_core_progress(a->core, h.now);
+    EXPECT_EQ(4u, h.net.queued(b->idx, 0)) << "the next progress call sends what is held";
+    EXPECT_EQ(1u, a->cnt.tx_runs);
+    ASSERT_TRUE(h.run_until([&] { return *got == 4 && udz_core_idle(a->core); }));
+
+    /* ... and so do the explicit flush (before a sleep) and a flush of the peer */
+    send_am(a, pab, 4, maxp);
+    send_am(a, pab, 5, maxp);
+    udz_core_tx_flush(a->core);
+    EXPECT_EQ(2u, h.net.queued(b->idx, 0));
+    send_am(a, pab, 6, maxp);
+    uint64_t tok = 0;
+    EXPECT_EQ(0, udz_flush_done(a->core, pab, &tok, 1));
+    EXPECT_EQ(0, udz_core_tx_held(a->core));
+    EXPECT_EQ(4u, h.net.queued(b->idx, 0)) << "the held packet and the flush's ack request";
+    ASSERT_TRUE(h.run_until([&] { return udz_flush_done(a->core, pab, &tok, 0) == 1; }));
+    EXPECT_EQ(7u, *got);
+}
+
+TEST(UdzCoalesce, RunLimitsOfTheWire)
+{
+    udz_config_t c = default_cfg();
+    c.tx_window = 256;
+    c.tx_pool   = 512;
+    c.ack_every = 64;
+    Harness h(103, c);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+    /* 1024-byte datagrams: 63 fit the run's 65000 bytes */
+    for (uint8_t i = 0; i < 70; ++i) {
+        send_am(a, pab, i, maxp);
+    }
+    EXPECT_EQ(63u, h.net.queued(b->idx, 0));
+    EXPECT_EQ(1u, a->cnt.tx_runs);
+    EXPECT_EQ(63u, a->cnt.tx_coalesced);
+    ASSERT_TRUE(h.run_until([&] { return *got == 70 && udz_core_idle(a->core); }));
+    EXPECT_EQ(2u, a->cnt.tx_runs);
+    EXPECT_EQ(70u, a->cnt.tx_coalesced);
+
+    /* small datagrams: the run's 64 datagrams are the limit */
+    udz_config_t s = c;
+    s.seg_size = UDZ_HDR_LEN + 200;
+    Harness h2(104, s);
+    Node *x = h2.add(), *y = h2.add();
+    udz_peer_t *pxy = h2.peer(x, y);
+    size_t *got2 = expect_in_order(y);
+    for (uint8_t i = 0; i < 65; ++i) {
+        send_am(x, pxy, i, udz_core_max_payload(x->core));
+    }
+    EXPECT_EQ(64u, h2.net.queued(y->idx, 0));
+    ASSERT_TRUE(h2.run_until([&] { return *got2 == 65; }));
+}
+
+TEST(UdzCoalesce, OtherDestinationAndControlGoAfterTheHeld)
+{
+    Harness h(105);
+    Node *a = h.add(), *b = h.add(), *c = h.add();
+    udz_peer_t *pab = h.peer(a, b), *pac = h.peer(a, c);
+    size_t *gotb = expect_in_order(b);
+    size_t *gotc = expect_in_order(c);
+    size_t maxp = udz_core_max_payload(a->core);
+
+    send_am(a, pab, 0, maxp);
+    send_am(a, pab, 1, maxp);
+    send_am(a, pac, 0, maxp);           /* another peer: b's go first, c's is held */
+    EXPECT_EQ(2u, h.net.queued(b->idx, 0));
+    EXPECT_EQ(0u, h.net.queued(c->idx, 0));
+    send_am(a, pac, 1, 5);
+    EXPECT_EQ(2u, h.net.queued(c->idx, 0));
+    ASSERT_TRUE(h.run_until([&] { return *gotb == 2 && *gotc == 2; }));
+
+    /* b owes a an ack; held packets to b are not overtaken by a standalone ack or a ZACK:
+     * run a get from b (zero-copy control both ways) while a streams full-size AMs to b */
+    Region &r = h.reg(b, 300000, 0x33);
+    for (size_t i = 0; i < r.len; ++i) r.base[i] = (uint8_t)(i * 13);
+    uint8_t key[UDZ_RKEY_LEN];
+    memset(key, 0x33, sizeof(key));
+    std::vector<uint8_t> dst(r.len);
+    Region &ra = h.reg(a, 300000, 0x44);
+    for (size_t i = 0; i < ra.len; ++i) ra.base[i] = (uint8_t)(i * 7);
+    uint8_t keya[UDZ_RKEY_LEN];
+    memset(keya, 0x44, sizeof(keya));
+    std::vector<uint8_t> dstb(ra.len);
+    udz_peer_t *pba = h.peer(b, a);
+    ASSERT_EQ(0, udz_get(b->core, pba, dstb.data(), dstb.size(), (uint64_t)(uintptr_t)ra.base,
+                         keya, &dstb));     /* a serves it: its zero-copy data goes too */
+    h.net.imp.loss = 0.05;
+    uint8_t next = 2;
+    bool issued = false;
+    ASSERT_TRUE(h.run_until([&] {
+        int err;
+        for (int k = 0; k < 5 && next < 250; ++k) {
+            if (udz_send_begin(a->core, pab, &err) == nullptr) break;
+            udz_send_abort(a->core);
+            send_am(a, pab, next, (next % 7 == 0) ? 50 : maxp);
+            next++;
+        }
+        if (!issued && next > 20) {
+            issued = (udz_get(a->core, pab, dst.data(), dst.size(),
+                              (uint64_t)(uintptr_t)r.base, key, &dst) == 0);
+        }
+        return next == 250 && *gotb == 250 && a->gets_done.count(&dst) &&
+               b->gets_done.count(&dstb);
+    }));
+    EXPECT_EQ(0, a->gets_done[&dst]);
+    EXPECT_EQ(0, b->gets_done[&dstb]);
+    EXPECT_EQ(0, memcmp(dst.data(), r.base, dst.size()));
+    EXPECT_EQ(0, memcmp(dstb.data(), ra.base, dstb.size()));
+    EXPECT_GT(a->cnt.tx_runs, 10u);
+    EXPECT_GT(a->cnt.retransmit, 0u);
+    EXPECT_TRUE(a->failed.empty());
+}
+
+TEST(UdzCoalesce, LostDatagramInsideARunRecovered)
+{
+    Harness h(106);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+    int seen = 0;
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        const udz_hdr_t *hh = (const udz_hdr_t*)d.data();
+        /* the third datagram of the first run, the first time only */
+        return chan == 0 && hh->type == UDZ_T_AM && hh->psn == 3 && seen++ == 0;
+    };
+    for (uint8_t i = 0; i < 5; ++i) {
+        send_am(a, pab, i, maxp);
+    }
+    send_am(a, pab, 5, 7);
+    EXPECT_EQ(1u, a->cnt.tx_runs);
+    ASSERT_TRUE(h.run_until([&] { return *got == 6 && udz_core_idle(a->core); }));
+    EXPECT_EQ(1, seen > 0);
+    EXPECT_GT(b->cnt.rx_ooo, 0u) << "the gap was seen";
+    EXPECT_GT(a->cnt.retransmit, 0u);
+    EXPECT_GE(a->cnt.tx_runs, 2u) << "the go-back resend went as a run too";
+    EXPECT_TRUE(a->failed.empty());
+}
+
+TEST(UdzCoalesce, WholeRunLostResentByTimer)
+{
+    Harness h(107);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+    int drops = 0;
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &, uint32_t chan) {
+        return chan == 0 && drops++ < 8;    /* the whole run, and no NAK to tell */
+    };
+    for (uint8_t i = 0; i < 8; ++i) {
+        send_am(a, pab, i, maxp);
+    }
+    udz_core_progress(a->core, h.now);
+    ASSERT_TRUE(h.run_until([&] { return *got == 8 && udz_core_idle(a->core); }));
+    EXPECT_EQ(8u, a->cnt.retransmit);
+    EXPECT_EQ(2u, a->cnt.tx_runs);
+}
+
+TEST(UdzCoalesce, LossyFragmentedMessagesExactlyOnce)
+{
+    /* messages cut as UCP cuts them: full fragments and a shorter tail (some exact multiples),
+     * both ways, under loss, duplication and reordering */
+    for (int seed = 0; seed < 3; ++seed) {
+        Harness h(110 + seed);
+        h.net.imp.loss = 0.1;
+        h.net.imp.dup = 0.05;
+        h.net.imp.reorder = 0.05;
+        Node *a = h.add(), *b = h.add();
+        tag_peers(h);
+        size_t maxp = udz_core_max_payload(a->core);
+        auto frag = [&](size_t n) {
+            std::vector<uint32_t> v;
+            while (v.size() < n) {
+                size_t len = h.net.below(20 * maxp) + 1, nf = (len + maxp - 1) / maxp;
+                for (size_t f = 0; f + 1 < nf; ++f) v.push_back((uint32_t)maxp);
+                v.push_back((uint32_t)(len - (nf - 1) * maxp));
+            }
+            return v;
+        };
+        Stream ab{a, b, h.peer(a, b), frag(2000)};
+        Stream ba{b, a, h.peer(b, a), frag(1000)};
+        route(b, {&ab});
+        route(a, {&ba});
+        ASSERT_TRUE(h.run_until([&] {
+            ab.pump();
+            ba.pump();
+            return ab.done() && ba.done();
+        }));
+        EXPECT_FALSE(ab.bad) << ab.why;
+        EXPECT_FALSE(ba.bad) << ba.why;
+        ASSERT_TRUE(h.run_until([&] { return udz_core_idle(a->core) && udz_core_idle(b->core); }));
+        EXPECT_GT(a->cnt.tx_runs, 100u);
+        EXPECT_GT(a->cnt.tx_coalesced, 2 * a->cnt.tx_runs);
+        EXPECT_TRUE(a->failed.empty());
+        EXPECT_TRUE(b->failed.empty());
+    }
+}
+
+TEST(UdzCoalesce, WindowCountsHeldPackets)
+{
+    udz_config_t c = default_cfg();
+    c.tx_window = 8;
+    c.ack_every = 4;
+    Harness h(120, c);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+    for (uint8_t i = 0; i < 8; ++i) {
+        send_am(a, pab, i, maxp);
+    }
+    int err = 0;
+    EXPECT_EQ(nullptr, udz_send_begin(a->core, pab, &err));
+    EXPECT_EQ(-EAGAIN, err);
+    EXPECT_EQ(0u, h.net.queued(b->idx, 0));
+    ASSERT_TRUE(h.run_until([&] { return a->resources > 0; })) << "progress sends, acks free";
+    EXPECT_EQ(8u, *got);
+    EXPECT_EQ(0u, a->cnt.retransmit);
+}
+
+TEST(UdzCoalesce, DestroyAndAbsorbWithHeldPackets)
+{
+    Harness h(121);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+
+    /* by reference, held, then the ep goes (absorb): they go first, from the caller's buffers,
+     * and complete; the buffers are freed at once (ASan sees a later read) */
+    std::vector<uint8_t*> bufs;
+    for (uint8_t i = 0; i < 3; ++i) {
+        uint8_t *buf = (uint8_t*)malloc(maxp);
+        for (size_t k = 0; k < maxp; ++k) buf[k] = (uint8_t)(k + i);
+        struct iovec iov = {buf + 8, maxp - 8};
+        ASSERT_EQ(0, udz_send_iov(a->core, pab, i, buf, 8, &iov, 1, buf));
+        bufs.push_back(buf);
+    }
+    EXPECT_EQ(1, udz_core_tx_held(a->core));
+    udz_peer_absorb(a->core, pab);
+    EXPECT_EQ(0, udz_core_tx_held(a->core));
+    EXPECT_EQ(3u, a->send_done_calls);
+    for (auto *p : bufs) free(p);
+    EXPECT_EQ(3u, h.net.queued(b->idx, 0));
+    ASSERT_TRUE(h.run_until([&] { return *got == 3 && udz_core_idle(a->core); }));
+
+    /* held when the core is destroyed: they still go */
+    send_am(a, pab, 3, maxp);
+    send_am(a, pab, 4, maxp);
+    udz_core_destroy(a->core);
+    a->core = nullptr;
+    EXPECT_EQ(2u, h.net.queued(b->idx, 0));
+    ASSERT_TRUE(h.run_until([&] { return *got == 5; }));
+}
+
+TEST(UdzCoalesce, PeerFailsWhileHolding)
+{
+    Harness h(122);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t maxp = udz_core_max_payload(a->core);
+    std::vector<uint8_t> buf(maxp, 0x5a);
+    struct iovec iov = {buf.data() + 8, maxp - 8};
+    ASSERT_EQ(0, udz_send_iov(a->core, pab, 0, buf.data(), 8, &iov, 1, &buf));
+    send_am(a, pab, 1, maxp);
+    EXPECT_EQ(1, udz_core_tx_held(a->core));
+    /* b comes back as a new incarnation at the same address: the old peer fails with what
+     * was held for it, which never goes */
+    udz_addr_t addr = MemNet::addr(b->idx);
+    ASSERT_NE(nullptr, udz_peer_get(a->core, &addr, b->cookie ^ 1));
+    EXPECT_EQ(0, udz_core_tx_held(a->core));
+    EXPECT_EQ(1u, a->failed.size());
+    ASSERT_EQ(1u, a->sends_done.count(&buf));
+    EXPECT_EQ(-ECONNRESET, a->sends_done[&buf]);
+    for (int i = 0; i < 10; ++i) h.round();
+    EXPECT_EQ(0u, b->ams.size() + b->cnt.rx_am);
+    EXPECT_EQ(1, udz_core_idle(a->core));
+}
+
+TEST(UdzCoalesce, CorruptAckOfHeldPacketsHarmless)
+{
+    /* an ack naming packets that are held (a forged or corrupt one) must not free them under
+     * the hold: the held ones go first */
+    Harness h(123);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t *got = expect_in_order(b);
+    size_t maxp = udz_core_max_payload(a->core);
+    send_am(a, pab, 0, 10);
+    ASSERT_TRUE(h.run_until([&] { return *got == 1; }));
+    /* a sends from a callback of its progress (held), and the forged ack that names them
+     * (psn 2 and 3: ack 4) comes in the same receive batch */
+    auto ack = dgram(UDZ_T_ACK, a->cookie, b->cookie, 0, 4, nullptr, 0);
+    a->on_am = [&](udz_peer_t *, uint8_t, const uint8_t *, size_t) {
+        send_am(a, pab, 1, maxp);
+        send_am(a, pab, 2, maxp);
+        EXPECT_EQ(1, udz_core_tx_held(a->core));
+    };
+    send_am(b, h.peer(b, a), 0, 10);
+    h.net.inject(a->idx, 0, ack.data(), ack.size(), MemNet::addr(b->idx));
+    h.round();
+    EXPECT_EQ(0, udz_core_tx_held(a->core));
+    ASSERT_TRUE(h.run_until([&] { return *got == 3 && udz_core_idle(a->core); }));
+    EXPECT_TRUE(a->failed.empty());
+}

@@ -257,6 +257,7 @@ public:
             chan_id_op, chan_addr_op, chan_recv_op, send_op,
             nullptr,   /* no wakeup */
             0, nullptr, nullptr,
+            64, 65000,  /* coalesced sends: UDP GSO's runs */
         };
         return &o;
     }
@@ -295,6 +296,7 @@ public:
             chan_id_op, chan_addr_op, chan_recv_posted_op, send_op,
             nullptr,
             1, chan_end_op, chan_quiet_op,
+            0, 0,       /* sends datagram by datagram, as the InfiniBand UD wire */
         };
         return &o;
     }

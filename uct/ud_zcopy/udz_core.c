@@ -145,6 +145,7 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
     int n, j;
 
     core_clock(core, now_ns);
+    hold_flush(core);   /* what was held since the last call goes before anything else */
     n = core->wops->recv(core->wire, core->rxmsgs, (int)core->cfg.rx_batch);
     if (n > 0) {
         core->nack = 0;
@@ -179,6 +180,7 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
     if (core->ztx_active != NULL) {
         ztx_timers(core);
     }
+    hold_flush(core);   /* and what the user's callbacks sent meanwhile */
     return count;
 }
 
@@ -189,6 +191,7 @@ int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int star
     uint32_t psn, gseq;
 
     if (start) {
+        udz_core_tx_flush(core);    /* a flush waits for acks: what is held must go */
         *token = ((uint64_t)(peer->next_psn - 1) << 32) | peer->get_seq;
         if ((peer->unacked != NULL) && !peer->failed) {
             send_ack(core, peer, UDZ_F_ACK_REQ);   /* do not wait for the delayed ack */
@@ -229,7 +232,7 @@ int udz_core_idle(const udz_core_t *core)
 
 int udz_core_quiet(const udz_core_t *core)
 {
-    return (core->zrx_busy == 0) && (core->ztx_active == NULL) &&
+    return (core->zrx_busy == 0) && (core->ztx_active == NULL) && (core->hold_n == 0) &&
            (core->active.next == &core->active) && (core->wops->rx_idle != NULL) &&
            core->wops->rx_idle(core->wire);
 }
@@ -292,6 +295,7 @@ void udz_core_destroy(udz_core_t *core)
     if (core == NULL) {
         return;
     }
+    hold_flush(core);   /* held packets go: the peer may still take them */
     /* what we received and still owe an ack for (delayed acks) is acked now: a peer's flush
      * of its last message to us completes, rather than failing when it finds us gone */
     for (p = core->all; p != NULL; p = p->all_next) {

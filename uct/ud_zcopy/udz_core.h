@@ -84,13 +84,15 @@ typedef struct udz_config {
 /* Counters the core keeps (the glue exports them with its own). peer_state_bytes: bytes ever
  * allocated for per-peer state (peer structs + hash slots), the scalability figure; peers: how
  * many were created; zack_stuck: ZACKs a requester sent because nothing came for an RTO (the
- * owner resends the first missing chunks and probes the tail). */
+ * owner resends the first missing chunks and probes the tail); tx_runs: send calls that took
+ * several stream packets to one peer at once (send coalescing and go-back resends: one UDP GSO
+ * run each), tx_coalesced: the packets that went in them. */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
-    _(zack_stuck)
+    _(zack_stuck) _(tx_runs) _(tx_coalesced)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;
@@ -106,6 +108,16 @@ void udz_core_destroy(udz_core_t *core);
 
 /* Receives, delivers, acks and runs the timers. Returns how many events it handled. */
 unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns);
+
+/* Send coalescing: a stream packet of the largest payload is probably followed by more
+ * fragments of the same message, so the core holds it back (on a wire with coalesced sends,
+ * udz_wire.h tx_run_dgrams) and sends the held packets as one call of the wire (UDP: one GSO
+ * run) with the next shorter packet, when the run is full, before anything else is sent, and at
+ * every progress call. This sends what is held now: before the caller sleeps, flushes or lets
+ * the application compute without calling progress. */
+void udz_core_tx_flush(udz_core_t *core);
+/* 1 while packets are held back (tests). */
+int udz_core_tx_held(const udz_core_t *core);
 
 /* Sets the clock the send paths stamp packets with (progress sets it too). */
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns);

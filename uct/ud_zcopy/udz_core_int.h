@@ -176,6 +176,18 @@ struct udz_core {
     udz_peer_t           *cur_peer;
     int                   starved;      /* someone got -EAGAIN: call resources() on release */
 
+    /* send coalescing (udz_stream.c): full-size packets held back, to go as one run. The held
+     * packets are the last hold_n of hold_peer's unacked list, from hold on: committed (psn,
+     * window, pool), not yet sent. */
+    udz_skb_t            *hold;
+    udz_peer_t           *hold_peer;
+    unsigned              hold_n;
+    size_t                hold_bytes;
+    unsigned              hold_max;     /* datagrams per run (the wire's tx_run_dgrams, at most
+                                         * UDZ_BATCH_MAX); 1: never hold */
+    size_t                hold_max_bytes;
+    udz_txmsg_t          *stxmsgs;      /* hold_max datagrams: one send call of the stream */
+
     /* control receive (udz_core.c) */
     uint8_t              *rxbuf;
     udz_rxmsg_t          *rxmsgs;
@@ -320,6 +332,18 @@ static inline void hdr_fill(const udz_core_t *core, udz_hdr_t *h, const udz_peer
     h->src_cookie = core->cookie;
 }
 
+/* Sends the stream packets held back for coalescing (udz_stream.c). */
+void stream_hold_flush(udz_core_t *core);
+
+/* Whatever the core sends next goes after the held packets: to their peer, the receiver
+ * would see a gap (and NAK); to another, they would wait behind it. */
+static inline void hold_flush(udz_core_t *core)
+{
+    if (core->hold_n != 0) {
+        stream_hold_flush(core);
+    }
+}
+
 /* One datagram to a control endpoint: the header, then iovcnt payload pieces. */
 static inline int wire_send1(udz_core_t *core, const udz_addr_t *dst, const void *hdr,
                              size_t len, const struct iovec *iov, int iovcnt)
@@ -327,6 +351,7 @@ static inline int wire_send1(udz_core_t *core, const udz_addr_t *dst, const void
     udz_txmsg_t m;
     int i, rc;
 
+    hold_flush(core);
     m.iov[0].iov_base = (void*)hdr;
     m.iov[0].iov_len  = len;
     for (i = 0; i < iovcnt; ++i) {

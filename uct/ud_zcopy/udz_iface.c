@@ -335,6 +335,7 @@ static unsigned uct_udz_iface_progress(uct_iface_h tl_iface)
     if (ucs_unlikely(!ucs_list_is_empty(&iface->flushes))) {
         count += uct_udz_ep_check_flushes(iface);
     }
+    udz_core_tx_flush(iface->core);  /* what the pending dispatch sent goes as one run */
     return count;
 }
 
@@ -346,6 +347,7 @@ static ucs_status_t uct_udz_iface_flush(uct_iface_h tl_iface, unsigned flags,
     if (comp != NULL) {
         return UCS_ERR_UNSUPPORTED;
     }
+    udz_core_tx_flush(iface->core);  /* packets held for coalescing go now */
     /* UCP's worker flush polls this and takes anything but OK/INPROGRESS as a failure */
     if (!udz_core_idle(iface->core)) {
         return UCS_INPROGRESS;

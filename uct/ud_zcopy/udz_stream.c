@@ -85,15 +85,177 @@ static void skb_xmit(udz_core_t *core, udz_peer_t *p, udz_skb_t *skb, uint8_t fl
     core->cnt->tx_packets++;
 }
 
-/* Go back: resend every unacked packet, asking for an ack on the last one. */
+/* ---- send coalescing ----
+ *
+ * On a small MTU (1500: 1,440 bytes of payload) UCP cuts an eager message into many am_bcopy
+ * fragments, and each was its own sendmsg through the whole IP stack (across a veth the
+ * sender's call also runs the receiver's side: ~5 us a datagram). A fragment of the largest
+ * payload is probably followed by more of the same message, so it is held back here, and the
+ * held packets go as one send call of the wire (UDP: one GSO run, equal datagrams with the last
+ * one shorter) when
+ *  - a shorter packet to the same peer follows (it goes in the same call),
+ *  - the run is full (the wire's tx_run_dgrams / tx_run_bytes),
+ *  - anything else is to be sent: a packet to another peer, an ack or zero-copy control
+ *    datagram to any peer (wire_send1), zero-copy data (ztx_send), a go-back resend;
+ *  - at every progress call (its start and its end), at flush (ep and iface), before the glue
+ *    lets the worker sleep, when an ep is destroyed and when the core is;
+ *  - before an ack from the held packets' peer is looked at (a corrupt ack could otherwise
+ *    name a packet that never went, and free it under the hold).
+ * A held packet is in the stream from its commit: it has its psn, counts against the send
+ * window and the pool, and is on the peer's unacked list (so flush and idle wait for it, and a
+ * peer failure or go-back takes it with the rest). Its timers start when it goes: its send time
+ * (round-trip sample) and, if it is the oldest unacked, the retransmission timer are set at the
+ * flush, as is its piggybacked ack. The hot path stays as it was for a packet that is not
+ * full (one compare); a held packet costs no system call and no allocation. */
+
+/* Sends n packets of p from skb on, in list order, in as few calls of the wire as hold_max
+ * allows (the wire cuts them into runs). fresh: first transmissions (their send time is now). */
+static void stream_send_list(udz_core_t *core, udz_peer_t *p, udz_skb_t *skb, unsigned n,
+                             int fresh)
+{
+    udz_txmsg_t *m;
+    udz_hdr_t *h;
+    unsigned k, i, sent;
+    int j, rc;
+
+    while (n > 0) {
+        k = (n < core->hold_max) ? n : core->hold_max;
+        for (i = 0; i < k; ++i, skb = skb->next) {
+            h      = (udz_hdr_t*)skb->data;
+            h->ack = p->rx_expected;    /* piggybacked ack, current when it goes */
+            if (fresh) {
+                skb->sent_ns = core->now;
+            }
+            m = &core->stxmsgs[i];
+            m->iov[0].iov_base = h;
+            m->iov[0].iov_len  = skb->len;
+            for (j = 0; j < skb->iovcnt; ++j) {
+                m->iov[1 + j] = skb->iov[j];
+            }
+            m->iovcnt = 1 + skb->iovcnt;
+        }
+        for (sent = 0; sent < k; sent += (unsigned)rc) {
+            rc = core->wops->send(core->wire, &p->addr, core->stxmsgs + sent, (int)(k - sent));
+            if (rc <= 0) {
+                break;
+            }
+        }
+        if (sent < k) {
+            core->cnt->tx_eagain++;     /* what did not go is lost: the timer resends it */
+        }
+        if (sent > 0) {
+            p->ack_owed = 0;
+            p->ack_now  = 0;
+        }
+        if (k > 1) {
+            core->cnt->tx_runs++;
+            core->cnt->tx_coalesced += k;
+        }
+        core->cnt->tx_packets += k;
+        n -= k;
+    }
+}
+
+static void hold_clear(udz_core_t *core)
+{
+    core->hold       = NULL;
+    core->hold_peer  = NULL;
+    core->hold_n     = 0;
+    core->hold_bytes = 0;
+}
+
+void stream_hold_flush(udz_core_t *core)
+{
+    udz_skb_t *skb = core->hold;
+    udz_peer_t *p  = core->hold_peer;
+    unsigned n     = core->hold_n;
+
+    hold_clear(core);
+    if (p->unacked == skb) {
+        p->last_tx_ns = core->now;  /* the retransmission timer runs from the real send */
+    }
+    stream_send_list(core, p, skb, n, 1);
+}
+
+/* A committed packet of total payload bytes goes now, or is held to go with what follows. */
+static void stream_xmit_new(udz_core_t *core, udz_peer_t *p, udz_skb_t *skb, uint8_t flags,
+                            size_t total)
+{
+    size_t len = UDZ_HDR_LEN + total;
+    int full   = (total == udz_core_max_payload(core));
+
+    if (core->hold_n != 0) {
+        if ((core->hold_peer != p) || (core->hold_bytes + len > core->hold_max_bytes)) {
+            stream_hold_flush(core);
+        }
+    }
+    if ((core->hold_n == 0) && (!full || (core->hold_max <= 1))) {
+        skb_xmit(core, p, skb, flags);  /* nothing held, nothing to hold: as before */
+        return;
+    }
+    ((udz_hdr_t*)skb->data)->flags = flags;
+    if (core->hold_n == 0) {
+        core->hold      = skb;
+        core->hold_peer = p;
+    }
+    core->hold_n++;
+    core->hold_bytes += len;
+    if (!full || (core->hold_n >= core->hold_max) ||
+        (core->hold_bytes + core->cfg.seg_size > core->hold_max_bytes)) {
+        stream_hold_flush(core);
+    }
+}
+
+void udz_core_tx_flush(udz_core_t *core)
+{
+    if (core->hold_n != 0) {
+        if (core->uops->now != NULL) {
+            core_clock(core, core->uops->now(core->user));
+        }
+        stream_hold_flush(core);
+    }
+}
+
+int udz_core_tx_held(const udz_core_t *core)
+{
+    return core->hold_n != 0;
+}
+
+/* Go back: resend every unacked packet, asking for an ack on the last one. Packets held for
+ * coalescing go with them, for the first time; on a wire with coalesced sends the whole
+ * resend goes as runs. */
 static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
 {
-    udz_skb_t *skb;
+    udz_skb_t *skb, *fresh = NULL;
+    int first = 1;
 
+    if (core->hold_n != 0) {
+        if (core->hold_peer == p) {
+            fresh = core->hold;
+            hold_clear(core);
+        } else {
+            stream_hold_flush(core);
+        }
+    }
     for (skb = p->unacked; skb != NULL; skb = skb->next) {
-        skb->retx = 1;
-        skb_xmit(core, p, skb, skb->next == NULL ? UDZ_F_ACK_REQ : 0);
-        core->cnt->retransmit++;
+        if (skb == fresh) {
+            first = 0;
+        }
+        if (first) {
+            skb->retx = 1;
+            core->cnt->retransmit++;
+        }
+        ((udz_hdr_t*)skb->data)->flags = (skb->next == NULL) ? UDZ_F_ACK_REQ : 0;
+    }
+    if (core->hold_max > 1) {
+        stream_send_list(core, p, p->unacked, p->unacked_count, 0);
+        for (skb = fresh; skb != NULL; skb = skb->next) {
+            skb->sent_ns = core->now;
+        }
+    } else {
+        for (skb = p->unacked; skb != NULL; skb = skb->next) {
+            skb_xmit(core, p, skb, ((udz_hdr_t*)skb->data)->flags);
+        }
     }
     p->last_tx_ns = core->now;
 }
@@ -187,7 +349,9 @@ int udz_send_commit(udz_core_t *core, uint8_t type, uint8_t am_id, size_t len)
     p->unacked_tail = skb;
     p->unacked_count++;
     peer_activate(core, p);
-    skb_xmit(core, p, skb, ((unsigned)p->unacked_count + 1 >= core->cfg.tx_window) ? UDZ_F_ACK_REQ : 0);
+    stream_xmit_new(core, p, skb,
+                    ((unsigned)p->unacked_count + 1 >= core->cfg.tx_window) ? UDZ_F_ACK_REQ : 0,
+                    total);
     return 0;
 }
 
@@ -281,6 +445,9 @@ void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
     udz_skb_t *skb;
     int freed = 0;
 
+    if ((core->hold_n != 0) && (core->hold_peer == p)) {
+        stream_hold_flush(core);    /* an ack can only name what went */
+    }
     if (seq_lt(p->next_psn, ack)) {
         return;     /* acks something never sent: corrupt or stale, ignore */
     }
@@ -344,6 +511,10 @@ void stream_peer_failed(udz_core_t *core, udz_peer_t *p)
 {
     udz_skb_t *skb;
 
+    if (core->hold_peer == p) {
+        hold_clear(core);           /* they go down with the rest */
+    }
+
     while ((skb = p->unacked) != NULL) {
         p->unacked = skb->next;
         skb_release(core, skb, -ECONNRESET);
@@ -359,6 +530,9 @@ void udz_peer_absorb(udz_core_t *core, udz_peer_t *p)
     uint8_t *dst;
     int i;
 
+    if (core->hold_peer == p) {
+        udz_core_tx_flush(core);    /* held packets go from the caller's buffers, still valid */
+    }
     for (skb = p->unacked; skb != NULL; skb = skb->next) {
         dst = (uint8_t*)skb->data + skb->len;   /* header + payload fit one datagram */
         for (i = 0; i < skb->iovcnt; ++i) {
@@ -418,8 +592,18 @@ void stream_timers(udz_core_t *core)
 
 int stream_init(udz_core_t *core)
 {
+    unsigned run = core->wops->tx_run_dgrams;
+
     core->skb_size = sizeof(udz_skb_t) + ((core->cfg.seg_size + 7) & ~(size_t)7);
-    return 0;
+    /* coalesce when a run holds at least two full-size packets */
+    core->hold_max       = (run < UDZ_BATCH_MAX) ? run : UDZ_BATCH_MAX;
+    core->hold_max_bytes = core->wops->tx_run_bytes;
+    if ((core->hold_max < 2) || (core->hold_max_bytes < 2 * core->cfg.seg_size)) {
+        core->hold_max       = 1;
+        core->hold_max_bytes = 0;
+    }
+    core->stxmsgs = calloc(core->hold_max, sizeof(*core->stxmsgs));
+    return (core->stxmsgs == NULL) ? -ENOMEM : 0;
 }
 
 void stream_cleanup(udz_core_t *core)
@@ -430,4 +614,5 @@ void stream_cleanup(udz_core_t *core)
         sn = skb->next;
         free(skb);
     }
+    free(core->stxmsgs);
 }

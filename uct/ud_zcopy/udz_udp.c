@@ -534,4 +534,6 @@ const udz_wire_ops_t udz_udp_wire = {
     .chan_recv       = udz_udp_chan_recv,
     .chan_send       = udz_udp_send,
     .event_fd        = udz_udp_event_fd,
+    .tx_run_dgrams   = UDZ_UDP_RUN_DGRAMS,
+    .tx_run_bytes    = UDZ_UDP_GSO_BYTES,
 };

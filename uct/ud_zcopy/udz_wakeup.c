@@ -100,6 +100,7 @@ static ucs_status_t uct_udz_wakeup_arm(uct_udz_iface_t *iface, unsigned events)
     if (status != UCS_OK) {
         return status;
     }
+    udz_core_tx_flush(iface->core);   /* nothing held back while the worker sleeps */
     if (iface->wakeup.epfd < 0) {
         return UCS_ERR_UNSUPPORTED;   /* armed before its fd was asked for */
     }

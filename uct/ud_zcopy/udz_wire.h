@@ -202,6 +202,16 @@ typedef struct udz_wire_ops {
     int  posts_ahead;
     void (*chan_end)(void *wire, unsigned chan);
     int  (*chan_quiet)(void *wire, unsigned chan);
+
+    /* ---- coalesced sends on the control endpoint ----
+     * tx_run_dgrams, tx_run_bytes: how many datagrams, and how many bytes of them (headers
+     * included), one send call takes down the stack as one run (UDP GSO: 64 datagrams,
+     * 65000 bytes: equal datagrams, the last may be shorter). The core then holds full-size
+     * stream packets to one peer back and sends them with what follows in one send call
+     * (udz_stream.c, "send coalescing"). 0: the wire gains nothing from runs; the core sends
+     * every stream packet at once, one per call, as before. */
+    unsigned tx_run_dgrams;
+    size_t   tx_run_bytes;
 } udz_wire_ops_t;
 
 /* The wires built in, NULL-terminated (udz_wires.c): the glue lists their devices and opens a

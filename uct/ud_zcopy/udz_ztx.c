@@ -38,6 +38,7 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
     uint32_t c;
     int rc;
 
+    hold_flush(core);   /* the stream's held packets go first */
     for (i = 0; i < n; ++i) {
         c = list[i];
         memset(&core->ztxhdr[i], 0, sizeof(udz_hdr_t));
