@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <algorithm>
 #include <cerrno>
@@ -495,6 +496,177 @@ TEST(UdzUdpIdle, PollsWithoutSyscallAndMissesNothing)
     }
     o.close(a);
     o.close(b);
+}
+
+/* The control socket with UDP_GRO: GSO runs (a message's stream packets, udz_stream.c) reach
+ * it whole and are cut into the core's one-area-per-datagram slots. With few slots per call a
+ * run spans calls: nothing is lost, every datagram comes in order, whole, with its sender; the
+ * wire is not idle and its event fd is readable while it holds the rest of a run; a datagram
+ * larger than its slot is reported truncated and nothing is written past the slot. */
+TEST(UdzUdpCtlGro, RunsCutIntoSlotsAcrossCalls)
+{
+    Wire tx(0, 0), rx(0, 1);
+    if (!rx.u->ctl_gro) {
+        GTEST_SKIP() << "kernel without UDP_GRO";
+    }
+    ASSERT_TRUE(tx.u->gso) << "the sender needs UDP GSO for runs";
+    int efd = udz_udp_wire.event_fd(rx.u);
+    ASSERT_GE(efd, 0);
+    udz_addr_t to_rx, from_tx;
+    udz_udp_addr_make(rx.u->ip, rx.u->port, &to_rx);
+    udz_udp_addr_make(tx.u->ip, tx.u->port, &from_tx);
+
+    /* three runs (40 x 1400 B, the last 1000 B; 7 x 1400 B; 44 x 1472 B, the last 9 B), then
+     * five small single datagrams */
+    struct Run { unsigned n; size_t len, last; };
+    const Run runs[] = {{40, 1400, 1000}, {7, 1400, 1400}, {44, 1472, 9}, {1, 16, 16}, {1, 17, 17},
+                        {1, 18, 18}, {1, 19, 19}, {1, 20, 20}};
+    std::vector<std::vector<uint8_t>> keep;
+    std::vector<size_t> want_len;
+    std::vector<std::pair<unsigned, unsigned>> want_id;
+    unsigned r = 0;
+    for (const Run &run : runs) {
+        std::vector<udz_txmsg_t> m(run.n);
+        for (unsigned i = 0; i < run.n; ++i) {
+            size_t len = (i + 1 == run.n) ? run.last : run.len;
+            keep.emplace_back(len);
+            for (size_t o = 0; o < len; ++o) {
+                keep.back()[o] = pattern(r, i, o);
+            }
+            m[i].iov[0].iov_base = keep.back().data();
+            m[i].iov[0].iov_len  = len;
+            m[i].iovcnt          = 1;
+            want_len.push_back(len);
+            want_id.emplace_back(r, i);
+        }
+        ASSERT_EQ((int)run.n, udz_udp_wire.send(tx.u, &to_rx, m.data(), (int)run.n));
+        ++r;
+    }
+
+    constexpr size_t kArea = 1500;
+    constexpr int kFew     = 3;
+    std::vector<uint8_t> mem(kFew * (kArea + 2 * kGuard));
+    udz_rxmsg_t msgs[kFew];
+    size_t got = 0;
+    bool held_seen = false, coalesced = false;
+    for (int spins = 0; (got < want_len.size()) && (spins < 100000); ++spins) {
+        std::fill(mem.begin(), mem.end(), kCanary);
+        memset(msgs, 0, sizeof(msgs));
+        for (int i = 0; i < kFew; ++i) {
+            msgs[i].iov[0].iov_base = &mem[i * (kArea + 2 * kGuard) + kGuard];
+            msgs[i].iov[0].iov_len  = kArea;
+        }
+        int k = udz_udp_wire.recv(rx.u, msgs, kFew);
+        ASSERT_GE(k, 0);
+        ASSERT_LE(k, kFew);
+        for (int c = 0; c < rx.u->ctl_n; ++c) {
+            coalesced |= (rx.u->ctl_seg[c] > 0);
+        }
+        for (int i = 0; i < k; ++i, ++got) {
+            ASSERT_LT(got, want_len.size()) << "more datagrams than sent";
+            ASSERT_EQ(want_len[got], msgs[i].len) << "datagram " << got;
+            ASSERT_EQ(0, msgs[i].trunc);
+            ASSERT_EQ(0, msgs[i].unreach);
+            ASSERT_EQ(0, memcmp(&from_tx, &msgs[i].src, sizeof(from_tx)));
+            const uint8_t *p = static_cast<const uint8_t*>(msgs[i].iov[0].iov_base);
+            for (size_t o = 0; o < msgs[i].len; ++o) {
+                ASSERT_EQ(pattern(want_id[got].first, want_id[got].second, o), p[o])
+                    << "run " << want_id[got].first << " datagram " << want_id[got].second
+                    << " byte " << o;
+            }
+            for (size_t g = 0; g < kGuard; ++g) {
+                ASSERT_EQ(kCanary, p[-1 - (long)g]);
+                ASSERT_EQ(kCanary, p[kArea + g]);
+            }
+        }
+        if (udz_udp_ctl_pending(rx.u)) {
+            held_seen = true;
+            EXPECT_EQ(0, udz_udp_wire.rx_idle(rx.u)) << "idle while holding datagrams";
+            struct pollfd pfd = {efd, POLLIN, 0};
+            EXPECT_EQ(1, poll(&pfd, 1, 0)) << "event fd not readable while holding datagrams";
+        }
+    }
+    ASSERT_EQ(want_len.size(), got);
+    EXPECT_TRUE(held_seen) << "a run longer than the slots should be held across calls";
+    EXPECT_TRUE(coalesced) << "no run came coalesced (GSO across loopback)";
+    EXPECT_EQ(0u, rx.u->ctl_dropped);
+    /* drained: the event fd's extra readiness is gone */
+    udz_rxmsg_t one[1];
+    uint8_t area[64];
+    memset(one, 0, sizeof(one));
+    one[0].iov[0].iov_base = area;
+    one[0].iov[0].iov_len  = sizeof(area);
+    EXPECT_EQ(0, udz_udp_wire.recv(rx.u, one, 1));
+    struct pollfd pfd = {efd, POLLIN, 0};
+    EXPECT_EQ(0, poll(&pfd, 1, 0)) << "event fd readable with nothing to receive";
+
+    /* a datagram larger than its slot: truncated, nothing past the slot */
+    std::vector<uint8_t> big(1200, 0x5a);
+    udz_txmsg_t bm[2];
+    for (int i = 0; i < 2; ++i) {
+        bm[i].iov[0].iov_base = big.data();
+        bm[i].iov[0].iov_len  = big.size();
+        bm[i].iovcnt          = 1;
+    }
+    ASSERT_EQ(2, udz_udp_wire.send(tx.u, &to_rx, bm, 2));
+    int seen = 0;
+    for (int spins = 0; (seen < 2) && (spins < 100000); ++spins) {
+        uint8_t small[100 + 2 * kGuard];
+        memset(small, kCanary, sizeof(small));
+        memset(one, 0, sizeof(one));
+        one[0].iov[0].iov_base = small + kGuard;
+        one[0].iov[0].iov_len  = 100;
+        int k = udz_udp_wire.recv(rx.u, one, 1);
+        ASSERT_GE(k, 0);
+        if (k == 1) {
+            EXPECT_EQ(1, one[0].trunc);
+            EXPECT_EQ(100u, one[0].len);
+            for (size_t g = 0; g < kGuard; ++g) {
+                ASSERT_EQ(kCanary, small[g]);
+                ASSERT_EQ(kCanary, small[kGuard + 100 + g]);
+            }
+            ++seen;
+        }
+    }
+    EXPECT_EQ(2, seen);
+}
+
+/* Odd receives of the GRO control socket: truncated, a UDP_GRO cmsg too short, gso_size 0 or
+ * beyond the run are dropped (-1); no cmsg or gso_size == the run: one datagram. */
+TEST(UdzUdpCtlGro, OddCmsgDropped)
+{
+    union { struct cmsghdr h; uint64_t a[8]; } cb;
+    struct msghdr mh;
+    auto make = [&](int gso, size_t cmsg_data, int flags) {
+        memset(&mh, 0, sizeof(mh));
+        memset(&cb, 0, sizeof(cb));
+        mh.msg_control    = &cb;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int));
+        mh.msg_flags      = flags;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type  = UDP_GRO;
+        cm->cmsg_len   = CMSG_LEN(cmsg_data);
+        memcpy(CMSG_DATA(cm), &gso, sizeof(gso));
+    };
+    make(1400, sizeof(int), 0);
+    EXPECT_EQ(1400, udz_udp_ctl_seg(&mh, 5000));
+    make(5000, sizeof(int), 0);
+    EXPECT_EQ(0, udz_udp_ctl_seg(&mh, 5000));
+    make(0, sizeof(int), 0);
+    EXPECT_EQ(-1, udz_udp_ctl_seg(&mh, 5000));
+    make(-5, sizeof(int), 0);
+    EXPECT_EQ(-1, udz_udp_ctl_seg(&mh, 5000));
+    make(6000, sizeof(int), 0);
+    EXPECT_EQ(-1, udz_udp_ctl_seg(&mh, 5000));
+    make(1400, 2, 0);
+    EXPECT_EQ(-1, udz_udp_ctl_seg(&mh, 5000));
+    make(1400, sizeof(int), MSG_TRUNC);
+    EXPECT_EQ(-1, udz_udp_ctl_seg(&mh, 5000));
+    make(1400, sizeof(int), MSG_CTRUNC);
+    EXPECT_EQ(-1, udz_udp_ctl_seg(&mh, 5000));
+    memset(&mh, 0, sizeof(mh));
+    EXPECT_EQ(0, udz_udp_ctl_seg(&mh, 300));
 }
 
 INSTANTIATE_TEST_SUITE_P(Wire, UdzUdpGro, ::testing::Values(0, 1),

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -106,6 +107,7 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
     u->fd       = -1;
     u->epfd     = -1;
     u->ready.fd = -1;
+    u->pend_efd = -1;
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
         u->chan_fd[i] = -1;
     }
@@ -147,6 +149,17 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
         u->chan_gro[i] = 0;     /* all or none: the channels are interchangeable */
         (void)udz_udp_chan_set_gro(u->chan_fd[i], 0);
     }
+    /* the control socket too: a message's stream packets come as one GSO run (udz_stream.c,
+     * send coalescing), which the kernel would otherwise cut and queue datagram by datagram;
+     * received whole into the wire's buffers and cut there (udz_udp_recv_runs) */
+    if (gro) {
+        u->ctl_buf = malloc((size_t)UDZ_UDP_CTL_BUFS * UDZ_UDP_RUN_BYTES);
+        u->ctl_gro = (u->ctl_buf != NULL) && (udz_udp_chan_set_gro(u->fd, 1) == 0);
+        if (!u->ctl_gro) {
+            free(u->ctl_buf);
+            u->ctl_buf = NULL;
+        }
+    }
     return 0;
 }
 
@@ -165,6 +178,14 @@ void udz_udp_close(udz_udp_t *u)
         close(u->fd);
         u->fd = -1;
     }
+    if (u->pend_efd >= 0) {
+        close(u->pend_efd);
+        u->pend_efd = -1;
+    }
+    free(u->ctl_buf);
+    u->ctl_buf = NULL;
+    u->ctl_gro = 0;
+    u->ctl_n   = u->ctl_i = 0;
     for (i = 0; i < UDZ_MAX_CHANNELS; ++i) {
         if (u->chan_fd[i] >= 0) {
             close(u->chan_fd[i]);
@@ -263,6 +284,165 @@ void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc)
     }
 }
 
+long udz_udp_ctl_seg(const struct msghdr *mh, size_t rc)
+{
+    const struct cmsghdr *cm;
+    int gso = 0, have = 0;
+
+    if (mh->msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        return -1;
+    }
+    for (cm = CMSG_FIRSTHDR((struct msghdr*)mh); cm != NULL;
+         cm = CMSG_NXTHDR((struct msghdr*)mh, (struct cmsghdr*)cm)) {
+        if ((cm->cmsg_level == SOL_UDP) && (cm->cmsg_type == UDP_GRO)) {
+            if (cm->cmsg_len < CMSG_LEN(sizeof(int))) {
+                return -1;
+            }
+            memcpy(&gso, CMSG_DATA(cm), sizeof(gso));
+            have = 1;
+        }
+    }
+    if (!have) {
+        return 0;
+    }
+    if ((gso <= 0) || ((size_t)gso > rc)) {
+        return -1;
+    }
+    return ((size_t)gso == rc) ? 0 : gso;
+}
+
+/* Copies len bytes into a datagram slot (iov[0], then iov[1] if it has room): the slot's
+ * length, truncated when it does not fit. */
+static void udz_udp_ctl_put(udz_rxmsg_t *m, const unsigned char *p, size_t len,
+                            const udz_addr_t *src)
+{
+    size_t room0 = m->iov[0].iov_len, room1 = m->iov[1].iov_len, c0, c1;
+
+    c0 = (len < room0) ? len : room0;
+    c1 = (len - c0 < room1) ? len - c0 : room1;
+    memcpy(m->iov[0].iov_base, p, c0);
+    if (c1 > 0) {
+        memcpy(m->iov[1].iov_base, p + c0, c1);
+    }
+    m->len     = c0 + c1;
+    m->trunc   = (c0 + c1 < len);
+    m->unreach = 0;
+    m->src     = *src;
+}
+
+/* Hands what the wire holds to msgs[j..n): a run datagram by datagram. Returns the new j. */
+static int udz_udp_ctl_drain(udz_udp_t *u, udz_rxmsg_t *msgs, int j, int n)
+{
+    const unsigned char *buf;
+    size_t len, seg, d;
+
+    while ((j < n) && (u->ctl_i < u->ctl_n)) {
+        buf = u->ctl_buf + (size_t)u->ctl_i * UDZ_UDP_RUN_BYTES;
+        len = u->ctl_len[u->ctl_i];
+        seg = u->ctl_seg[u->ctl_i];
+        if (u->ctl_off < len) {
+            d = len - u->ctl_off;
+            if ((seg > 0) && (d > seg)) {
+                d = seg;
+            }
+            udz_udp_ctl_put(&msgs[j++], buf + u->ctl_off, d, &u->ctl_src[u->ctl_i]);
+            u->ctl_off += d;
+        }
+        if (u->ctl_off >= len) {
+            u->ctl_i++;
+            u->ctl_off = 0;
+        }
+    }
+    return j;
+}
+
+/* The event fd's extra readiness follows the datagrams held in the wire (only while the glue
+ * sleeps on it: made with the epoll set). */
+static void udz_udp_pend_signal(udz_udp_t *u)
+{
+    int pend = udz_udp_ctl_pending(u);
+    uint64_t v = 1;
+
+    if ((u->pend_efd < 0) || (pend == u->pend_sig)) {
+        return;
+    }
+    if (pend) {
+        (void)!write(u->pend_efd, &v, sizeof(v));
+    } else {
+        (void)!read(u->pend_efd, &v, sizeof(v));
+    }
+    u->pend_sig = pend;
+}
+
+/* The control socket with UDP_GRO: a recvmmsg into the wire's buffers (a coalesced run whole
+ * in one, a small datagram alone in one), cut into the core's slots; what does not fit stays
+ * for the next call, which receives nothing new until it is handed out. */
+static int udz_udp_recv_runs(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
+{
+    int rc, i, k, j;
+    long seg;
+
+    j = udz_udp_ctl_drain(u, msgs, 0, n);
+    if ((j > 0) || udz_udp_ctl_pending(u)) {
+        u->idle = 0;
+        udz_udp_pend_signal(u);
+        return j;
+    }
+    if (u->errq) {
+        u->errq = 0;
+        rc = udz_udp_errqueue(u, msgs, n);
+        if (rc > 0) {
+            return rc;
+        }
+    }
+    k = (n < UDZ_UDP_CTL_BUFS) ? n : UDZ_UDP_CTL_BUFS;
+    for (i = 0; i < k; ++i) {
+        memset(&u->ctl_mm[i], 0, sizeof(u->ctl_mm[i]));
+        u->ctl_iov[i].iov_base = u->ctl_buf + (size_t)i * UDZ_UDP_RUN_BYTES;
+        u->ctl_iov[i].iov_len  = UDZ_UDP_RUN_BYTES;
+        u->ctl_mm[i].msg_hdr.msg_name       = &u->ctl_names[i];
+        u->ctl_mm[i].msg_hdr.msg_namelen    = sizeof(u->ctl_names[i]);
+        u->ctl_mm[i].msg_hdr.msg_iov        = &u->ctl_iov[i];
+        u->ctl_mm[i].msg_hdr.msg_iovlen     = 1;
+        u->ctl_mm[i].msg_hdr.msg_control    = u->ctl_cmsg[i];
+        u->ctl_mm[i].msg_hdr.msg_controllen = sizeof(u->ctl_cmsg[i]);
+    }
+    if (u->counters != NULL) {
+        u->counters->ctl_recv_calls++;
+    }
+    rc = recvmmsg(u->fd, u->ctl_mm, (unsigned)k, MSG_DONTWAIT, NULL);
+    u->more = (rc == k);
+    if (rc > 0) {
+        u->idle = 0;
+    } else if (u->idle < UDZ_READY_IDLE_POLLS) {
+        u->idle++;
+    }
+    if (rc < 0) {
+        if (errno == ECONNREFUSED) {
+            return udz_udp_errqueue(u, msgs, n);
+        }
+        return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
+    }
+    for (i = 0; i < rc; ++i) {
+        seg = udz_udp_ctl_seg(&u->ctl_mm[i].msg_hdr, u->ctl_mm[i].msg_len);
+        if (seg < 0) {
+            u->ctl_dropped++;
+            u->ctl_len[i] = 0;
+            u->ctl_seg[i] = 0;
+        } else {
+            u->ctl_len[i] = u->ctl_mm[i].msg_len;
+            u->ctl_seg[i] = (size_t)seg;
+        }
+        udz_udp_src_addr(&u->ctl_names[i], u->ctl_mm[i].msg_hdr.msg_namelen, &u->ctl_src[i]);
+    }
+    u->ctl_n   = rc;
+    u->ctl_i   = 0;
+    u->ctl_off = 0;
+    j = udz_udp_ctl_drain(u, msgs, 0, n);
+    udz_udp_pend_signal(u);
+    return j;
+}
+
 /* The control socket: datagrams, and the ICMP errors that name dead peers. An idle socket is
  * asked through its readiness ring first (udz_udp_ready.c), which costs no system call. */
 static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
@@ -270,7 +450,8 @@ static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
     udz_udp_t *u = wire;
     int rc;
 
-    if ((u->idle >= UDZ_READY_IDLE_POLLS) && !u->more && !u->errq && (u->ready.fd >= 0)) {
+    if ((u->idle >= UDZ_READY_IDLE_POLLS) && !u->more && !u->errq && (u->ready.fd >= 0) &&
+        !udz_udp_ctl_pending(u)) {
         if (!u->ready.armed) {
             (void)udz_udp_ready_arm(&u->ready);   /* an idle spell begins; receive once more */
         } else if (!udz_udp_ready_wakeup(&u->ready)) {
@@ -279,6 +460,9 @@ static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
             }
             return 0;
         }
+    }
+    if (u->ctl_gro) {
+        return udz_udp_recv_runs(u, msgs, n);
     }
     if (n > UDZ_UDP_BATCH) {
         n = UDZ_UDP_BATCH;
@@ -316,7 +500,7 @@ static int udz_udp_rx_idle(void *wire)
     const udz_udp_t *u = wire;
 
     return (u->idle >= UDZ_READY_IDLE_POLLS) && !u->more && !u->errq && (u->ready.fd >= 0) &&
-           udz_udp_ready_quiet(&u->ready);
+           !udz_udp_ctl_pending(u) && udz_udp_ready_quiet(&u->ready);
 }
 
 /* ---- the interface's MTU ---- */
@@ -432,9 +616,9 @@ static void udz_udp_query(void *wire, udz_wire_attr_t *attr)
     char ip[INET_ADDRSTRLEN];
 
     attr->rx_buffer = (size_t)u->rcvbuf;
-    snprintf(attr->desc, sizeof(attr->desc), "%s:%u, rcvbuf %d, gso %d gro %d, idle ring %s",
+    snprintf(attr->desc, sizeof(attr->desc), "%s:%u, rcvbuf %d, gso %d gro %d/%d, idle ring %s",
              inet_ntop(AF_INET, &u->ip, ip, sizeof(ip)), ntohs(u->port), u->rcvbuf, u->gso,
-             u->gro, (u->ready.fd >= 0) ? "io_uring" : "none");
+             u->gro, u->ctl_gro, (u->ready.fd >= 0) ? "io_uring" : "none");
 }
 
 /* ---- addresses: the device's IPv4 address, the control socket's port ---- */
@@ -506,6 +690,25 @@ static int udz_udp_event_fd(void *wire)
             u->epfd = -1;
             return err;
         }
+    }
+    if (u->ctl_gro) {
+        /* readable while datagrams of a run wait in the wire (udz_udp_pend_signal) */
+        u->pend_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        memset(&ev, 0, sizeof(ev));
+        ev.events  = EPOLLIN;
+        ev.data.fd = u->pend_efd;
+        if ((u->pend_efd < 0) || (epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->pend_efd, &ev) != 0)) {
+            err = -errno;
+            if (u->pend_efd >= 0) {
+                close(u->pend_efd);
+                u->pend_efd = -1;
+            }
+            close(u->epfd);
+            u->epfd = -1;
+            return err;
+        }
+        u->pend_sig = 0;
+        udz_udp_pend_signal(u);
     }
     return u->epfd;
 }

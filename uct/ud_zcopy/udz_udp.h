@@ -34,6 +34,12 @@ extern "C" {
 #define UDZ_UDP_RUN_BYTES  65536u
 /* Bytes one GSO send groups (a little under the 64 KiB of an IP packet). */
 #define UDZ_UDP_GSO_BYTES  65000u
+/* The control socket with UDP_GRO: receive buffers of the wire's own, UDZ_UDP_RUN_BYTES each
+ * (a whole coalesced run fits), one recvmmsg fills up to this many. 16 x 64 KiB = 1 MiB of
+ * address space per iface, of which only what runs touch becomes resident (a small datagram
+ * touches one page); RX_BATCH (64) of them would be 4 MiB. Small datagrams are still batched,
+ * up to 16 per call (the core offers RX_BATCH, 32 by default). */
+#define UDZ_UDP_CTL_BUFS   16
 
 /* Empty receives in a row after which the control socket counts as idle: from then on a poll
  * asks the readiness ring first (udz_udp_ready.c). About 30 us of polling at the ~0.5 us of
@@ -107,6 +113,25 @@ typedef struct udz_udp {
     uint64_t        gso_cmsg[UDZ_UDP_BATCH][4];
     struct mmsghdr  mm[UDZ_UDP_BATCH];
     struct sockaddr_in names[UDZ_UDP_BATCH];
+    /* the control socket with UDP_GRO (udz_udp_recv_runs): what the last recvmmsg put in the
+     * wire's buffers, handed to the core datagram by datagram across calls. ctl_n buffers
+     * filled, ctl_i the one being cut, ctl_off the next datagram's offset in it; per buffer its
+     * bytes (0: dropped), datagram size (0: one datagram) and sender. ctl_dropped counts
+     * receives dropped as odd (truncated, gso_size 0 or beyond the run). pend_efd: an eventfd
+     * in the epoll set (-1 until event_fd), readable while datagrams are held here. */
+    int             ctl_gro;
+    unsigned char   *ctl_buf;                   /* UDZ_UDP_CTL_BUFS x UDZ_UDP_RUN_BYTES */
+    int             ctl_n, ctl_i;
+    size_t          ctl_off;
+    size_t          ctl_len[UDZ_UDP_CTL_BUFS];
+    size_t          ctl_seg[UDZ_UDP_CTL_BUFS];
+    udz_addr_t      ctl_src[UDZ_UDP_CTL_BUFS];
+    uint64_t        ctl_dropped;
+    int             pend_efd, pend_sig;
+    struct iovec    ctl_iov[UDZ_UDP_CTL_BUFS];
+    uint64_t        ctl_cmsg[UDZ_UDP_CTL_BUFS][4];
+    struct mmsghdr  ctl_mm[UDZ_UDP_CTL_BUFS];
+    struct sockaddr_in ctl_names[UDZ_UDP_CTL_BUFS];
 } udz_udp_t;
 
 /* The table (udz_wire.h). */
@@ -137,6 +162,15 @@ void udz_udp_mm_prep(udz_udp_t *u, udz_rxmsg_t *msgs, int n);
 void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc);
 /* The sender's control address as the core names it (zeros when not an IPv4 sender). */
 void udz_udp_src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_addr_t *out);
+/* One receive of the GRO control socket, rc bytes with header mh: the size of its datagrams
+ * (the UDP_GRO cmsg's gso_size; 0: one datagram, no cmsg), or -1 when it is dropped as odd
+ * (truncated, control truncated, gso_size 0 or larger than the run). */
+long udz_udp_ctl_seg(const struct msghdr *mh, size_t rc);
+/* Datagrams held in the wire from a coalesced run, not yet handed to the core. */
+static inline int udz_udp_ctl_pending(const udz_udp_t *u)
+{
+    return u->ctl_i < u->ctl_n;
+}
 /* UDP_GRO on or off for one data channel; 0 when the kernel took it. */
 int udz_udp_chan_set_gro(int fd, int on);
 int udz_udp_chan_recv(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
