@@ -377,6 +377,30 @@ static void udz_udp_pend_signal(udz_udp_t *u)
 /* The control socket with UDP_GRO: a recvmmsg into the wire's buffers (a coalesced run whole
  * in one, a small datagram alone in one), cut into the core's slots; what does not fit stays
  * for the next call, which receives nothing new until it is handed out. */
+/* One recvmmsg of up to k datagrams on the control socket, with the idle and readiness
+ * bookkeeping. 0: *rc datagrams came (0..k); 1: *rc is what recv returns (an ICMP error
+ * reported into msgs, 0 for nothing now, or -errno). */
+static int udz_udp_ctl_recvmmsg(udz_udp_t *u, struct mmsghdr *mm, int k, udz_rxmsg_t *msgs,
+                                int n, int *rc)
+{
+    if (u->counters != NULL) {
+        u->counters->ctl_recv_calls++;
+    }
+    *rc     = recvmmsg(u->fd, mm, (unsigned)k, MSG_DONTWAIT, NULL);
+    u->more = (*rc == k);
+    if (*rc > 0) {
+        u->idle = 0;
+    } else if (u->idle < UDZ_READY_IDLE_POLLS) {
+        u->idle++;
+    }
+    if (*rc >= 0) {
+        return 0;
+    }
+    *rc = (errno == ECONNREFUSED) ? udz_udp_errqueue(u, msgs, n) :
+          ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
+    return 1;
+}
+
 static int udz_udp_recv_runs(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
 {
     int rc, i, k, j;
@@ -407,21 +431,8 @@ static int udz_udp_recv_runs(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
         u->ctl_mm[i].msg_hdr.msg_control    = u->ctl_cmsg[i];
         u->ctl_mm[i].msg_hdr.msg_controllen = sizeof(u->ctl_cmsg[i]);
     }
-    if (u->counters != NULL) {
-        u->counters->ctl_recv_calls++;
-    }
-    rc = recvmmsg(u->fd, u->ctl_mm, (unsigned)k, MSG_DONTWAIT, NULL);
-    u->more = (rc == k);
-    if (rc > 0) {
-        u->idle = 0;
-    } else if (u->idle < UDZ_READY_IDLE_POLLS) {
-        u->idle++;
-    }
-    if (rc < 0) {
-        if (errno == ECONNREFUSED) {
-            return udz_udp_errqueue(u, msgs, n);
-        }
-        return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
+    if (udz_udp_ctl_recvmmsg(u, u->ctl_mm, k, msgs, n, &rc) != 0) {
+        return rc;
     }
     for (i = 0; i < rc; ++i) {
         seg = udz_udp_ctl_seg(&u->ctl_mm[i].msg_hdr, u->ctl_mm[i].msg_len);
@@ -475,21 +486,8 @@ static int udz_udp_recv(void *wire, udz_rxmsg_t *msgs, int n)
             return rc;
         }
     }
-    if (u->counters != NULL) {
-        u->counters->ctl_recv_calls++;
-    }
-    rc = recvmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT, NULL);
-    u->more = (rc == n);
-    if (rc > 0) {
-        u->idle = 0;
-    } else if (u->idle < UDZ_READY_IDLE_POLLS) {
-        u->idle++;
-    }
-    if (rc < 0) {
-        if (errno == ECONNREFUSED) {
-            return udz_udp_errqueue(u, msgs, n);
-        }
-        return ((errno == EAGAIN) || (errno == EINTR)) ? 0 : -errno;
+    if (udz_udp_ctl_recvmmsg(u, u->mm, n, msgs, n, &rc) != 0) {
+        return rc;
     }
     udz_udp_mm_done(u, msgs, rc);
     return rc;
