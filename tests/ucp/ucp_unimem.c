@@ -9,7 +9,11 @@
  *               with dlsym in the preloaded transport) around N ping-pongs of 4 KiB after a
  *               warm-up, swap the deltas, and the initiator checks the totals: control AMs =
  *               4 N, zDMA reads = 2 N, no zDMA write, every AM received. It reports how many
- *               32-byte mailbox messages each control message takes.
+ *               32-byte mailbox messages each control message takes. With landing slots (the
+ *               default) that is one each, UnimemMPI's 4 mailbox messages per ping-pong: the
+ *               RTS (header + rkey) lands in the receiver's slot and rings with one LAND.
+ * rndv_shape_frag  The same with UCX_UNIMEM_LAND_SLOTS=0: the RTS is fragmented over several
+ *               mailbox messages (the mailbox protocol alone).
  * pdid_refused  The two processes run in different protection domains (UCX_UNIMEM_PDID 1 and
  *               2): UCP must find no unimem lane to the peer (the iface reports it unreachable,
  *               the HAL would refuse any transfer), so ucp_ep_create fails.
@@ -31,11 +35,11 @@ typedef unsigned (*counters_get_fn_t)(const char *const **names, const uint64_t 
 static const char *const shape_names[] = {
     "tx_am_short", "tx_am_bcopy", "tx_am_zcopy", "rx_am", "mbox_tx_msgs", "mbox_rx_msgs",
     "tx_am_frag", "mbox_tx_frag_msgs", "zdma_reads", "zdma_writes", "tx_get_zcopy",
-    "rx_corrupt"
+    "rx_corrupt", "tx_am_land"
 };
 #define NSHAPE (sizeof(shape_names) / sizeof(shape_names[0]))
 enum { AM_SHORT, AM_BCOPY, AM_ZCOPY, RX_AM, MBOX_TX, MBOX_RX, AM_FRAG, MBOX_FRAG, ZREAD,
-       ZWRITE, GET_ZCOPY, CORRUPT };
+       ZWRITE, GET_ZCOPY, CORRUPT, AM_LAND };
 
 static int read_counters(pair_t *pair, uint64_t out[NSHAPE])
 {
@@ -112,7 +116,7 @@ static int check_eq(pair_t *pair, const char *what, uint64_t got, uint64_t want)
     return 0;
 }
 
-static int shape(up_t *u)
+static int shape(up_t *u, int landing)
 {
     static uint8_t sbuf[SHAPE_SIZE], rbuf[SHAPE_SIZE];
     uint64_t before[NSHAPE], after[NSHAPE], mine[NSHAPE], peer[NSHAPE], sum[NSHAPE];
@@ -144,7 +148,7 @@ static int shape(up_t *u)
     }
 
     ctrl   = sum[AM_SHORT] + sum[AM_BCOPY] + sum[AM_ZCOPY];
-    single = ctrl - sum[AM_FRAG];
+    single = ctrl - sum[AM_FRAG];   /* a SHORT or a LAND */
     printf("    unimem rendezvous ping-pong, %d B x %llu: %llu control messages "
            "(%.2f per ping-pong: %llu am_short, %llu am_bcopy), %llu zDMA reads (%.2f per "
            "ping-pong), %llu zDMA writes\n", SHAPE_SIZE, (unsigned long long)n,
@@ -153,11 +157,12 @@ static int shape(up_t *u)
            (double)sum[ZREAD] / n, (unsigned long long)sum[ZWRITE]);
     printf("    32-byte mailbox messages: %llu (%.2f per ping-pong); %llu control messages "
            "fragmented into %llu mailbox messages (%.2f each: the RTS, header + rkey), %llu "
-           "in one mailbox message each (the ATS)\n", (unsigned long long)sum[MBOX_TX],
+           "in one mailbox message each (the ATS; with landing slots the RTS too: %llu "
+           "landed)\n", (unsigned long long)sum[MBOX_TX],
            (double)sum[MBOX_TX] / n, (unsigned long long)sum[AM_FRAG],
            (unsigned long long)sum[MBOX_FRAG],
            sum[AM_FRAG] ? (double)sum[MBOX_FRAG] / sum[AM_FRAG] : 0.0,
-           (unsigned long long)single);
+           (unsigned long long)single, (unsigned long long)sum[AM_LAND]);
     fflush(stdout);
 
     ok = check_eq(u->pair, "control messages (RTS + ATS each way)", ctrl, 4 * n);
@@ -168,6 +173,13 @@ static int shape(up_t *u)
     ok = check_eq(u->pair, "mailbox messages received", sum[MBOX_RX], sum[MBOX_TX]) && ok;
     ok = check_eq(u->pair, "rx_corrupt", sum[CORRUPT], 0) && ok;
     ok = check_eq(u->pair, "mailbox messages", sum[MBOX_TX], single + sum[MBOX_FRAG]) && ok;
+    if (landing) {
+        /* UnimemMPI's shape exactly: 4 mailbox messages per ping-pong, the RTS landed */
+        ok = check_eq(u->pair, "mailbox messages with landing slots", sum[MBOX_TX], 4 * n) &&
+             ok;
+        ok = check_eq(u->pair, "landed control messages (the RTS)", sum[AM_LAND], 2 * n) &&
+             ok;
+    }
     return ok;
 }
 
@@ -176,12 +188,11 @@ static int run_shape(pair_t *pair, void *arg)
     int ok;
     up_t u;
 
-    (void)arg;
     if (up_open(&u, pair, "unimem", 0) != 0) {
         up_close(&u, 0);
         return PAIR_FAIL;
     }
-    ok = shape(&u);
+    ok = shape(&u, arg == NULL);
     if (up_check_lanes(&u) != 0) {
         ok = 0;
     }
@@ -262,8 +273,11 @@ out:
 
 static pair_case_t cases[] = {
     {"rndv_shape", run_shape, NULL,
-     "tx_get_zcopy>0,zdma_reads>0,tx_am_frag>0,rx_corrupt==0",
+     "tx_get_zcopy>0,zdma_reads>0,tx_am_land>0,rx_land>0,tx_am_frag==0,rx_corrupt==0",
      "UCX_RNDV_THRESH=1k UCX_UNIMEM_ZCOPY_THRESH=1k", 0, 0},
+    {"rndv_shape_frag", run_shape, (void*)1,
+     "tx_get_zcopy>0,zdma_reads>0,tx_am_frag>0,tx_am_land==0,rx_corrupt==0",
+     "UCX_RNDV_THRESH=1k UCX_UNIMEM_ZCOPY_THRESH=1k UCX_UNIMEM_LAND_SLOTS=0", 0, 0},
     {"pdid_refused", run_pdid_refused, NULL, "tx_bytes==0,rx_am==0", NULL, 0, 0},
 };
 

@@ -230,3 +230,143 @@ TEST(UnimemProto, RandomGarbageNeverCrashesOrOverflows)
     ASSERT_EQ(before + 4, r.got.size());
     EXPECT_EQ(pattern(250, 3), r.got.back().data);
 }
+
+namespace {
+
+// A receiver with a landing area (LAND): senders x slots slots, sized exactly, so that ASan
+// catches any access beyond it.
+struct LandRx : Rx {
+    LandRx(uint32_t senders, uint32_t slots, uint32_t max_len)
+        : Rx(senders, max_len), slots(slots), slot_size(unimem_land_slot_size(max_len)),
+          area(unimem_land_area_size(senders, slots, max_len))
+    {
+        unimem_rx_land(&rx, area.data(), senders, slots);
+    }
+    uint8_t *slot(uint16_t sender, uint8_t i)
+    {
+        return area.data() + ((size_t)sender * slots + i) * slot_size;
+    }
+    // what a sender does: store the payload, mark the slot, ring with one LAND
+    unimem_msg_t land(uint8_t am_id, uint16_t sender, uint8_t i, const std::vector<uint8_t> &d)
+    {
+        if (!d.empty()) {
+            memcpy(slot(sender, i) + UNIMEM_LAND_HDR, d.data(), d.size());
+        }
+        *unimem_land_busy(slot(sender, i)) = 1;
+        unimem_msg_t m;
+        unimem_proto_land(&m, am_id, sender, i, (uint32_t)d.size());
+        return m;
+    }
+    uint32_t slots;
+    size_t slot_size;
+    std::vector<uint8_t> area;
+};
+
+}  // namespace
+
+TEST(UnimemProtoLand, OneMessageDeliversFromTheSlotAndFreesIt)
+{
+    LandRx r(4, 8, 8192);
+    EXPECT_EQ(8256u, r.slot_size);   // 8 bytes of header, cache-line multiples
+    for (size_t len : {0, 1, 31, 100, 4096, 8192}) {
+        auto d = pattern(len, (unsigned)len);
+        r.feed({r.land(9, 2, 7, d)});
+        EXPECT_EQ(0u, *unimem_land_busy(r.slot(2, 7))) << "freed after the handler";
+        ASSERT_FALSE(r.got.empty());
+        EXPECT_EQ(9, r.got.back().am_id);
+        EXPECT_EQ(d, r.got.back().data);
+    }
+    EXPECT_EQ(6u, r.stats.land);
+    EXPECT_EQ(6u, r.stats.msgs) << "one mailbox message each";
+    EXPECT_EQ(0u, r.stats.corrupt);
+}
+
+TEST(UnimemProtoLand, InterleavesWithFragmentsInTheSendersOrder)
+{
+    // a sender whose slot is busy fragments: both arrive through the one mailbox, in order
+    LandRx r(2, 2, 1000);
+    std::vector<unimem_msg_t> stream;
+    auto a = pattern(500, 1), b = pattern(700, 2), c = pattern(60, 3);
+    stream.push_back(r.land(1, 1, 0, a));
+    for (auto &m : pack(2, 1, b)) {
+        stream.push_back(m);
+    }
+    stream.push_back(r.land(3, 1, 1, c));
+    r.feed(stream);
+    ASSERT_EQ(3u, r.got.size());
+    EXPECT_EQ(a, r.got[0].data);
+    EXPECT_EQ(b, r.got[1].data);
+    EXPECT_EQ(c, r.got[2].data);
+    EXPECT_EQ(2u, r.stats.land);
+    EXPECT_EQ(0u, r.stats.corrupt);
+}
+
+TEST(UnimemProtoLand, BadLandsAreDroppedAndCounted)
+{
+    auto d = pattern(64, 5);
+    unimem_msg_t m;
+    {
+        Rx plain(4, 1000);   // no landing area exported
+        unimem_proto_land(&m, 1, 0, 0, 10);
+        plain.feed({m});
+        EXPECT_EQ(1u, plain.stats.corrupt);
+        EXPECT_TRUE(plain.got.empty());
+    }
+    LandRx r(4, 4, 1000);
+    r.land(1, 3, 3, d);                        // a valid slot to aim the bad ones near
+    unimem_proto_land(&m, 1, 4, 0, 64);        // sender beyond the table
+    r.feed({m});
+    unimem_proto_land(&m, 1, 3, 4, 64);        // slot beyond the ring
+    r.feed({m});
+    unimem_proto_land(&m, 1, 3, 3, 1001);      // longer than the receiver's limit
+    r.feed({m});
+    unimem_proto_land(&m, 1, 3, 2, 64);        // a slot the sender never marked
+    r.feed({m});
+    EXPECT_EQ(4u, r.stats.corrupt);
+    EXPECT_TRUE(r.got.empty());
+    unimem_proto_land(&m, 1, 3, 3, 64);        // the real one still goes
+    r.feed({m, m});                            // and again: its slot is free now
+    ASSERT_EQ(1u, r.got.size());
+    EXPECT_EQ(d, r.got[0].data);
+    EXPECT_EQ(5u, r.stats.corrupt);
+
+    // senders beyond LAND_SENDERS have no ring: their LANDs are refused, fragments go
+    Rx few(8, 1000);
+    std::vector<uint8_t> area(unimem_land_area_size(2, 4, 1000));
+    unimem_rx_land(&few.rx, area.data(), 2, 4);
+    unimem_proto_land(&m, 1, 2, 0, 10);
+    few.feed({m});
+    EXPECT_EQ(1u, few.stats.corrupt);
+    few.feed(pack(1, 7, pattern(100, 4)));
+    ASSERT_EQ(1u, few.got.size());
+    EXPECT_EQ(pattern(100, 4), few.got[0].data);
+}
+
+TEST(UnimemProtoLand, RandomGarbageNeverLeavesTheArea)
+{
+    LandRx r(4, 3, 300);
+    std::mt19937 rng(11);
+    for (int i = 0; i < 200000; ++i) {
+        unimem_msg_t m;
+        for (auto &b : m.b) {
+            b = (uint8_t)rng();
+        }
+        if (i % 2 == 0) {   // plausible LANDs, busy slots, lengths near the limit
+            m.b[0] = (uint8_t)((UNIMEM_PROTO_LAND << 5) | (rng() % 32));
+            m.b[1] = (uint8_t)(rng() % 5);
+            m.b[2] = (uint8_t)(rng() % 6);
+            m.b[3] = 0;
+            uint32_t len = rng() % 320;
+            m.b[4] = (uint8_t)len;
+            m.b[5] = (uint8_t)(len >> 8);
+            m.b[6] = m.b[7] = 0;
+            *unimem_land_busy(r.slot((uint16_t)(rng() % 4), (uint8_t)(rng() % 3))) = 1;
+        }
+        r.feed({m});
+    }
+    for (auto &d : r.got) {
+        EXPECT_LE(d.data.size(), 300u);
+    }
+    EXPECT_GT(r.stats.land, 0u);
+    EXPECT_GT(r.stats.corrupt, 0u);
+}

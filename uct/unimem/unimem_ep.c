@@ -9,8 +9,38 @@
 #include <uct/base/uct_iov.inl>
 #include <errno.h>
 
+/* Maps the peer's landing area (unimem_proto.h, LAND) for sender s: both sides need slots,
+ * the id a ring, and the area must map here (same user); otherwise messages fragment. */
+static void uct_unimem_sender_land(uct_unimem_iface_t *iface, uct_unimem_sender_t *s,
+                                   const uct_unimem_iface_addr_t *addr)
+{
+    ucx_ext_xmem_desc_t desc;
+
+    s->land_map = NULL;
+    if ((iface->land_slots == 0) || (addr->land_slots == 0) ||
+        (addr->land_slots > UNIMEM_LAND_MAX_SLOTS) || (s->id >= addr->land_rings)) {
+        return;
+    }
+    s->slot_size   = unimem_land_slot_size(addr->seg_size);
+    s->land_slots  = addr->land_slots;
+    s->land_next   = 0;
+    memset(&desc, 0, sizeof(desc));
+    desc.pid    = (int32_t)addr->mbox.proc;
+    desc.fd     = addr->land_fd;
+    desc.ino    = addr->land_ino;
+    desc.base   = addr->land_base;
+    desc.length = ucs_align_up_pow2(unimem_land_area_size(addr->land_rings, addr->land_slots,
+                                                          addr->seg_size),
+                                    ucs_get_page_size());
+    s->land_map = ucx_ext_xmem_attach(&desc);
+    if (s->land_map != NULL) {
+        s->land_ring = s->land_map + (size_t)s->id * s->land_slots * s->slot_size;
+    }
+}
+
 static uct_unimem_sender_t *uct_unimem_sender_get(uct_unimem_iface_t *iface,
-                                                  unimem_hal_dest_t *dest)
+                                                  unimem_hal_dest_t *dest,
+                                                  const uct_unimem_iface_addr_t *addr)
 {
     uct_unimem_sender_t *s;
 
@@ -30,6 +60,7 @@ static uct_unimem_sender_t *uct_unimem_sender_get(uct_unimem_iface_t *iface,
     }
     s->dest = dest;
     s->refs = 1;
+    uct_unimem_sender_land(iface, s, addr);
     ucs_list_add_tail(&iface->senders, &s->list);
     return s;
 }
@@ -37,6 +68,9 @@ static uct_unimem_sender_t *uct_unimem_sender_get(uct_unimem_iface_t *iface,
 static void uct_unimem_sender_put(uct_unimem_sender_t *s)
 {
     if (--s->refs == 0) {
+        if (s->land_map != NULL) {
+            ucx_ext_xmem_detach(s->land_map);
+        }
         unimem_hal_dest_sender_id_release(s->dest, s->id);
         ucs_list_del(&s->list);
         ucs_free(s);
@@ -76,7 +110,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
                  strerror(-ret));
         return UCS_ERR_UNREACHABLE;
     }
-    self->sender = uct_unimem_sender_get(iface, self->dest);
+    self->sender = uct_unimem_sender_get(iface, self->dest, addr);
     if (self->sender == NULL) {
         ucs_error("unimem: process %u's mailbox accepts no more senders (its "
                   "UCX_UNIMEM_MAX_SENDERS)", addr->mbox.proc);
@@ -84,23 +118,38 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
-    self->sender_id = (uint16_t)self->sender->id;
-    self->stash_len = 0;
+    self->sender_id  = (uint16_t)self->sender->id;
+    self->stash_len  = 0;
+    self->stash_land = 0;
     self->stash     = ucs_malloc(iface->seg_size, "unimem_stash");
     if (self->stash == NULL) {
         uct_unimem_sender_put(self->sender);
         unimem_hal_dest_release(self->dest);
         return UCS_ERR_NO_MEMORY;
     }
-    ucs_debug("unimem ep %p: mailbox %u of process %u, sender id %u", self, addr->mbox.index,
-              addr->mbox.proc, self->sender->id);
+    ucs_debug("unimem ep %p: mailbox %u of process %u, sender id %u, %s", self,
+              addr->mbox.index, addr->mbox.proc, self->sender->id,
+              (self->sender->land_map != NULL) ? "landing slots" : "fragments only");
     return UCS_OK;
+}
+
+/* The stash is out (sent) or given up: a stashed LAND that never went frees its slot for the
+ * id's next message. */
+static void uct_unimem_ep_unstash(uct_unimem_ep_t *ep, int sent)
+{
+    if (!sent && ep->stash_land) {
+        *unimem_land_busy(ep->sender->land_ring +
+                          (size_t)ep->stash_msg.b[1] * ep->sender->slot_size) = 0;
+    }
+    ep->super.blocked = 0;
+    ep->stash_land    = 0;
+    ucs_list_del(&ep->stash_list);
 }
 
 UCS_CLASS_CLEANUP_FUNC(uct_unimem_ep_t)
 {
     if (self->super.blocked) {
-        ucs_list_del(&self->stash_list);
+        uct_unimem_ep_unstash(self, 0);
     }
     ucs_free(self->stash);
     uct_unimem_sender_put(self->sender);
@@ -152,20 +201,131 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_unimem_ep_send1(uct_unimem_ep_t *ep,
     return UCS_OK;
 }
 
+/* ---- landing slots (unimem_proto.h, LAND) ---- */
+
+/* The sender's next landing slot if it is free, else NULL (no area, or the receiver has not
+ * taken the message in it yet). */
+static UCS_F_ALWAYS_INLINE uint8_t *uct_unimem_ep_land_slot(uct_unimem_ep_t *ep)
+{
+    uct_unimem_sender_t *s = ep->sender;
+    uint8_t *slot;
+
+    if (s->land_map == NULL) {
+        return NULL;
+    }
+    slot = s->land_ring + (size_t)s->land_next * s->slot_size;
+    return ucs_likely(__atomic_load_n(unimem_land_busy(slot), __ATOMIC_ACQUIRE) == 0) ?
+           slot : NULL;
+}
+
+/* Rings the doorbell for length bytes written into slot: 0, or the HAL's error (the slot
+ * stays marked: the caller gives it back or stashes the LAND). */
+static UCS_F_ALWAYS_INLINE int uct_unimem_ep_land_send(uct_unimem_ep_t *ep, uint8_t *slot,
+                                                       uint8_t id, size_t length,
+                                                       unimem_msg_t *msg)
+{
+    uct_unimem_sender_t *s = ep->sender;
+    int ret;
+
+    *unimem_land_busy(slot) = 1;    /* published with the LAND message (release) */
+    unimem_proto_land(msg, id, ep->sender_id, (uint8_t)s->land_next, (uint32_t)length);
+    ret = unimem_hal_send(ep->dest, msg, 1);
+    if (ucs_likely(ret == 0)) {
+        UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, 1);
+        UCT_UNIMEM_COUNT_OWN(tx_am_land, 1);
+    }
+    return ret;
+}
+
+/* The slot is the sender's from here on, whatever happens to the LAND message. */
+static UCS_F_ALWAYS_INLINE void uct_unimem_ep_land_next(uct_unimem_ep_t *ep)
+{
+    uct_unimem_sender_t *s = ep->sender;
+
+    if (++s->land_next == s->land_slots) {
+        s->land_next = 0;
+    }
+}
+
+/* Fragments and sends a packed message; 0 or the HAL's error. */
+static UCS_F_ALWAYS_INLINE int uct_unimem_ep_send_packed(uct_unimem_iface_t *iface,
+                                                         uct_unimem_ep_t *ep, uint8_t id,
+                                                         const void *data, size_t length)
+{
+    unsigned n = unimem_proto_pack(iface->tx_msgs, id, ep->sender_id, data, length);
+    int ret    = unimem_hal_send(ep->dest, iface->tx_msgs, n);
+
+    if (ucs_likely(ret == 0)) {
+        UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, n);
+        if (n > 1) {
+            /* how many 32-byte messages the fragmented AMs take */
+            UCT_UNIMEM_COUNT_OWN(tx_am_frag, 1);
+            UCT_UNIMEM_COUNT_OWN(mbox_tx_frag_msgs, n);
+            if (ep->sender->land_map != NULL) {
+                UCT_UNIMEM_COUNT_OWN(tx_land_busy, 1);   /* its slot was taken */
+            }
+        }
+    }
+    return ret;
+}
+
+/* An am_short of header + iov beyond one SHORT: into a landing slot, else fragmented from the
+ * bounce buffer. Nothing is consumed on failure: NO_RESOURCE leaves the data to the caller. */
+static UCS_F_NOINLINE ucs_status_t
+uct_unimem_ep_am_short_long(uct_unimem_ep_t *ep, uint8_t id, uint64_t header, int has_header,
+                            const uct_iov_t *iov, size_t iovcnt, size_t length)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_unimem_iface_t);
+    uint8_t *slot             = uct_unimem_ep_land_slot(ep);
+    uint8_t *dst              = (slot != NULL) ? slot + UNIMEM_LAND_HDR : iface->bounce;
+    size_t hdr_len            = has_header ? sizeof(header) : 0;
+    ucs_iov_iter_t iov_iter;
+    unimem_msg_t msg;
+    int ret;
+
+    memcpy(dst, &header, hdr_len);
+    ucs_iov_iter_init(&iov_iter);
+    uct_iov_to_buffer(iov, iovcnt, &iov_iter, dst + hdr_len, SIZE_MAX);
+    if (slot != NULL) {
+        ret = uct_unimem_ep_land_send(ep, slot, id, length, &msg);
+        if (ret == 0) {
+            uct_unimem_ep_land_next(ep);
+        } else {
+            *unimem_land_busy(slot) = 0;
+        }
+    } else {
+        ret = uct_unimem_ep_send_packed(iface, ep, id, dst, length);
+    }
+    return (ret == 0) ? UCS_OK : uct_unimem_ep_send_error(ep, ret);
+}
+
 ucs_status_t uct_unimem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                     const void *payload, unsigned length)
 {
     uct_unimem_ep_t *ep = ucs_derived_of(tl_ep, uct_unimem_ep_t);
     unimem_msg_t msg;
+    uct_iov_t iov;
     ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
-    UCT_CHECK_LENGTH(length + sizeof(header), 0, UNIMEM_PROTO_SHORT_MAX, "am_short");
+    UCT_CHECK_LENGTH(length + sizeof(header), 0,
+                     ucs_derived_of(tl_ep->iface, uct_unimem_iface_t)->am_max_short,
+                     "am_short");
     if (uct_unimem_ep_must_queue(ep)) {
         return uct_unimem_ep_no_resource(ep, 0);
     }
-    unimem_proto_short(&msg, id, header, sizeof(header), payload, length);
-    status = uct_unimem_ep_send1(ep, &msg);
+    if (ucs_likely(length + sizeof(header) <= UNIMEM_PROTO_SHORT_MAX)) {
+        unimem_proto_short(&msg, id, header, sizeof(header), payload, length);
+        status = uct_unimem_ep_send1(ep, &msg);
+    } else {
+        iov.buffer = (void*)payload;
+        iov.length = length;
+        iov.count  = 1;
+        iov.stride = 0;
+        iov.memh   = UCT_MEM_HANDLE_NULL;
+        status     = uct_unimem_ep_am_short_long(ep, id, header, 1, &iov, 1,
+                                                 length + sizeof(header));
+    }
     if (ucs_likely(status == UCS_OK)) {
         UCT_UNIMEM_COUNT(tx_am_short, 1);
         UCT_UNIMEM_COUNT(tx_bytes, length + sizeof(header));
@@ -183,15 +343,20 @@ ucs_status_t uct_unimem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_io
     ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
-    UCT_CHECK_LENGTH(length, 0, UNIMEM_PROTO_SHORT_MAX, "am_short_iov");
+    UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_unimem_iface_t)->am_max_short,
+                     "am_short_iov");
     if (uct_unimem_ep_must_queue(ep)) {
         return uct_unimem_ep_no_resource(ep, 0);
     }
-    ucs_iov_iter_init(&iov_iter);
-    uct_iov_to_buffer(iov, iovcnt, &iov_iter, &msg.b[2], SIZE_MAX);
-    msg.b[0] = (uint8_t)((UNIMEM_PROTO_SHORT << 5) | (id & 0x1f));
-    msg.b[1] = (uint8_t)length;
-    status   = uct_unimem_ep_send1(ep, &msg);
+    if (ucs_likely(length <= UNIMEM_PROTO_SHORT_MAX)) {
+        ucs_iov_iter_init(&iov_iter);
+        uct_iov_to_buffer(iov, iovcnt, &iov_iter, &msg.b[2], SIZE_MAX);
+        msg.b[0] = (uint8_t)((UNIMEM_PROTO_SHORT << 5) | (id & 0x1f));
+        msg.b[1] = (uint8_t)length;
+        status   = uct_unimem_ep_send1(ep, &msg);
+    } else {
+        status = uct_unimem_ep_am_short_long(ep, id, 0, 0, iov, iovcnt, length);
+    }
     if (ucs_likely(status == UCS_OK)) {
         UCT_UNIMEM_COUNT(tx_am_short, 1);
         UCT_UNIMEM_COUNT(tx_bytes, length);
@@ -199,23 +364,13 @@ ucs_status_t uct_unimem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_io
     return status;
 }
 
-/* Fragments and sends a packed message; 0 or the HAL's error. */
-static UCS_F_ALWAYS_INLINE int uct_unimem_ep_send_packed(uct_unimem_iface_t *iface,
-                                                         uct_unimem_ep_t *ep, uint8_t id,
-                                                         const void *data, size_t length)
+/* A message packed and then beaten to the mailbox's room by another sender is kept and sent
+ * by progress; the ep accepts nothing until it is out. */
+static void uct_unimem_ep_stash(uct_unimem_iface_t *iface, uct_unimem_ep_t *ep)
 {
-    unsigned n = unimem_proto_pack(iface->tx_msgs, id, ep->sender_id, data, length);
-    int ret    = unimem_hal_send(ep->dest, iface->tx_msgs, n);
-
-    if (ucs_likely(ret == 0)) {
-        UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, n);
-        if (n > 1) {
-            /* how many 32-byte messages the fragmented AMs take */
-            UCT_UNIMEM_COUNT_OWN(tx_am_frag, 1);
-            UCT_UNIMEM_COUNT_OWN(mbox_tx_frag_msgs, n);
-        }
-    }
-    return ret;
+    ep->super.blocked = 1;
+    ucs_list_add_tail(&iface->stashed, &ep->stash_list);
+    UCT_UNIMEM_COUNT_OWN(tx_stashed, 1);
 }
 
 ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
@@ -223,30 +378,53 @@ ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
     uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
+    uint8_t *slot;
     size_t length;
     int ret;
 
     UCT_CHECK_AM_ID(id);
-    /* the packer may advance the caller's state: room for the largest message is checked
-     * before it runs; a message packed and then beaten to the room by another sender is
-     * kept (stashed) and sent by progress, and the ep accepts nothing until it is out */
-    if (uct_unimem_ep_must_queue(ep) || !unimem_hal_can_send(ep->dest, iface->max_msgs)) {
+    /* the packer may advance the caller's state: room for the message is checked before it
+     * runs, and a message beaten to the room afterwards is stashed */
+    if (uct_unimem_ep_must_queue(ep)) {
         return uct_unimem_ep_no_resource(ep, flags);
     }
-    length = pack_cb(iface->bounce, arg);
-    ucs_assertv(length <= iface->seg_size, "am_bcopy length %zu > seg %zu", length,
-                iface->seg_size);
-    ret = uct_unimem_ep_send_packed(iface, ep, id, iface->bounce, length);
-    if (ucs_unlikely(ret != 0)) {
-        if (ret != -EAGAIN) {
-            return uct_unimem_ep_send_error(ep, ret);
+    slot = uct_unimem_ep_land_slot(ep);
+    if (ucs_likely(slot != NULL)) {
+        /* packed straight into the receiver's memory: one LAND message */
+        if (!unimem_hal_can_send(ep->dest, 1)) {
+            return uct_unimem_ep_no_resource(ep, flags);
         }
-        memcpy(ep->stash, iface->bounce, length);
-        ep->stash_len   = (uint32_t)length;
-        ep->stash_am_id   = id;
-        ep->super.blocked = 1;
-        ucs_list_add_tail(&iface->stashed, &ep->stash_list);
-        UCT_UNIMEM_COUNT_OWN(tx_stashed, 1);
+        length = pack_cb(slot + UNIMEM_LAND_HDR, arg);
+        ucs_assertv(length <= iface->seg_size, "am_bcopy length %zu > seg %zu", length,
+                    iface->seg_size);
+        ret = uct_unimem_ep_land_send(ep, slot, id, length, &ep->stash_msg);
+        if (ucs_unlikely(ret != 0)) {
+            if (ret != -EAGAIN) {
+                *unimem_land_busy(slot) = 0;
+                return uct_unimem_ep_send_error(ep, ret);
+            }
+            ep->stash_land = 1;           /* the stashed LAND names the slot */
+            uct_unimem_ep_stash(iface, ep);
+        }
+        uct_unimem_ep_land_next(ep);
+    } else {
+        if (!unimem_hal_can_send(ep->dest, iface->max_msgs)) {
+            return uct_unimem_ep_no_resource(ep, flags);
+        }
+        length = pack_cb(iface->bounce, arg);
+        ucs_assertv(length <= iface->seg_size, "am_bcopy length %zu > seg %zu", length,
+                    iface->seg_size);
+        ret = uct_unimem_ep_send_packed(iface, ep, id, iface->bounce, length);
+        if (ucs_unlikely(ret != 0)) {
+            if (ret != -EAGAIN) {
+                return uct_unimem_ep_send_error(ep, ret);
+            }
+            memcpy(ep->stash, iface->bounce, length);
+            ep->stash_len   = (uint32_t)length;
+            ep->stash_am_id = id;
+            ep->stash_land  = 0;
+            uct_unimem_ep_stash(iface, ep);
+        }
     }
     UCT_UNIMEM_COUNT(tx_am_bcopy, 1);
     UCT_UNIMEM_COUNT(tx_bytes, length);
@@ -431,16 +609,23 @@ static unsigned uct_unimem_ep_progress_stash(uct_unimem_iface_t *iface)
     int ret;
 
     ucs_list_for_each_safe(ep, tmp, &iface->stashed, stash_list) {
-        ret = uct_unimem_ep_send_packed(iface, ep, ep->stash_am_id, ep->stash, ep->stash_len);
+        if (ep->stash_land) {
+            ret = unimem_hal_send(ep->dest, &ep->stash_msg, 1);
+            if (ret == 0) {
+                UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, 1);
+                UCT_UNIMEM_COUNT_OWN(tx_am_land, 1);
+            }
+        } else {
+            ret = uct_unimem_ep_send_packed(iface, ep, ep->stash_am_id, ep->stash,
+                                            ep->stash_len);
+        }
         if (ret == 0) {
-            ep->super.blocked = 0;
-            ucs_list_del(&ep->stash_list);
+            uct_unimem_ep_unstash(ep, 1);
             ++count;
         } else if (ret != -EAGAIN) {
             /* the peer refuses it for good: drop it, the ep's error shows on its next op */
             uct_unimem_ep_send_error(ep, ret);
-            ep->super.blocked = 0;
-            ucs_list_del(&ep->stash_list);
+            uct_unimem_ep_unstash(ep, 0);
         }
     }
     return count;

@@ -29,6 +29,11 @@
  *    messages are accepted (in order, each published atomically) or none is (-EAGAIN: mailbox
  *    full; the sender retries later). A driver without admission control implements this with
  *    sender-side credits.
+ *  - Remote stores: a process may map a peer's exported memory (Unimem's global address space;
+ *    the emulation: a shared memfd, ucx_ext_xmem.h) and store into it. unimem_hal_send orders
+ *    every store the sender made before it ahead of the messages it sends (the emulation: the
+ *    sequence word's release store; hardware: a store barrier before the packetizer), so a
+ *    mailbox message can announce data stored just before it (the LAND of unimem_proto.h).
  *  - zDMA: user-level read/write between local and remote virtual addresses, zero copy, no
  *    pinning. A process owns up to UNIMEM_HAL_MAX_ZDMA (8) channels (exclusive: a channel is
  *    never shared between processes). A transfer is posted with a ticket; tickets of one channel

@@ -21,7 +21,7 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "get UCS_ERR_NO_RESOURCE (and queue as pending) while it is full.",
      ucs_offsetof(uct_unimem_iface_config_t, mbox_slots), UCS_CONFIG_TYPE_UINT},
 
-    {"SEG_SIZE", "8k",
+    {"SEG_SIZE", "8256",
      "Largest am_bcopy (and put/get bcopy) message. An active message longer than 30 bytes\n"
      "is fragmented over 1 + ceil((len - 24) / 28) mailbox messages and reassembled by the\n"
      "receiver; larger eager messages are split by UCP into SEG_SIZE pieces. At least 64, and\n"
@@ -37,7 +37,7 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "Mailbox messages received per progress call (1..4096).",
      ucs_offsetof(uct_unimem_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
 
-    {"ZCOPY_THRESH", "8k",
+    {"ZCOPY_THRESH", "32k",
      "get/put zero copy (zDMA) from this size on; UCP's rendezvous threshold is floored by it,\n"
      "so messages below it go eagerly through the mailbox, above it as a rendezvous whose data\n"
      "moves by zDMA read. At least 1.",
@@ -51,6 +51,20 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "zDMA channel this iface owns, 0..7, or auto for the first free one.",
      ucs_offsetof(uct_unimem_iface_config_t, zdma_channel), UCS_CONFIG_TYPE_ULUNITS},
 
+    {"LAND_SLOTS", "64",
+     "Landing slots per sender in this process's landing area (0..256; 0: none). A sender\n"
+     "stores an active message of up to SEG_SIZE bytes into its next free slot through the\n"
+     "global address space and sends one mailbox message as the doorbell, instead of\n"
+     "fragmenting it over 1 + len/28 mailbox messages; with its slot still busy it fragments.\n"
+     "The area is LAND_SENDERS x LAND_SLOTS x (SEG_SIZE + 64) bytes of address space; only\n"
+     "the slots senders use take memory. Landing needs both sides to have slots.",
+     ucs_offsetof(uct_unimem_iface_config_t, land_slots), UCS_CONFIG_TYPE_UINT},
+
+    {"LAND_SENDERS", "256",
+     "Senders with a ring of landing slots (1..MAX_SENDERS): the first LAND_SENDERS sender ids\n"
+     "of this mailbox; the senders beyond them fragment every message.",
+     ucs_offsetof(uct_unimem_iface_config_t, land_senders), UCS_CONFIG_TYPE_UINT},
+
     {"ZDMA_QUEUE", "256",
      "zDMA transfers in flight per iface whose completion is awaited (2..65536; the\n"
      "emulation completes every transfer when it is posted).",
@@ -63,7 +77,7 @@ static ucs_status_t uct_unimem_iface_query(uct_iface_h tl_iface, uct_iface_attr_
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_iface, uct_unimem_iface_t);
     const ucx_ext_sm_caps_t caps = {
-        .am_max_short  = UNIMEM_PROTO_SHORT_MAX,  /* one mailbox message, 2 bytes of header */
+        .am_max_short  = iface->am_max_short,     /* one mailbox message: a SHORT, or a LAND */
         .am_align      = 1,
         .rndv_floor    = iface->zcopy_thresh,
         .put_max_short = iface->put_max_short,    /* put/get: zDMA write/read */
@@ -85,8 +99,13 @@ static ucs_status_t uct_unimem_iface_get_address(uct_iface_h tl_iface, uct_iface
     uct_unimem_iface_addr_t *uaddr = (uct_unimem_iface_addr_t*)addr;
 
     unimem_hal_mbox_address(iface->mbox, &uaddr->mbox);
-    uaddr->seg_size = (uint32_t)iface->seg_size;
-    uaddr->nslots   = iface->nslots;
+    uaddr->seg_size   = (uint32_t)iface->seg_size;
+    uaddr->nslots     = iface->nslots;
+    uaddr->land_fd    = iface->land_desc.fd;
+    uaddr->land_ino   = iface->land_desc.ino;
+    uaddr->land_base  = iface->land_desc.base;
+    uaddr->land_rings = iface->land_rings;
+    uaddr->land_slots = iface->land_slots;
     return UCS_OK;
 }
 
@@ -203,6 +222,10 @@ static const ucx_ext_knob_t uct_unimem_knobs[] = {
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, 4096),
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "ZDMA_QUEUE", zdma_queue, UINT, 2, 65536),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "LAND_SLOTS", land_slots, UINT, 0,
+                 UNIMEM_LAND_MAX_SLOTS),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "LAND_SENDERS", land_senders, UINT, 1,
+                 UNIMEM_PROTO_MAX_SENDERS),
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "PEER_CHECK_INTERVAL", super.peer_check_interval,
                  DOUBLE, 1e-9, 1e9),
 };
@@ -245,6 +268,15 @@ static ucs_status_t uct_unimem_iface_check_config(const uct_unimem_md_t *md,
         return uct_unimem_iface_config_error("SEG_SIZE", "needs more than half of the mailbox "
                                              "(UCX_UNIMEM_MBOX_SLOTS) for one message");
     }
+    if (config->land_senders > config->max_senders) {
+        return uct_unimem_iface_config_error("LAND_SENDERS", "must not exceed MAX_SENDERS");
+    }
+    if (unimem_land_area_size(config->land_senders, config->land_slots, config->seg_size) >
+        UCT_UNIMEM_LAND_MAX_AREA) {
+        return uct_unimem_iface_config_error("LAND_SLOTS", "makes a landing area of more than "
+                                             "64 GiB (LAND_SENDERS x LAND_SLOTS x SEG_SIZE): "
+                                             "lower it, or LAND_SENDERS or SEG_SIZE");
+    }
     if ((config->put_max_short == 0) || (config->put_max_short > config->seg_size)) {
         return uct_unimem_iface_config_error("PUT_MAX_SHORT", "must be between 1 and SEG_SIZE");
     }
@@ -252,6 +284,31 @@ static ucs_status_t uct_unimem_iface_check_config(const uct_unimem_md_t *md,
         (config->zdma_channel >= UNIMEM_HAL_MAX_ZDMA)) {
         return uct_unimem_iface_config_error("ZDMA_CHANNEL", "must be auto or 0..7");
     }
+    return UCS_OK;
+}
+
+/* The landing area (unimem_proto.h, LAND): shareable memory peers map and store into, one
+ * ring of slots per sender id. Its pages exist only where senders wrote. */
+static ucs_status_t uct_unimem_iface_land_init(uct_unimem_iface_t *iface,
+                                               const uct_unimem_iface_config_t *config)
+{
+    size_t length = unimem_land_area_size(config->land_senders, config->land_slots,
+                                          iface->seg_size);
+    ucs_status_t status;
+
+    status = ucx_ext_xmem_alloc(&length, "unimem_land", (void**)&iface->land);
+    if (status != UCS_OK) {
+        ucs_error("unimem: cannot allocate a landing area of %zu bytes "
+                  "(UCX_UNIMEM_LAND_SLOTS=%u x LAND_SENDERS=%u): %s", length,
+                  config->land_slots, config->land_senders, ucs_status_string(status));
+        iface->land = NULL;
+        return status;
+    }
+    ucx_ext_xmem_describe((uintptr_t)iface->land, length, &iface->land_desc);
+    iface->land_slots   = config->land_slots;
+    iface->am_max_short = ucs_min(UCT_UNIMEM_LAND_SHORT_MAX, iface->seg_size);
+    iface->land_rings   = config->land_senders;
+    unimem_rx_land(&iface->rx, iface->land, config->land_senders, config->land_slots);
     return UCS_OK;
 }
 
@@ -293,6 +350,11 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->armed               = 0;
     self->zdma                = NULL;
     self->rx.senders          = NULL;
+    self->land                = NULL;
+    self->land_slots          = 0;
+    self->land_rings          = 0;
+    self->am_max_short        = UNIMEM_PROTO_SHORT_MAX;
+    memset(&self->land_desc, 0, sizeof(self->land_desc));
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_UNIMEM_NAME,
                        &uct_unimem_counters.tx, uct_unimem_ep_tx_ready,
                        config->super.peer_check_interval);
@@ -315,6 +377,13 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     if (ret != 0) {
         status = UCS_ERR_NO_MEMORY;
         goto err;
+    }
+
+    if (config->land_slots > 0) {
+        status = uct_unimem_iface_land_init(self, config);
+        if (status != UCS_OK) {
+            goto err;
+        }
     }
 
     ret = unimem_hal_mbox_attach(self->hal, config->mbox_slots, config->max_senders,
@@ -340,6 +409,9 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     return UCS_OK;
 
 err:
+    if (self->land != NULL) {
+        ucx_ext_xmem_free(self->land);
+    }
     if (self->zdma != NULL) {
         uct_unimem_zdma_put(self->zdma);
     }
@@ -362,6 +434,9 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_iface_t)
     uct_unimem_zdma_put(self->zdma);
     unimem_hal_mbox_detach(self->mbox);
     unimem_rx_cleanup(&self->rx);
+    if (self->land != NULL) {
+        ucx_ext_xmem_free(self->land);   /* peers keep their mappings until they let go */
+    }
     ucs_free(self->rx_msgs);
     ucs_free(self->tx_msgs);
     ucs_free(self->bounce);

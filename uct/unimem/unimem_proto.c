@@ -82,6 +82,9 @@ int unimem_rx_init(unimem_rx_t *rx, uint32_t max_senders, uint32_t max_len,
     if (rx->senders == NULL) {
         return -ENOMEM;
     }
+    rx->land        = NULL;
+    rx->land_rings  = 0;
+    rx->land_slots  = 0;
     rx->max_senders = max_senders;
     rx->max_len     = max_len;
     rx->stats       = stats;
@@ -102,6 +105,14 @@ void unimem_rx_cleanup(unimem_rx_t *rx)
     }
     free(rx->senders);
     rx->senders = NULL;
+}
+
+void unimem_rx_land(unimem_rx_t *rx, uint8_t *area, uint32_t rings, uint32_t slots)
+{
+    rx->land           = area;
+    rx->land_rings     = (rings < rx->max_senders) ? rings : rx->max_senders;
+    rx->land_slots     = slots;
+    rx->land_slot_size = (uint32_t)unimem_land_slot_size(rx->max_len);
 }
 
 static inline void unimem_rx_deliver(unimem_rx_t *rx, uint8_t am_id, void *data,
@@ -170,6 +181,28 @@ static void unimem_rx_fragment(unimem_rx_t *rx, uint8_t type, uint8_t am_id,
     }
 }
 
+/* A message waiting in a landing slot: every field checked before the slot is read. */
+static void unimem_rx_landed(unimem_rx_t *rx, uint8_t am_id, const unimem_msg_t *m)
+{
+    uint16_t sender = unimem_get16(&m->b[2]);
+    uint32_t length = unimem_get32(&m->b[4]);
+    uint8_t *slot;
+
+    if (UNIMEM_UNLIKELY((rx->land == NULL) || (sender >= rx->land_rings) ||
+                        (m->b[1] >= rx->land_slots) || (length > rx->max_len))) {
+        rx->stats->corrupt++;
+        return;
+    }
+    slot = rx->land + ((size_t)sender * rx->land_slots + m->b[1]) * rx->land_slot_size;
+    if (UNIMEM_UNLIKELY(__atomic_load_n(unimem_land_busy(slot), __ATOMIC_ACQUIRE) != 1)) {
+        rx->stats->corrupt++;
+        return;
+    }
+    rx->stats->land++;
+    unimem_rx_deliver(rx, am_id, slot + UNIMEM_LAND_HDR, length);
+    __atomic_store_n(unimem_land_busy(slot), 0, __ATOMIC_RELEASE);
+}
+
 void unimem_rx_msg(unimem_rx_t *rx, unimem_msg_t *m)
 {
     uint8_t type  = m->b[0] >> 5;
@@ -182,6 +215,8 @@ void unimem_rx_msg(unimem_rx_t *rx, unimem_msg_t *m)
             return;
         }
         unimem_rx_deliver(rx, am_id, &m->b[2], m->b[1]);
+    } else if (type == UNIMEM_PROTO_LAND) {
+        unimem_rx_landed(rx, am_id, m);
     } else if ((type == UNIMEM_PROTO_FIRST) || (type == UNIMEM_PROTO_CONT)) {
         unimem_rx_fragment(rx, type, am_id, m);
     } else {

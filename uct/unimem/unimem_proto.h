@@ -8,6 +8,7 @@
  *   SHORT  [0] type|am  [1] length (0..30)                      [2..31]  payload, 30 bytes
  *   FIRST  [0] type|am  [1] seq = 0  [2..3] sender  [4..7] total [8..31]  payload, 24 bytes
  *   CONT   [0] type|am  [1] seq      [2..3] sender               [4..31]  payload, 28 bytes
+ *   LAND   [0] type|am  [1] slot     [2..3] sender  [4..7] length        (payload in a slot)
  *
  * A message of up to 30 bytes is one SHORT: the compact header is 2 bytes (UCT's am_short, an
  * 8-byte header plus up to 22 bytes, is always one mailbox message). A longer one is a FIRST
@@ -16,10 +17,25 @@
  * senders, so the receiver reassembles per sender. The sender hands all fragments of one
  * message to the HAL as one all-or-nothing group.
  *
+ * LAND: the payload is already in the receiver's memory. A receiver that exports a landing
+ * area (unimem_rx_land) keeps a ring of slots per sender id there; the sender stores a message
+ * into its next slot through Unimem's global address space (remote stores, as the ExaNeSt
+ * paper's Unimem offers them), marks the slot busy and sends one LAND message as the doorbell:
+ * any message up to a slot's size costs one mailbox message instead of 1 + len/28. The slot
+ * index travels in the message, so the receiver needs no per-sender state; it delivers from
+ * the slot and frees it (busy word 0, release) after the handler returns, and the sender takes
+ * a slot only when it reads it free (acquire). The mailbox's publication of the LAND message
+ * orders the payload's stores before it (a driver backend: a store barrier before the
+ * packetizer). A sender that finds its slot busy sends the message as fragments instead: both
+ * go through the same mailbox, so order per sender holds.
+ *
+ *   slot   [0..3] busy (1: written, 0: free)  [4..7] reserved  [8..] payload
+ *
  * Bad input (from a buggy or hostile peer) is dropped and counted, never trusted: unknown type,
  * SHORT longer than 30, a total length of 0 or beyond the receiver's limit, a sender id beyond
  * its table, a CONT without a FIRST or out of sequence or with another AM id (the partial
- * message is dropped with it).
+ * message is dropped with it), a LAND to a receiver without a landing area, or naming a
+ * slot out of range, a slot not marked busy, or a length beyond the slot.
  */
 #ifndef UNIMEM_PROTO_H
 #define UNIMEM_PROTO_H
@@ -37,11 +53,42 @@ extern "C" {
 #define UNIMEM_PROTO_SHORT       1
 #define UNIMEM_PROTO_FIRST       2
 #define UNIMEM_PROTO_CONT        3
+#define UNIMEM_PROTO_LAND        4
 #define UNIMEM_PROTO_AM_ID_MAX   32
 #define UNIMEM_PROTO_SHORT_MAX   30
 #define UNIMEM_PROTO_FIRST_DATA  24
 #define UNIMEM_PROTO_CONT_DATA   28
 #define UNIMEM_PROTO_MAX_SENDERS 65536
+#define UNIMEM_LAND_HDR          8      /* a slot's busy word and reserved bytes */
+#define UNIMEM_LAND_MAX_SLOTS    256    /* the slot index is one byte */
+
+/* Bytes of one landing slot for messages of up to max_len bytes (cache-line multiples). */
+static inline size_t unimem_land_slot_size(size_t max_len)
+{
+    return (UNIMEM_LAND_HDR + max_len + 63) & ~(size_t)63;
+}
+
+/* The busy word of a slot: the sender sets it before the LAND message, the receiver clears
+ * it when the handler has returned. */
+static inline uint32_t *unimem_land_busy(uint8_t *slot)
+{
+    return (uint32_t*)(void*)slot;
+}
+
+/* A LAND message: len bytes of AM am_id wait in the sender's slot. */
+static inline void unimem_proto_land(unimem_msg_t *m, uint8_t am_id, uint16_t sender,
+                                     uint8_t slot, uint32_t len)
+{
+    memset(m, 0, sizeof(*m));
+    m->b[0] = (uint8_t)((UNIMEM_PROTO_LAND << 5) | (am_id & 0x1f));
+    m->b[1] = slot;
+    m->b[2] = (uint8_t)sender;
+    m->b[3] = (uint8_t)(sender >> 8);
+    m->b[4] = (uint8_t)len;
+    m->b[5] = (uint8_t)(len >> 8);
+    m->b[6] = (uint8_t)(len >> 16);
+    m->b[7] = (uint8_t)(len >> 24);
+}
 
 /* Mailbox messages a message of len bytes takes. */
 static inline unsigned unimem_proto_nmsgs(size_t len)
@@ -74,10 +121,11 @@ typedef struct unimem_rx_stats {
     uint64_t am;        /* active messages delivered (rx_am) */
     uint64_t bytes;     /* their bytes (rx_bytes) */
     uint64_t corrupt;   /* messages dropped as invalid (rx_corrupt) */
+    uint64_t land;      /* of the delivered, those from a landing slot (rx_land) */
 } unimem_rx_stats_t;
 
 /* Their names in the transport's counters file, in field order. */
-#define UNIMEM_RX_COUNTERS(_) _(mbox_rx_msgs) _(rx_am) _(rx_bytes) _(rx_corrupt)
+#define UNIMEM_RX_COUNTERS(_) _(mbox_rx_msgs) _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_land)
 
 /* Delivery of a whole active message; data is valid only during the call. */
 typedef void (*unimem_am_cb_t)(void *arg, uint8_t am_id, void *data, uint32_t length);
@@ -90,6 +138,10 @@ typedef struct unimem_reasm {
 
 typedef struct unimem_rx {
     unimem_reasm_t    *senders;
+    uint8_t           *land;           /* landing area, or NULL */
+    uint32_t          land_rings;      /* senders 0..land_rings-1 have a ring */
+    uint32_t          land_slots;      /* slots per sender */
+    uint32_t          land_slot_size;  /* unimem_land_slot_size(max_len) */
     uint32_t          max_senders;
     uint32_t          max_len;
     unimem_rx_stats_t *stats;
@@ -101,6 +153,18 @@ typedef struct unimem_rx {
 int  unimem_rx_init(unimem_rx_t *rx, uint32_t max_senders, uint32_t max_len,
                     unimem_rx_stats_t *stats, unimem_am_cb_t cb, void *arg);
 void unimem_rx_cleanup(unimem_rx_t *rx);
+
+/* Exports a landing area to LAND messages: rings (<= max_senders, for sender ids 0..rings-1)
+ * of slots (1..256) slots of unimem_land_slot_size(max_len) bytes each, sender s's ring at
+ * s * slots * slot size. The memory stays the caller's. */
+void unimem_rx_land(unimem_rx_t *rx, uint8_t *area, uint32_t rings, uint32_t slots);
+
+/* Bytes of the landing area unimem_rx_land expects. */
+static inline size_t unimem_land_area_size(uint32_t max_senders, uint32_t slots,
+                                           size_t max_len)
+{
+    return (size_t)max_senders * slots * unimem_land_slot_size(max_len);
+}
 
 /* Decodes one mailbox message (the caller's private copy: a SHORT is delivered in place, and
  * the handler may write into it); delivers through cb when a message is complete. */

@@ -15,6 +15,7 @@
 #include "ucx_ext_md.h"
 #include "ucx_ext_ops.h"
 #include "ucx_ext_sm.h"
+#include "ucx_ext_xmem.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
@@ -29,10 +30,13 @@
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
 /* The mailbox and zDMA level, after the standard send side; rma_mapped: puts and gets done
- * as loads and stores through the global address space (a mapped key). */
+ * as loads and stores through the global address space (a mapped key); tx_am_land: active
+ * messages stored into the receiver's landing slot (one LAND message each), tx_land_busy:
+ * messages fragmented instead because the sender's next slot was still busy. */
 #define UCT_UNIMEM_OWN_COUNTERS(_) \
     _(mbox_tx_msgs) _(tx_am_frag) _(mbox_tx_frag_msgs) _(mbox_full) _(tx_stashed) \
-    _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused) _(sleeps) _(rma_mapped)
+    _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused) _(sleeps) _(rma_mapped) \
+    _(tx_am_land) _(tx_land_busy)
 
 #define UCT_UNIMEM_COUNTERS(_) \
     UNIMEM_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UNIMEM_OWN_COUNTERS(_)
@@ -76,10 +80,22 @@ typedef struct uct_unimem_rkey {
 
 /* ---- iface ---- */
 
+/* am_short with a landing area: up to this many bytes (8-byte header included) are one
+ * LAND message; without one, 30 (one SHORT). */
+#define UCT_UNIMEM_LAND_SHORT_MAX 128
+#define UCT_UNIMEM_LAND_MAX_AREA  (64ull << 30)
+
+/* UCP packs an iface address of at most 63 bytes: the landing area is described by what a
+ * peer needs to map it (the owner is mbox.proc). */
 typedef struct uct_unimem_iface_addr {
     unimem_hal_mbox_addr_t mbox;
     uint32_t               seg_size;   /* largest message its receiver reassembles */
     uint32_t               nslots;     /* its mailbox slots */
+    int32_t                land_fd;    /* landing area: the owner's memfd */
+    uint64_t               land_ino;   /* its inode */
+    uint64_t               land_base;  /* its address in the owner */
+    uint32_t               land_rings; /* sender ids 0..land_rings-1 have a ring */
+    uint32_t               land_slots; /* slots per ring; 0: no landing area */
 } UCS_S_PACKED uct_unimem_iface_addr_t;
 
 typedef struct uct_unimem_iface_config {
@@ -92,6 +108,8 @@ typedef struct uct_unimem_iface_config {
     size_t                put_max_short;
     unsigned long         zdma_channel;
     unsigned              zdma_queue;
+    unsigned              land_slots;
+    unsigned              land_senders;
 } uct_unimem_iface_config_t;
 
 /* A posted zDMA transfer whose completion is not known yet (not with the emulation, whose
@@ -119,6 +137,11 @@ typedef struct uct_unimem_iface {
     unimem_msg_t           *rx_msgs;       /* rx_budget messages */
     unimem_msg_t           *tx_msgs;       /* max_msgs messages */
     uint8_t                *bounce;        /* seg_size */
+    uint8_t                *land;          /* the landing area peers store into, or NULL */
+    ucx_ext_xmem_desc_t    land_desc;
+    uint32_t               land_slots;     /* per sender id; 0: no landing area */
+    uint32_t               land_rings;     /* sender ids with slots (LAND_SENDERS) */
+    unsigned               am_max_short;
     ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
     ucs_list_link_t        senders;        /* sender ids in use, one per mailbox reached */
     uct_unimem_zdma_wait_t *zwait;         /* ring of zdma_queue entries */
@@ -145,6 +168,11 @@ typedef struct uct_unimem_sender {
     unimem_hal_dest_t    *dest;
     uint32_t             id;
     unsigned             refs;
+    uint8_t              *land_map;   /* the peer's landing area mapped here, or NULL */
+    uint8_t              *land_ring;  /* this id's ring in it */
+    uint32_t             land_slots;  /* its slots (a power of two or not: taken modulo) */
+    uint32_t             land_next;   /* the slot to write next */
+    size_t               slot_size;
 } uct_unimem_sender_t;
 
 typedef struct uct_unimem_ep {
@@ -155,6 +183,8 @@ typedef struct uct_unimem_ep {
     uint8_t              *stash;      /* seg_size */
     uint32_t             stash_len;
     uint8_t              stash_am_id;
+    uint8_t              stash_land;  /* the stash is stash_msg: a LAND whose slot is written */
+    unimem_msg_t         stash_msg;
     ucs_list_link_t      stash_list;
 } uct_unimem_ep_t;
 
