@@ -6,9 +6,11 @@
  *
  *   page 0   header: magic, version, owner pid, PDID, geometry, cookie; then, each on its own
  *            cache line, the producers' tail and the sender-id counter
- *   page 1.. nslots sequence words (8 bytes each), then nslots messages (32 bytes each): a slot
- *            is (seq[i], msg[i]). Apart, eight sequence words share a cache line and two
- *            messages another, so a burst moves half the cache lines a 64-byte slot would.
+ *   page 1.. nslots slots of one cache line each: a sequence word and a 32-byte message. One
+ *            line per message: the sender's store and the receiver's load of a message move
+ *            one line between the cores, not a line of sequence words and a line of messages
+ *            (the layout of version 4, which packed eight sequence words and two messages per
+ *            line for bursts of fragments: since landing slots, a message is mostly alone).
  *
  * The queue is a bounded multi-producer, single-consumer ring (Vyukov's sequence-number
  * scheme). Slot i starts with seq = i ("free for position i"). A producer reserves positions
@@ -53,7 +55,7 @@
 #include <unistd.h>
 
 #define EMU_MAGIC      0x31304d454d494e55ull   /* "UNIMEM01" */
-#define EMU_VERSION    4
+#define EMU_VERSION    5
 #define EMU_PAGE       4096ul
 /* after the header page: one bit per sender id in use (UNIMEM_PROTO_MAX_SENDERS ids; pages
  * beyond the ids a mailbox allows are never touched, so they cost no memory) */
@@ -86,6 +88,15 @@ typedef struct emu_hdr {
 } emu_hdr_t;
 
 _Static_assert(sizeof(emu_hdr_t) == 3 * EMU_LINE, "header layout");
+
+/* A mailbox slot: its sequence word and its message on one cache line. */
+typedef struct emu_slot {
+    volatile uint64_t seq;
+    unimem_msg_t      msg;
+    char              pad[EMU_LINE - 8 - UNIMEM_HAL_MSG_SIZE];
+} emu_slot_t;
+
+_Static_assert(sizeof(emu_slot_t) == EMU_LINE, "slot layout");
 _Static_assert(sizeof(unimem_msg_t) == UNIMEM_HAL_MSG_SIZE, "message layout");
 
 struct unimem_hal {
@@ -100,8 +111,7 @@ struct unimem_hal {
 struct unimem_hal_mbox {
     unimem_hal_t *hal;
     emu_hdr_t         *hdr;
-    volatile uint64_t *seqs;
-    unimem_msg_t      *msgs;
+    emu_slot_t        *slots;
     uint64_t     head;                   /* private: a peer cannot move it */
     uint64_t     mask;
     uint64_t     nslots;
@@ -118,8 +128,7 @@ struct unimem_hal_dest {
     int               refs;
     emu_hdr_t         *hdr;
     volatile uint64_t *ids;              /* sender ids in use, a bit each */
-    volatile uint64_t *seqs;
-    unimem_msg_t      *msgs;
+    emu_slot_t        *slots;
     uint64_t          mask;              /* private copies of the validated geometry */
     uint64_t          nslots;
     uint32_t          max_senders;
@@ -198,14 +207,9 @@ const char *unimem_hal_device_name(void)
 
 /* ---- mailboxes ---- */
 
-static size_t emu_seqs_size(uint64_t nslots)
-{
-    return (nslots * sizeof(uint64_t) + EMU_PAGE - 1) & ~(EMU_PAGE - 1);
-}
-
 static size_t emu_seg_size(uint64_t nslots)
 {
-    return EMU_DATA_OFF + emu_seqs_size(nslots) + nslots * sizeof(unimem_msg_t);
+    return EMU_DATA_OFF + nslots * sizeof(emu_slot_t);
 }
 
 static uint64_t emu_random(void)
@@ -260,15 +264,14 @@ int unimem_hal_mbox_attach(unimem_hal_t *hal, uint32_t nslots, uint32_t max_send
 
     mbox->hal    = hal;
     mbox->hdr    = base;
-    mbox->seqs   = (volatile uint64_t*)((char*)base + EMU_DATA_OFF);
-    mbox->msgs   = (unimem_msg_t*)((char*)base + EMU_DATA_OFF + emu_seqs_size(nslots));
+    mbox->slots  = (emu_slot_t*)((char*)base + EMU_DATA_OFF);
     mbox->head   = 0;
     mbox->nslots = nslots;
     mbox->mask   = nslots - 1;
     mbox->index  = (uint32_t)index;
     mbox->cookie = emu_random();
     for (i = 0; i < nslots; ++i) {
-        mbox->seqs[i] = i;   /* free for position i */
+        mbox->slots[i].seq = i;   /* free for position i */
     }
 
     hdr.cookie      = mbox->cookie;
@@ -332,11 +335,11 @@ unsigned unimem_hal_mbox_recv(unimem_hal_mbox_t *mbox, unimem_msg_t *msgs, unsig
 
     for (n = 0; n < max; ++n) {
         i = head & mbox->mask;
-        if (__atomic_load_n(&mbox->seqs[i], __ATOMIC_ACQUIRE) != head + 1) {
+        if (__atomic_load_n(&mbox->slots[i].seq, __ATOMIC_ACQUIRE) != head + 1) {
             break;
         }
-        memcpy(&msgs[n], &mbox->msgs[i], sizeof(unimem_msg_t));
-        __atomic_store_n(&mbox->seqs[i], head + mbox->nslots, __ATOMIC_RELEASE);
+        memcpy(&msgs[n], &mbox->slots[i].msg, sizeof(unimem_msg_t));
+        __atomic_store_n(&mbox->slots[i].seq, head + mbox->nslots, __ATOMIC_RELEASE);
         ++head;
     }
     mbox->head = head;
@@ -407,8 +410,7 @@ int unimem_hal_dest_resolve(unimem_hal_t *hal, const unimem_hal_mbox_addr_t *add
     dest->refs        = 1;
     dest->hdr         = base;
     dest->ids         = (volatile uint64_t*)((char*)base + EMU_IDS_OFF);
-    dest->seqs        = (volatile uint64_t*)((char*)base + EMU_DATA_OFF);
-    dest->msgs        = (unimem_msg_t*)((char*)base + EMU_DATA_OFF + emu_seqs_size(hdr.nslots));
+    dest->slots       = (emu_slot_t*)((char*)base + EMU_DATA_OFF);
     dest->nslots      = hdr.nslots;
     dest->mask        = hdr.nslots - 1;
     dest->max_senders = hdr.max_senders;
@@ -558,7 +560,7 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
     t = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
     for (;;) {
         last = t + n - 1;
-        seq  = __atomic_load_n(&dest->seqs[last & dest->mask], __ATOMIC_ACQUIRE);
+        seq  = __atomic_load_n(&dest->slots[last & dest->mask].seq, __ATOMIC_ACQUIRE);
         if (seq == last) {
             /* free for this lap, and so is every slot before it */
             /* sequentially consistent: ordered before the load of armed below */
@@ -575,8 +577,8 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
 
     for (i = 0; i < n; ++i) {
         pos = (t + i) & dest->mask;
-        memcpy(&dest->msgs[pos], &msgs[i], sizeof(unimem_msg_t));
-        __atomic_store_n(&dest->seqs[pos], t + i + 1, __ATOMIC_RELEASE);
+        memcpy(&dest->slots[pos].msg, &msgs[i], sizeof(unimem_msg_t));
+        __atomic_store_n(&dest->slots[pos].seq, t + i + 1, __ATOMIC_RELEASE);
     }
     if (__builtin_expect(__atomic_load_n(&dest->hdr->armed, __ATOMIC_SEQ_CST) != 0, 0)) {
         emu_wake(dest);
@@ -588,7 +590,7 @@ int unimem_hal_can_send(unimem_hal_dest_t *dest, unsigned n)
 {
     uint64_t t    = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
     uint64_t last = t + n - 1;
-    uint64_t seq  = __atomic_load_n(&dest->seqs[last & dest->mask], __ATOMIC_ACQUIRE);
+    uint64_t seq  = __atomic_load_n(&dest->slots[last & dest->mask].seq, __ATOMIC_ACQUIRE);
 
     return (n <= dest->nslots) && ((int64_t)(seq - last) >= 0);
 }
