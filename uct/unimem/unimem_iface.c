@@ -21,11 +21,12 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "get UCS_ERR_NO_RESOURCE (and queue as pending) while it is full.",
      ucs_offsetof(uct_unimem_iface_config_t, mbox_slots), UCS_CONFIG_TYPE_UINT},
 
-    {"SEG_SIZE", "8256",
-     "Largest am_bcopy (and put/get bcopy) message. An active message longer than 30 bytes\n"
-     "is fragmented over 1 + ceil((len - 24) / 28) mailbox messages and reassembled by the\n"
-     "receiver; larger eager messages are split by UCP into SEG_SIZE pieces. At least 64, and\n"
-     "its fragments must fit half the mailbox (MBOX_SLOTS).",
+    {"SEG_SIZE", "32832",
+     "Largest am_bcopy (and put/get bcopy) message, and a landing slot's payload: 32 KiB and\n"
+     "UCP's header. UCP sends messages up to it eagerly (its rendezvous threshold is at least\n"
+     "this), larger eager messages in SEG_SIZE pieces. Without a free landing slot an active\n"
+     "message longer than 30 bytes is fragmented over 1 + ceil((len - 24) / 28) mailbox\n"
+     "messages. At least 64, and its fragments must fit half the mailbox (MBOX_SLOTS).",
      ucs_offsetof(uct_unimem_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"MAX_SENDERS", "1024",
@@ -37,7 +38,7 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "Mailbox messages received per progress call (1..4096).",
      ucs_offsetof(uct_unimem_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
 
-    {"ZCOPY_THRESH", "32k",
+    {"ZCOPY_THRESH", "8k",
      "get/put zero copy (zDMA) from this size on; UCP's rendezvous threshold is floored by it,\n"
      "so messages below it go eagerly through the mailbox, above it as a rendezvous whose data\n"
      "moves by zDMA read. At least 1.",
