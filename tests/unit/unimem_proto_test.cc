@@ -159,7 +159,7 @@ TEST(UnimemProto, CorruptMessagesAreDroppedAndCounted)
 
     memset(&m, 0, sizeof(m));                  // type 0 (zeroed memory)
     r.feed({m});
-    m.b[0] = (uint8_t)(5 << 5);                // unknown type
+    m.b[0] = (uint8_t)(6 << 5);                // unknown type
     r.feed({m});
     m.b[0] = (uint8_t)(UNIMEM_PROTO_SHORT << 5);
     m.b[1] = 31;                               // SHORT longer than a message
@@ -247,6 +247,18 @@ struct LandRx : Rx {
         return area.data() + ((size_t)sender * slots + i) * slot_size;
     }
     // what a sender does: store the payload, mark the slot, ring with one LAND
+    // a LANDI: the head in the message, the rest in the slot's first line
+    unimem_msg_t landi(uint8_t am_id, uint16_t sender, uint8_t i, const std::vector<uint8_t> &d)
+    {
+        unimem_msg_t m;
+        memset(&m, 0, sizeof(m));
+        memcpy(&m.b[8], d.data(), UNIMEM_LANDI_HEAD);
+        memcpy(slot(sender, i) + UNIMEM_LAND_HDR, d.data() + UNIMEM_LANDI_HEAD,
+               d.size() - UNIMEM_LANDI_HEAD);
+        *unimem_land_busy(slot(sender, i)) = 1;
+        unimem_proto_land_type(&m, UNIMEM_PROTO_LANDI, am_id, sender, i, (uint32_t)d.size());
+        return m;
+    }
     unimem_msg_t land(uint8_t am_id, uint16_t sender, uint8_t i, const std::vector<uint8_t> &d)
     {
         if (!d.empty()) {
@@ -351,8 +363,8 @@ TEST(UnimemProtoLand, RandomGarbageNeverLeavesTheArea)
         for (auto &b : m.b) {
             b = (uint8_t)rng();
         }
-        if (i % 2 == 0) {   // plausible LANDs, busy slots, lengths near the limit
-            m.b[0] = (uint8_t)((UNIMEM_PROTO_LAND << 5) | (rng() % 32));
+        if (i % 2 == 0) {   // plausible LANDs and LANDIs, busy slots, lengths near the limit
+            m.b[0] = (uint8_t)(((UNIMEM_PROTO_LAND + rng() % 2) << 5) | (rng() % 32));
             m.b[1] = (uint8_t)(rng() % 5);
             m.b[2] = (uint8_t)(rng() % 6);
             m.b[3] = 0;
@@ -369,4 +381,27 @@ TEST(UnimemProtoLand, RandomGarbageNeverLeavesTheArea)
     }
     EXPECT_GT(r.stats.land, 0u);
     EXPECT_GT(r.stats.corrupt, 0u);
+}
+
+TEST(UnimemProtoLand, InlineHeadJoinsTheSlotsFirstLine)
+{
+    LandRx r(2, 4, 1000);
+    for (size_t len : {24, 31, 72, 80}) {
+        auto d = pattern(len, (unsigned)len);
+        r.feed({r.landi(4, 1, 2, d)});
+        EXPECT_EQ(0u, *unimem_land_busy(r.slot(1, 2)));
+        ASSERT_FALSE(r.got.empty());
+        EXPECT_EQ(4, r.got.back().am_id);
+        EXPECT_EQ(d, r.got.back().data);
+    }
+    EXPECT_EQ(4u, r.stats.land);
+    EXPECT_EQ(0u, r.stats.corrupt);
+
+    unimem_msg_t m = r.landi(4, 1, 3, pattern(80, 1));
+    m.b[4] = 81;                               // beyond one line of the slot
+    r.feed({m});
+    m.b[4] = 23;                               // shorter than its own head
+    r.feed({m});
+    EXPECT_EQ(2u, r.stats.corrupt);
+    EXPECT_EQ(4u, r.got.size());
 }

@@ -221,14 +221,18 @@ static UCS_F_ALWAYS_INLINE uint8_t *uct_unimem_ep_land_slot(uct_unimem_ep_t *ep)
 /* Rings the doorbell for length bytes written into slot: 0, or the HAL's error (the slot
  * stays marked: the caller gives it back or stashes the LAND). */
 static UCS_F_ALWAYS_INLINE int uct_unimem_ep_land_send(uct_unimem_ep_t *ep, uint8_t *slot,
-                                                       uint8_t id, size_t length,
-                                                       unimem_msg_t *msg)
+                                                       uint8_t type, uint8_t id,
+                                                       size_t length, unimem_msg_t *msg)
 {
     uct_unimem_sender_t *s = ep->sender;
     int ret;
 
     *unimem_land_busy(slot) = 1;    /* published with the LAND message (release) */
-    unimem_proto_land(msg, id, ep->sender_id, (uint8_t)s->land_next, (uint32_t)length);
+    if (type == UNIMEM_PROTO_LAND) {
+        memset(&msg->b[8], 0, sizeof(*msg) - 8);
+    }
+    unimem_proto_land_type(msg, type, id, ep->sender_id, (uint8_t)s->land_next,
+                           (uint32_t)length);
     ret = unimem_hal_send(ep->dest, msg, 1);
     if (ucs_likely(ret == 0)) {
         UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, 1);
@@ -279,15 +283,29 @@ uct_unimem_ep_am_short_long(uct_unimem_ep_t *ep, uint8_t id, uint64_t header, in
     uint8_t *slot             = uct_unimem_ep_land_slot(ep);
     uint8_t *dst              = (slot != NULL) ? slot + UNIMEM_LAND_HDR : iface->bounce;
     size_t hdr_len            = has_header ? sizeof(header) : 0;
+    uint8_t small[UNIMEM_LANDI_MAX];
     ucs_iov_iter_t iov_iter;
     unimem_msg_t msg;
     int ret;
 
+    if ((slot != NULL) && (length <= UNIMEM_LANDI_MAX)) {
+        /* LANDI: the head in the mailbox message, the rest in the slot's first line */
+        dst = small;
+    }
     memcpy(dst, &header, hdr_len);
     ucs_iov_iter_init(&iov_iter);
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, dst + hdr_len, SIZE_MAX);
-    if (slot != NULL) {
-        ret = uct_unimem_ep_land_send(ep, slot, id, length, &msg);
+    if (dst == small) {
+        memcpy(slot + UNIMEM_LAND_HDR, small + UNIMEM_LANDI_HEAD, length - UNIMEM_LANDI_HEAD);
+        memcpy(&msg.b[8], small, UNIMEM_LANDI_HEAD);
+        ret = uct_unimem_ep_land_send(ep, slot, UNIMEM_PROTO_LANDI, id, length, &msg);
+        if (ret == 0) {
+            uct_unimem_ep_land_next(ep);
+        } else {
+            *unimem_land_busy(slot) = 0;
+        }
+    } else if (slot != NULL) {
+        ret = uct_unimem_ep_land_send(ep, slot, UNIMEM_PROTO_LAND, id, length, &msg);
         if (ret == 0) {
             uct_unimem_ep_land_next(ep);
         } else {
@@ -397,7 +415,8 @@ ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
         length = pack_cb(slot + UNIMEM_LAND_HDR, arg);
         ucs_assertv(length <= iface->seg_size, "am_bcopy length %zu > seg %zu", length,
                     iface->seg_size);
-        ret = uct_unimem_ep_land_send(ep, slot, id, length, &ep->stash_msg);
+        ret = uct_unimem_ep_land_send(ep, slot, UNIMEM_PROTO_LAND, id, length,
+                                      &ep->stash_msg);
         if (ucs_unlikely(ret != 0)) {
             if (ret != -EAGAIN) {
                 *unimem_land_busy(slot) = 0;

@@ -181,15 +181,20 @@ static void unimem_rx_fragment(unimem_rx_t *rx, uint8_t type, uint8_t am_id,
     }
 }
 
-/* A message waiting in a landing slot: every field checked before the slot is read. */
-static void unimem_rx_landed(unimem_rx_t *rx, uint8_t am_id, const unimem_msg_t *m)
+/* A message waiting in a landing slot (LAND, or LANDI with its head in m): every field
+ * checked before the slot is read. */
+static void unimem_rx_landed(unimem_rx_t *rx, uint8_t type, uint8_t am_id,
+                             const unimem_msg_t *m)
 {
     uint16_t sender = unimem_get16(&m->b[2]);
     uint32_t length = unimem_get32(&m->b[4]);
+    uint32_t max    = (type == UNIMEM_PROTO_LANDI) ? UNIMEM_LANDI_MAX : rx->max_len;
     uint8_t *slot;
 
     if (UNIMEM_UNLIKELY((rx->land == NULL) || (sender >= rx->land_rings) ||
-                        (m->b[1] >= rx->land_slots) || (length > rx->max_len))) {
+                        (m->b[1] >= rx->land_slots) || (length > max) ||
+                        (length > rx->max_len) ||
+                        ((type == UNIMEM_PROTO_LANDI) && (length < UNIMEM_LANDI_HEAD)))) {
         rx->stats->corrupt++;
         return;
     }
@@ -199,6 +204,14 @@ static void unimem_rx_landed(unimem_rx_t *rx, uint8_t am_id, const unimem_msg_t 
         return;
     }
     rx->stats->land++;
+    if (type == UNIMEM_PROTO_LANDI) {
+        memcpy(rx->landi, &m->b[8], UNIMEM_LANDI_HEAD);
+        memcpy(rx->landi + UNIMEM_LANDI_HEAD, slot + UNIMEM_LAND_HDR,
+               length - UNIMEM_LANDI_HEAD);
+        __atomic_store_n(unimem_land_busy(slot), 0, __ATOMIC_RELEASE);
+        unimem_rx_deliver(rx, am_id, rx->landi, length);
+        return;
+    }
     unimem_rx_deliver(rx, am_id, slot + UNIMEM_LAND_HDR, length);
     __atomic_store_n(unimem_land_busy(slot), 0, __ATOMIC_RELEASE);
 }
@@ -215,8 +228,8 @@ void unimem_rx_msg(unimem_rx_t *rx, unimem_msg_t *m)
             return;
         }
         unimem_rx_deliver(rx, am_id, &m->b[2], m->b[1]);
-    } else if (type == UNIMEM_PROTO_LAND) {
-        unimem_rx_landed(rx, am_id, m);
+    } else if ((type == UNIMEM_PROTO_LAND) || (type == UNIMEM_PROTO_LANDI)) {
+        unimem_rx_landed(rx, type, am_id, m);
     } else if ((type == UNIMEM_PROTO_FIRST) || (type == UNIMEM_PROTO_CONT)) {
         unimem_rx_fragment(rx, type, am_id, m);
     } else {

@@ -9,6 +9,7 @@
  *   FIRST  [0] type|am  [1] seq = 0  [2..3] sender  [4..7] total [8..31]  payload, 24 bytes
  *   CONT   [0] type|am  [1] seq      [2..3] sender               [4..31]  payload, 28 bytes
  *   LAND   [0] type|am  [1] slot     [2..3] sender  [4..7] length        (payload in a slot)
+ *   LANDI  [0] type|am  [1] slot     [2..3] sender  [4..7] length [8..31] first 24 bytes
  *
  * A message of up to 30 bytes is one SHORT: the compact header is 2 bytes (UCT's am_short, an
  * 8-byte header plus up to 22 bytes, is always one mailbox message). A longer one is a FIRST
@@ -30,6 +31,11 @@
  * go through the same mailbox, so order per sender holds.
  *
  *   slot   [0..3] busy (1: written, 0: free)  [4..7] reserved  [8..] payload
+ *
+ * LANDI, for a message of 31..80 bytes (an am_short): its first 24 bytes ride in the message
+ * and the rest in the slot's first cache line, so such a message moves two lines between the
+ * cores (the mailbox slot and one landing line) rather than three. The receiver joins both in
+ * a private buffer, frees the slot and delivers from the buffer.
  *
  * Bad input (from a buggy or hostile peer) is dropped and counted, never trusted: unknown type,
  * SHORT longer than 30, a total length of 0 or beyond the receiver's limit, a sender id beyond
@@ -54,6 +60,7 @@ extern "C" {
 #define UNIMEM_PROTO_FIRST       2
 #define UNIMEM_PROTO_CONT        3
 #define UNIMEM_PROTO_LAND        4
+#define UNIMEM_PROTO_LANDI       5
 #define UNIMEM_PROTO_AM_ID_MAX   32
 #define UNIMEM_PROTO_SHORT_MAX   30
 #define UNIMEM_PROTO_FIRST_DATA  24
@@ -61,6 +68,8 @@ extern "C" {
 #define UNIMEM_PROTO_MAX_SENDERS 65536
 #define UNIMEM_LAND_HDR          8      /* a slot's busy word and reserved bytes */
 #define UNIMEM_LAND_MAX_SLOTS    256    /* the slot index is one byte */
+#define UNIMEM_LANDI_HEAD        24     /* bytes of a LANDI carried in the message */
+#define UNIMEM_LANDI_MAX         (UNIMEM_LANDI_HEAD + 64 - UNIMEM_LAND_HDR)   /* 80 */
 
 /* Bytes of one landing slot for messages of up to max_len bytes (cache-line multiples). */
 static inline size_t unimem_land_slot_size(size_t max_len)
@@ -75,12 +84,12 @@ static inline uint32_t *unimem_land_busy(uint8_t *slot)
     return (uint32_t*)(void*)slot;
 }
 
-/* A LAND message: len bytes of AM am_id wait in the sender's slot. */
-static inline void unimem_proto_land(unimem_msg_t *m, uint8_t am_id, uint16_t sender,
-                                     uint8_t slot, uint32_t len)
+/* A LAND message: len bytes of AM am_id wait in the sender's slot (type LAND); or, type
+ * LANDI, the first UNIMEM_LANDI_HEAD of them follow in bytes 8..31 (written by the caller). */
+static inline void unimem_proto_land_type(unimem_msg_t *m, uint8_t type, uint8_t am_id,
+                                          uint16_t sender, uint8_t slot, uint32_t len)
 {
-    memset(m, 0, sizeof(*m));
-    m->b[0] = (uint8_t)((UNIMEM_PROTO_LAND << 5) | (am_id & 0x1f));
+    m->b[0] = (uint8_t)((type << 5) | (am_id & 0x1f));
     m->b[1] = slot;
     m->b[2] = (uint8_t)sender;
     m->b[3] = (uint8_t)(sender >> 8);
@@ -88,6 +97,13 @@ static inline void unimem_proto_land(unimem_msg_t *m, uint8_t am_id, uint16_t se
     m->b[5] = (uint8_t)(len >> 8);
     m->b[6] = (uint8_t)(len >> 16);
     m->b[7] = (uint8_t)(len >> 24);
+}
+
+static inline void unimem_proto_land(unimem_msg_t *m, uint8_t am_id, uint16_t sender,
+                                     uint8_t slot, uint32_t len)
+{
+    memset(m, 0, sizeof(*m));
+    unimem_proto_land_type(m, UNIMEM_PROTO_LAND, am_id, sender, slot, len);
 }
 
 /* Mailbox messages a message of len bytes takes. */
@@ -142,6 +158,7 @@ typedef struct unimem_rx {
     uint32_t          land_rings;      /* senders 0..land_rings-1 have a ring */
     uint32_t          land_slots;      /* slots per sender */
     uint32_t          land_slot_size;  /* unimem_land_slot_size(max_len) */
+    uint8_t           landi[UNIMEM_LANDI_MAX];   /* a LANDI's two parts, joined */
     uint32_t          max_senders;
     uint32_t          max_len;
     unimem_rx_stats_t *stats;
