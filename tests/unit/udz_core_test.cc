@@ -1624,13 +1624,31 @@ size_t *expect_in_order(Node *b)
     return got.get();
 }
 
-TEST(UdzCoalesce, HeldUntilShortPacketThenOneRun)
+/* Most coalescing tests start alike: a sends to b, which checks that its AMs come in order and
+ * intact (expect_in_order, count in got); maxp is a's full-size payload. */
+class UdzCoalesce : public ::testing::Test {
+protected:
+    Harness &start_pair(uint64_t seed, udz_config_t c = default_cfg())
+    {
+        hp.reset(new Harness(seed, c));
+        a    = hp->add();
+        b    = hp->add();
+        pab  = hp->peer(a, b);
+        got  = expect_in_order(b);
+        maxp = udz_core_max_payload(a->core);
+        return *hp;
+    }
+
+    Node       *a    = nullptr, *b = nullptr;
+    udz_peer_t *pab  = nullptr;
+    size_t     *got  = nullptr;
+    size_t     maxp  = 0;
+    std::unique_ptr<Harness> hp;    /* last: goes first, while the above still stand */
+};
+
+TEST_F(UdzCoalesce, HeldUntilShortPacketThenOneRun)
 {
-    Harness h(101);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(101);
 
     for (uint8_t i = 0; i < 3; ++i) {
         send_am(a, pab, i, maxp);
@@ -1655,13 +1673,9 @@ TEST(UdzCoalesce, HeldUntilShortPacketThenOneRun)
     ASSERT_TRUE(h.run_until([&] { return *got == 5; }));
 }
 
-TEST(UdzCoalesce, ExactMultipleGoesAtNextProgress)
+TEST_F(UdzCoalesce, ExactMultipleGoesAtNextProgress)
 {
-    Harness h(102);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(102);
 
     for (uint8_t i = 0; i < 4; ++i) {
         send_am(a, pab, i, maxp);   /* a message that is an exact multiple of the payload */
@@ -1686,17 +1700,13 @@ TEST(UdzCoalesce, ExactMultipleGoesAtNextProgress)
     EXPECT_EQ(7u, *got);
 }
 
-TEST(UdzCoalesce, RunLimitsOfTheWire)
+TEST_F(UdzCoalesce, RunLimitsOfTheWire)
 {
     udz_config_t c = default_cfg();
     c.tx_window = 256;
     c.tx_pool   = 512;
     c.ack_every = 64;
-    Harness h(103, c);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(103, c);
     /* 1024-byte datagrams: 63 fit the run's 65000 bytes */
     for (uint8_t i = 0; i < 70; ++i) {
         send_am(a, pab, i, maxp);
@@ -1722,7 +1732,7 @@ TEST(UdzCoalesce, RunLimitsOfTheWire)
     ASSERT_TRUE(h2.run_until([&] { return *got2 == 65; }));
 }
 
-TEST(UdzCoalesce, OtherDestinationAndControlGoAfterTheHeld)
+TEST_F(UdzCoalesce, OtherDestinationAndControlGoAfterTheHeld)
 {
     Harness h(105);
     Node *a = h.add(), *b = h.add(), *c = h.add();
@@ -1782,13 +1792,9 @@ TEST(UdzCoalesce, OtherDestinationAndControlGoAfterTheHeld)
     EXPECT_TRUE(a->failed.empty());
 }
 
-TEST(UdzCoalesce, LostDatagramInsideARunRecovered)
+TEST_F(UdzCoalesce, LostDatagramInsideARunRecovered)
 {
-    Harness h(106);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(106);
     int seen = 0;
     h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
         const udz_hdr_t *hh = (const udz_hdr_t*)d.data();
@@ -1808,13 +1814,9 @@ TEST(UdzCoalesce, LostDatagramInsideARunRecovered)
     EXPECT_TRUE(a->failed.empty());
 }
 
-TEST(UdzCoalesce, WholeRunLostResentByTimer)
+TEST_F(UdzCoalesce, WholeRunLostResentByTimer)
 {
-    Harness h(107);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(107);
     int drops = 0;
     h.net.imp.drop_if = [&](const std::vector<uint8_t> &, uint32_t chan) {
         return chan == 0 && drops++ < 8;    /* the whole run, and no NAK to tell */
@@ -1828,7 +1830,7 @@ TEST(UdzCoalesce, WholeRunLostResentByTimer)
     EXPECT_EQ(2u, a->cnt.tx_runs);
 }
 
-TEST(UdzCoalesce, LossyFragmentedMessagesExactlyOnce)
+TEST_F(UdzCoalesce, LossyFragmentedMessagesExactlyOnce)
 {
     /* messages cut as UCP cuts them: full fragments and a shorter tail (some exact multiples),
      * both ways, under loss, duplication and reordering */
@@ -1868,16 +1870,12 @@ TEST(UdzCoalesce, LossyFragmentedMessagesExactlyOnce)
     }
 }
 
-TEST(UdzCoalesce, WindowCountsHeldPackets)
+TEST_F(UdzCoalesce, WindowCountsHeldPackets)
 {
     udz_config_t c = default_cfg();
     c.tx_window = 8;
     c.ack_every = 4;
-    Harness h(120, c);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(120, c);
     for (uint8_t i = 0; i < 8; ++i) {
         send_am(a, pab, i, maxp);
     }
@@ -1890,13 +1888,9 @@ TEST(UdzCoalesce, WindowCountsHeldPackets)
     EXPECT_EQ(0u, a->cnt.retransmit);
 }
 
-TEST(UdzCoalesce, DestroyAndAbsorbWithHeldPackets)
+TEST_F(UdzCoalesce, DestroyAndAbsorbWithHeldPackets)
 {
-    Harness h(121);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(121);
 
     /* by reference, held, then the ep goes (absorb): they go first, from the caller's buffers,
      * and complete; the buffers are freed at once (ASan sees a later read) */
@@ -1925,7 +1919,7 @@ TEST(UdzCoalesce, DestroyAndAbsorbWithHeldPackets)
     ASSERT_TRUE(h.run_until([&] { return *got == 5; }));
 }
 
-TEST(UdzCoalesce, PeerFailsWhileHolding)
+TEST_F(UdzCoalesce, PeerFailsWhileHolding)
 {
     Harness h(122);
     Node *a = h.add(), *b = h.add();
@@ -1949,15 +1943,11 @@ TEST(UdzCoalesce, PeerFailsWhileHolding)
     EXPECT_EQ(1, udz_core_idle(a->core));
 }
 
-TEST(UdzCoalesce, CorruptAckOfHeldPacketsHarmless)
+TEST_F(UdzCoalesce, CorruptAckOfHeldPacketsHarmless)
 {
     /* an ack naming packets that are held (a forged or corrupt one) must not free them under
      * the hold: the held ones go first */
-    Harness h(123);
-    Node *a = h.add(), *b = h.add();
-    udz_peer_t *pab = h.peer(a, b);
-    size_t *got = expect_in_order(b);
-    size_t maxp = udz_core_max_payload(a->core);
+    Harness &h = start_pair(123);
     send_am(a, pab, 0, 10);
     ASSERT_TRUE(h.run_until([&] { return *got == 1; }));
     /* a sends from a callback of its progress (held), and the forged ack that names them

@@ -333,7 +333,6 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
     rdmach_wire_t *wire       = iface->wire;
     const uct_rdmach_rkey_t *key = uct_rdmach_ep_key(ep, op, length, remote_addr, rkey);
     uint8_t *mapped;
-    size_t i;
     int ret;
 
     if (key == NULL) {
@@ -346,13 +345,7 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
      * with a completion goes to the wire, which may copy it together with the peer */
     mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
     if ((mapped != NULL) && ((comp == NULL) || (length < wire->rma_async_min))) {
-        for (i = 0; i < cnt; mapped += local[i++].len) {
-            if (write) {
-                memcpy(mapped, local[i].base, local[i].len);
-            } else {
-                memcpy(local[i].base, mapped, local[i].len);
-            }
-        }
+        rdmach_wire_iov_copy_mapped(mapped, local, cnt, write);
         UCT_RDMACH_COUNT_OWN(rma_mapped);
         return UCS_OK;
     }

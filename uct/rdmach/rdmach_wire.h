@@ -36,6 +36,8 @@
 
 #include "rdmach_ring.h"
 
+#include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -168,6 +170,23 @@ typedef struct rdmach_wire_iov {
     size_t len;
     void   *reg;
 } rdmach_wire_iov_t;
+
+/* Copies the local buffers to (write) or from memory mapped here, one after the other from
+ * mapped: the glue's copy of a small or synchronous rma, and shm's when its desk is full. */
+static inline void rdmach_wire_iov_copy_mapped(void *mapped, const rdmach_wire_iov_t *local,
+                                               size_t cnt, int write)
+{
+    uint8_t *dst = (uint8_t*)mapped;
+    size_t i;
+
+    for (i = 0; i < cnt; dst += local[i++].len) {
+        if (write) {
+            memcpy(dst, local[i].base, local[i].len);
+        } else {
+            memcpy(local[i].base, dst, local[i].len);
+        }
+    }
+}
 
 /* What the glue learns from a peer's address before reaching it. */
 typedef struct rdmach_wire_addr {

@@ -347,7 +347,6 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
     struct iovec iov[RDMACH_WIRE_MAX_IOV];
     rdmach_shm_posted_t *p;
-    uint8_t *dst;
     size_t i;
     int ret, e;
 
@@ -382,13 +381,7 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     }
     if (mapped != NULL) {
         /* the desk is full (or a list of buffers): the glue's copy */
-        for (i = 0, dst = mapped; i < cnt; dst += local[i++].len) {
-            if (write) {
-                memcpy(dst, local[i].base, local[i].len);
-            } else {
-                memcpy(local[i].base, dst, local[i].len);
-            }
-        }
+        rdmach_wire_iov_copy_mapped(mapped, local, cnt, write);
         return 0;
     }
     for (i = 0; i < cnt; ++i) {
