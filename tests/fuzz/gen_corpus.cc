@@ -340,6 +340,32 @@ static void u_pack(Bytes &out, uint8_t ctl, uint8_t am_id, uint16_t sender, uint
     u_rec(out, (uint8_t)(UNIMEMF_PACK | ctl), m);
 }
 
+/* a LAND or LANDI (unimem_proto.h) of len bytes into (sender, slot); ctl UNIMEMF_STORE has
+ * the fuzzer store the slot first with pattern 'pattern' (byte 31) */
+static void u_land_bad(Bytes &out, uint8_t type, uint8_t am_id, uint16_t sender, uint8_t slot,
+                       uint32_t len, uint8_t ctl, uint8_t pattern = 0)
+{
+    uint8_t m[UNIMEM_HAL_MSG_SIZE];
+    for (int i = 0; i < UNIMEM_HAL_MSG_SIZE; ++i) {
+        m[i] = (uint8_t)(i * 11 + pattern);   /* LANDI: its inline head */
+    }
+    m[0] = (uint8_t)((type << 5) | (am_id & 0x1f));
+    m[1] = slot;
+    m[2] = (uint8_t)sender;
+    m[3] = (uint8_t)(sender >> 8);
+    for (int i = 0; i < 4; ++i) {
+        m[4 + i] = (uint8_t)(len >> (8 * i));
+    }
+    m[31] = pattern;
+    u_rec(out, (uint8_t)(UNIMEMF_RAW | ctl), m);
+}
+
+static void u_land(Bytes &out, uint8_t type, uint8_t am_id, uint16_t sender, uint8_t slot,
+                   uint32_t len, uint8_t pattern)
+{
+    u_land_bad(out, type, am_id, sender, slot, len, UNIMEMF_STORE, pattern);
+}
+
 static void u_op(Bytes &out, uint8_t what, uint8_t arg = 0)
 {
     uint8_t m[UNIMEM_HAL_MSG_SIZE] = {arg};
@@ -420,6 +446,23 @@ static int gen_unimem(const std::string &dir)
     }
     u_pack(b, UNIMEMF_GROUP, 1, 0, 64, 1);
     rc |= put(dir, "mailbox_full", b);
+
+    /* landing slots: LANDs and LANDIs into stored slots, interleaved with fragments; a LAND
+     * whose slot was never stored, one to a slot or sender beyond the area, one too long */
+    b.assign(1, (uint8_t)(UNIMEMF_CFG(2, 1, 1, 0) | UNIMEMF_CFG_LAND));
+    u_land(b, UNIMEM_PROTO_LAND, 1, 0, 0, 500, 3);
+    u_pack(b, 0, 2, 0, 300, 4);
+    u_land(b, UNIMEM_PROTO_LANDI, 3, 0, 1, 72, 5);
+    u_land(b, UNIMEM_PROTO_LAND, 4, 3, 2, 1000, 6);
+    u_op(b, UNIMEMF_DEAL);
+    u_op(b, UNIMEMF_PROGRESS, 3);
+    u_land_bad(b, UNIMEM_PROTO_LAND, 1, 1, 0, 10, 0);         /* never stored */
+    u_land_bad(b, UNIMEM_PROTO_LAND, 1, 4, 0, 10, UNIMEMF_STORE);   /* sender beyond */
+    u_land_bad(b, UNIMEM_PROTO_LAND, 1, 0, 3, 10, UNIMEMF_STORE);   /* slot beyond */
+    u_land_bad(b, UNIMEM_PROTO_LANDI, 1, 0, 0, 81, UNIMEMF_STORE);  /* LANDI too long */
+    u_land_bad(b, UNIMEM_PROTO_LAND, 1, 0, 0, 1001, UNIMEMF_STORE); /* beyond SEG_SIZE */
+    u_op(b, UNIMEMF_PROGRESS, 3);
+    rc |= put(dir, "landing", b);
     return rc;
 }
 

@@ -3,7 +3,8 @@
  * 256-bit mailbox messages): unimem_rx_msg on arbitrary sequences of 32-byte messages - SHORT,
  * FIRST and CONT with any type, length, total, sequence number and sender id, in range or not,
  * fragments of several senders interleaved - and the sender's encoder (unimem_proto_pack) for
- * the well-formed messages among them.
+ * the well-formed messages among them; with a landing area (cfg bit 7), LAND and LANDI
+ * messages naming any sender, slot and length, with the slots they name stored or not.
  *
  * The scene, rebuilt for every input (unimem_fuzz.h): a receiver configured as the glue does it
  * (largest message, sender table, receive budget), fed the way the glue's progress feeds it:
@@ -58,6 +59,22 @@ class Model {
 
     Model(uint32_t max_senders, uint32_t max_len) : parts(max_senders), max_len(max_len) {}
 
+    /* The landing area's rules (unimem_proto.h, LAND): rings x slots; stored[] says which
+     * slots a sender marked busy, pattern[] what it stored there. */
+    void land(uint32_t rings, uint32_t slots)
+    {
+        land_rings = rings;
+        land_slots = slots;
+        stored.assign(rings * slots, false);
+        pattern.assign(rings * slots, 0);
+    }
+    /* The sender stores into slot: the payload from pattern p, then the busy word. */
+    void store(uint32_t slot, uint8_t p)
+    {
+        stored[slot]  = true;
+        pattern[slot] = p;
+    }
+
     /* Returns the corrupt count of message m; a completed message in *out (then true). */
     unsigned feed(const unimem_msg_t &m, uint8_t *am_id, std::vector<uint8_t> *out, bool *done)
     {
@@ -71,6 +88,9 @@ class Model {
             *am_id = am;
             *done  = true;
             return 0;
+        }
+        if ((type == UNIMEM_PROTO_LAND) || (type == UNIMEM_PROTO_LANDI)) {
+            return landed(m, type, am, am_id, out, done);
         }
         if ((type != UNIMEM_PROTO_FIRST) && (type != UNIMEM_PROTO_CONT)) {
             return 1;
@@ -117,9 +137,50 @@ class Model {
         return corrupt;
     }
 
+    uint32_t land_rings = 0, land_slots = 0;
+
+  private:
+    unsigned landed(const unimem_msg_t &m, uint8_t type, uint8_t am, uint8_t *am_id,
+                    std::vector<uint8_t> *out, bool *done)
+    {
+        uint32_t sender = m.b[2] | ((uint32_t)m.b[3] << 8), length = le32(&m.b[4]);
+        bool inl = (type == UNIMEM_PROTO_LANDI);
+        if ((land_rings == 0) || (sender >= land_rings) || (m.b[1] >= land_slots) ||
+            (length > max_len) || (inl && ((length > UNIMEM_LANDI_MAX) ||
+                                           (length < UNIMEM_LANDI_HEAD)))) {
+            return 1;
+        }
+        uint32_t slot = sender * land_slots + m.b[1];
+        if (!stored[slot]) {
+            return 1;
+        }
+        stored[slot] = false;
+        out->clear();
+        uint32_t from = 0;
+        if (inl) {
+            out->assign(&m.b[8], &m.b[8] + UNIMEM_LANDI_HEAD);
+            from = UNIMEM_LANDI_HEAD;
+        }
+        for (uint32_t i = 0; from + i < length; ++i) {
+            out->push_back(slot_byte(pattern[slot], i));
+        }
+        *am_id = am;
+        *done  = true;
+        return 0;
+    }
+
+  public:
+    /* byte i of a slot's payload stored with pattern p */
+    static uint8_t slot_byte(uint8_t p, uint32_t i)
+    {
+        return (uint8_t)(p * 29u + i * 7u + (i >> 8));
+    }
+
   private:
     std::vector<Part> parts;
     uint32_t max_len;
+    std::vector<bool> stored;
+    std::vector<uint8_t> pattern;
 };
 
 struct Scene {
@@ -128,6 +189,8 @@ struct Scene {
     unimem_rx_t rx;
     unimem_rx_stats_t stats;
     Model *model;
+    std::vector<uint8_t> land;          /* the landing area, exactly sized (ASan) */
+    size_t slot_size;
     std::vector<std::vector<uint8_t>> got;
     std::vector<uint8_t> got_am;
     uint64_t sink;
@@ -155,6 +218,24 @@ void f_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
         s->sink += d[i];
     }
     memset(data, 0xee, length);   /* the handler may scribble: nothing may depend on it */
+}
+
+/* A sender's stores before its LAND: the slot m names (if it exists) gets the payload of
+ * pattern m.b[31] and its busy word; the model learns the same. */
+void store_slot(Scene *s, const unimem_msg_t &m)
+{
+    uint32_t sender = m.b[2] | ((uint32_t)m.b[3] << 8);
+    if (s->land.empty() || (sender >= s->model->land_rings) ||
+        (m.b[1] >= s->model->land_slots)) {
+        return;
+    }
+    uint32_t slot = sender * s->model->land_slots + m.b[1];
+    uint8_t *p    = s->land.data() + slot * s->slot_size;
+    for (uint32_t i = 0; i < s->slot_size - UNIMEM_LAND_HDR; ++i) {
+        p[UNIMEM_LAND_HDR + i] = Model::slot_byte(m.b[31], i);
+    }
+    __atomic_store_n(unimem_land_busy(p), 1, __ATOMIC_RELEASE);
+    s->model->store(slot, m.b[31]);
 }
 
 /* One message as the glue decodes it (its private copy), checked against the model. */
@@ -267,6 +348,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (unimem_rx_init(&s->rx, s->max_senders, s->max_len, &s->stats, f_deliver, s) != 0) {
         abort();
     }
+    if (cfg & UNIMEMF_CFG_LAND) {
+        uint32_t rings = (s->max_senders < UNIMEMF_LAND_RINGS) ? s->max_senders :
+                         UNIMEMF_LAND_RINGS;
+        s->slot_size   = unimem_land_slot_size(s->max_len);
+        s->land.assign(unimem_land_area_size(rings, UNIMEMF_LAND_SLOTS, s->max_len), 0);
+        unimem_rx_land(&s->rx, s->land.data(), rings, UNIMEMF_LAND_SLOTS);
+        s->model->land(rings, UNIMEMF_LAND_SLOTS);
+    }
     if (!s->direct) {
         unimem_hal_mbox_addr_t addr;
         if ((unimem_hal_open(1, &s->hal) != 0) ||
@@ -293,6 +382,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         switch (what) {
         case UNIMEMF_RAW:
+            if (ctl & UNIMEMF_STORE) {
+                store_slot(s, m);
+            }
             s->group.push_back(m);
             if (!(ctl & UNIMEMF_GROUP) || (s->group.size() == 32)) {
                 flush_group(s);
@@ -340,6 +432,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #define UNIMEMF_PRINT(_n, _v) fprintf(stderr, " %s=%llu", _n, (unsigned long long)(_v));
         UNIMEMF_PRINT("mbox_rx_msgs", s->stats.msgs) UNIMEMF_PRINT("rx_am", s->stats.am)
         UNIMEMF_PRINT("rx_bytes", s->stats.bytes) UNIMEMF_PRINT("rx_corrupt", s->stats.corrupt)
+        UNIMEMF_PRINT("rx_land", s->stats.land)
         fprintf(stderr, "\n");
 #undef UNIMEMF_PRINT
     }

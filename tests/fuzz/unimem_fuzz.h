@@ -9,12 +9,17 @@
  *   cfg bits 4-5: mailbox messages per progress call (RX_BUDGET): UNIMEMF_BUDGETS
  *   cfg bit 6:    straight to the decoder (the receiver's private copy of each message) instead
  *                 of through the emulated mailbox (unimem_hal_emu.c)
+ *   cfg bit 7:    the receiver exports a landing area (LAND, LANDI): UNIMEMF_LAND_RINGS rings
+ *                 (at most its senders) of UNIMEMF_LAND_SLOTS slots, sized exactly
  *   ctl bits 0-1: what (UNIMEMF_*, below)
  *   ctl bits 2-3: the lane of UNIMEMF_PACK
  *   ctl bit 4:    UNIMEMF_RAW: the message joins a packetizer group, sent all or nothing at the
  *                 first record that does not join it (this message included if it is a RAW
  *                 without the bit), or at 32 messages; UNIMEMF_PACK: the fragments go out at
  *                 once as one group, as the glue's am_bcopy sends them
+ *   ctl bit 5:    UNIMEMF_RAW with a landing area: before it goes, the sender's store into the
+ *                 slot the message names (if that slot exists): a payload of pattern [31] and
+ *                 the busy word, as a sender does before its LAND
  *
  * UNIMEMF_RAW       the 32 bytes are one mailbox message, as they are
  * UNIMEMF_PACK      the 32 bytes describe a message the fuzzer encodes (unimem_proto_pack):
@@ -35,6 +40,9 @@
 #define UNIMEMF_DEAL     2
 #define UNIMEMF_PROGRESS 3
 #define UNIMEMF_GROUP    0x10
+#define UNIMEMF_STORE    0x20
+#define UNIMEMF_LAND_RINGS 4
+#define UNIMEMF_LAND_SLOTS 3
 #define UNIMEMF_LANES    4
 #define UNIMEMF_REC      33          /* ctl + one message */
 
@@ -45,5 +53,6 @@
 #define UNIMEMF_CTL(_what, _lane, _group) ((uint8_t)((_what) | ((_lane) << 2) | (_group)))
 #define UNIMEMF_CFG(_len_sel, _senders_sel, _budget_sel, _direct) \
     ((uint8_t)((_len_sel) | ((_senders_sel) << 2) | ((_budget_sel) << 4) | ((_direct) << 6)))
+#define UNIMEMF_CFG_LAND 0x80
 
 #endif
