@@ -36,7 +36,7 @@ static UCS_LIST_HEAD(ucx_ext_xmem_peers);
 
 ucs_status_t ucx_ext_xmem_alloc(size_t *length_p, const char *name, void **address_p)
 {
-    size_t length = ucs_align_up_pow2(ucs_max(*length_p, 1), ucs_get_page_size());
+    size_t length = ucx_ext_xmem_alloc_size(*length_p);
     ucx_ext_xmem_seg_t *seg;
     struct stat st;
     void *base;

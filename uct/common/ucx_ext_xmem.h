@@ -24,6 +24,8 @@
 
 #include <ucs/type/status.h>
 #include <ucs/sys/compiler_def.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/sys.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +41,13 @@ typedef struct ucx_ext_xmem_desc {
 } UCS_S_PACKED ucx_ext_xmem_desc_t;
 
 #define UCX_EXT_XMEM_FILE (-1)
+
+/* The length ucx_ext_xmem_alloc gives a request of length bytes (whole pages): what a peer
+ * that computes a segment's size itself must name in its description. */
+static UCS_F_ALWAYS_INLINE size_t ucx_ext_xmem_alloc_size(size_t length)
+{
+    return ucs_align_up_pow2(ucs_max(length, 1), ucs_get_page_size());
+}
 
 /* Allocates at least *length_p bytes (rounded up to pages, written back) of shareable memory
  * named name. */

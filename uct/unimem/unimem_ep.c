@@ -17,7 +17,7 @@ static void uct_unimem_sender_land(uct_unimem_iface_t *iface, uct_unimem_sender_
     ucx_ext_xmem_desc_t desc;
 
     s->land_map = NULL;
-    if ((iface->land_slots == 0) || (addr->land_slots == 0) ||
+    if ((iface->rx.land == NULL) || (addr->land_slots == 0) ||
         (addr->land_slots > UNIMEM_LAND_MAX_SLOTS) || (s->id >= addr->land_rings)) {
         return;
     }
@@ -29,9 +29,9 @@ static void uct_unimem_sender_land(uct_unimem_iface_t *iface, uct_unimem_sender_
     desc.fd     = addr->land_fd;
     desc.ino    = addr->land_ino;
     desc.base   = addr->land_base;
-    desc.length = ucs_align_up_pow2(unimem_land_area_size(addr->land_rings, addr->land_slots,
-                                                          addr->seg_size),
-                                    ucs_get_page_size());
+    desc.length = ucx_ext_xmem_alloc_size(unimem_land_area_size(addr->land_rings,
+                                                                addr->land_slots,
+                                                                addr->seg_size));
     s->land_map = ucx_ext_xmem_attach(&desc);
     if (s->land_map != NULL) {
         s->land_ring = s->land_map + (size_t)s->id * s->land_slots * s->slot_size;
@@ -295,24 +295,21 @@ uct_unimem_ep_am_short_long(uct_unimem_ep_t *ep, uint8_t id, uint64_t header, in
     memcpy(dst, &header, hdr_len);
     ucs_iov_iter_init(&iov_iter);
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, dst + hdr_len, SIZE_MAX);
-    if (dst == small) {
-        memcpy(slot + UNIMEM_LAND_HDR, small + UNIMEM_LANDI_HEAD, length - UNIMEM_LANDI_HEAD);
-        memcpy(&msg.b[8], small, UNIMEM_LANDI_HEAD);
-        ret = uct_unimem_ep_land_send(ep, slot, UNIMEM_PROTO_LANDI, id, length, &msg);
-        if (ret == 0) {
-            uct_unimem_ep_land_next(ep);
-        } else {
-            *unimem_land_busy(slot) = 0;
-        }
-    } else if (slot != NULL) {
-        ret = uct_unimem_ep_land_send(ep, slot, UNIMEM_PROTO_LAND, id, length, &msg);
-        if (ret == 0) {
-            uct_unimem_ep_land_next(ep);
-        } else {
-            *unimem_land_busy(slot) = 0;
-        }
-    } else {
+    if (slot == NULL) {
         ret = uct_unimem_ep_send_packed(iface, ep, id, dst, length);
+    } else {
+        if (dst == small) {
+            memcpy(slot + UNIMEM_LAND_HDR, small + UNIMEM_LANDI_HEAD,
+                   length - UNIMEM_LANDI_HEAD);
+            memcpy(&msg.b[8], small, UNIMEM_LANDI_HEAD);
+        }
+        ret = uct_unimem_ep_land_send(ep, slot, (dst == small) ? UNIMEM_PROTO_LANDI :
+                                      UNIMEM_PROTO_LAND, id, length, &msg);
+        if (ret == 0) {
+            uct_unimem_ep_land_next(ep);
+        } else {
+            *unimem_land_busy(slot) = 0;
+        }
     }
     return (ret == 0) ? UCS_OK : uct_unimem_ep_send_error(ep, ret);
 }

@@ -105,8 +105,8 @@ static ucs_status_t uct_unimem_iface_get_address(uct_iface_h tl_iface, uct_iface
     uaddr->land_fd    = iface->land_desc.fd;
     uaddr->land_ino   = iface->land_desc.ino;
     uaddr->land_base  = iface->land_desc.base;
-    uaddr->land_rings = iface->land_rings;
-    uaddr->land_slots = iface->land_slots;
+    uaddr->land_rings = iface->rx.land_rings;
+    uaddr->land_slots = iface->rx.land_slots;
     return UCS_OK;
 }
 
@@ -296,20 +296,18 @@ static ucs_status_t uct_unimem_iface_land_init(uct_unimem_iface_t *iface,
     size_t length = unimem_land_area_size(config->land_senders, config->land_slots,
                                           iface->seg_size);
     ucs_status_t status;
+    void *area;
 
-    status = ucx_ext_xmem_alloc(&length, "unimem_land", (void**)&iface->land);
+    status = ucx_ext_xmem_alloc(&length, "unimem_land", &area);
     if (status != UCS_OK) {
         ucs_error("unimem: cannot allocate a landing area of %zu bytes "
                   "(UCX_UNIMEM_LAND_SLOTS=%u x LAND_SENDERS=%u): %s", length,
                   config->land_slots, config->land_senders, ucs_status_string(status));
-        iface->land = NULL;
         return status;
     }
-    ucx_ext_xmem_describe((uintptr_t)iface->land, length, &iface->land_desc);
-    iface->land_slots   = config->land_slots;
+    ucx_ext_xmem_describe((uintptr_t)area, length, &iface->land_desc);
     iface->am_max_short = ucs_min(UCT_UNIMEM_LAND_SHORT_MAX, iface->seg_size);
-    iface->land_rings   = config->land_senders;
-    unimem_rx_land(&iface->rx, iface->land, config->land_senders, config->land_slots);
+    unimem_rx_land(&iface->rx, area, config->land_senders, config->land_slots);
     return UCS_OK;
 }
 
@@ -351,9 +349,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->armed               = 0;
     self->zdma                = NULL;
     self->rx.senders          = NULL;
-    self->land                = NULL;
-    self->land_slots          = 0;
-    self->land_rings          = 0;
+    self->rx.land             = NULL;
     self->am_max_short        = UNIMEM_PROTO_SHORT_MAX;
     memset(&self->land_desc, 0, sizeof(self->land_desc));
     ucx_ext_iface_init(&self->x, &self->super.super, UCT_UNIMEM_NAME,
@@ -410,8 +406,8 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     return UCS_OK;
 
 err:
-    if (self->land != NULL) {
-        ucx_ext_xmem_free(self->land);
+    if (self->rx.land != NULL) {
+        ucx_ext_xmem_free(self->rx.land);
     }
     if (self->zdma != NULL) {
         uct_unimem_zdma_put(self->zdma);
@@ -434,10 +430,10 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_iface_t)
     ucx_ext_iface_cleanup(&self->x);
     uct_unimem_zdma_put(self->zdma);
     unimem_hal_mbox_detach(self->mbox);
-    unimem_rx_cleanup(&self->rx);
-    if (self->land != NULL) {
-        ucx_ext_xmem_free(self->land);   /* peers keep their mappings until they let go */
+    if (self->rx.land != NULL) {
+        ucx_ext_xmem_free(self->rx.land);   /* peers keep their mappings until they let go */
     }
+    unimem_rx_cleanup(&self->rx);
     ucs_free(self->rx_msgs);
     ucs_free(self->tx_msgs);
     ucs_free(self->bounce);

@@ -188,13 +188,13 @@ static void unimem_rx_landed(unimem_rx_t *rx, uint8_t type, uint8_t am_id,
 {
     uint16_t sender = unimem_get16(&m->b[2]);
     uint32_t length = unimem_get32(&m->b[4]);
-    uint32_t max    = (type == UNIMEM_PROTO_LANDI) ? UNIMEM_LANDI_MAX : rx->max_len;
+    uint32_t min    = (type == UNIMEM_PROTO_LANDI) ? UNIMEM_LANDI_HEAD : 0;
+    uint32_t max    = ((type == UNIMEM_PROTO_LANDI) && (UNIMEM_LANDI_MAX < rx->max_len)) ?
+                      UNIMEM_LANDI_MAX : rx->max_len;
     uint8_t *slot;
 
     if (UNIMEM_UNLIKELY((rx->land == NULL) || (sender >= rx->land_rings) ||
-                        (m->b[1] >= rx->land_slots) || (length > max) ||
-                        (length > rx->max_len) ||
-                        ((type == UNIMEM_PROTO_LANDI) && (length < UNIMEM_LANDI_HEAD)))) {
+                        (m->b[1] >= rx->land_slots) || (length < min) || (length > max))) {
         rx->stats->corrupt++;
         return;
     }

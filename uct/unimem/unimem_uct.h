@@ -137,10 +137,8 @@ typedef struct uct_unimem_iface {
     unimem_msg_t           *rx_msgs;       /* rx_budget messages */
     unimem_msg_t           *tx_msgs;       /* max_msgs messages */
     uint8_t                *bounce;        /* seg_size */
-    uint8_t                *land;          /* the landing area peers store into, or NULL */
-    ucx_ext_xmem_desc_t    land_desc;
-    uint32_t               land_slots;     /* per sender id; 0: no landing area */
-    uint32_t               land_rings;     /* sender ids with slots (LAND_SENDERS) */
+    ucx_ext_xmem_desc_t    land_desc;      /* the landing area peers store into: rx.land
+                                            * (NULL: none), rx.land_rings, rx.land_slots */
     unsigned               am_max_short;
     ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
     ucs_list_link_t        senders;        /* sender ids in use, one per mailbox reached */
@@ -170,7 +168,7 @@ typedef struct uct_unimem_sender {
     unsigned             refs;
     uint8_t              *land_map;   /* the peer's landing area mapped here, or NULL */
     uint8_t              *land_ring;  /* this id's ring in it */
-    uint32_t             land_slots;  /* its slots (a power of two or not: taken modulo) */
+    uint32_t             land_slots;  /* slots in the ring */
     uint32_t             land_next;   /* the slot to write next */
     size_t               slot_size;
 } uct_unimem_sender_t;
