@@ -812,6 +812,97 @@ TEST(UdzGet, ChunkOfOtherSizes)
     run_gets(h, {1, 1473, 1474, 100000, 300001}, false);
 }
 
+/* ---- chunks as large as the path to the peer allows (udz_wire_ops_t.path_mtu) ----
+ * A device of 1500 bytes, a peer whose route carries 64 KiB datagrams (on this host, through
+ * loopback): the gets from it move chunk_max chunks, the wire is asked once per peer. */
+
+udz_config_t path_cfg()
+{
+    udz_config_t c = default_cfg();
+    c.chunk_size = 1440;
+    c.chunk_max  = 65507 - UDZ_HDR_LEN;
+    c.zc_window  = 1u << 20;
+    return c;
+}
+
+uint64_t chunks_of(const std::vector<size_t> &sizes, size_t chunk)
+{
+    uint64_t n = 0;
+    for (size_t s : sizes) n += (s + chunk - 1) / chunk;
+    return n;
+}
+
+TEST(UdzPathChunk, PeerOnThisHostGetsLargeChunks)
+{
+    Harness h(61, path_cfg());
+    h.net.path_mtu = 65507;
+    const std::vector<size_t> sizes = {1, 1440, 1441, 65475, 65476, 300001, (1u << 20) + 123,
+                                       4u << 20};
+    run_gets(h, sizes, false);
+    Node *a = h.nodes[0].get();
+    EXPECT_EQ(sizes.size(), a->cnt.zpath_gets);
+    EXPECT_EQ(chunks_of(sizes, 65475), a->cnt.rx_zchunks);
+    EXPECT_EQ(1u, h.net.path_asks);     /* once per peer, not per get */
+}
+
+TEST(UdzPathChunk, LargeChunksUnderLossDupReorder)
+{
+    Harness h(62, path_cfg());
+    h.net.path_mtu = 65507;
+    h.net.imp.loss = 0.1;
+    h.net.imp.dup = 0.1;
+    h.net.imp.reorder = 0.1;
+    run_gets(h, get_sizes(65475), false);
+    EXPECT_GT(h.nodes[1]->cnt.retransmit_chunks, 0u);
+    EXPECT_EQ(get_sizes(65475).size(), h.nodes[0]->cnt.zpath_gets);
+}
+
+TEST(UdzPathChunk, PathBetweenDeviceAndMaxIsFollowed)
+{
+    Harness h(63, path_cfg());
+    h.net.path_mtu = 9000;              /* a jumbo route from a 1500-byte device */
+    const std::vector<size_t> sizes = {8968, 8969, 100000};
+    run_gets(h, sizes, false);
+    EXPECT_EQ(chunks_of(sizes, 9000 - UDZ_HDR_LEN), h.nodes[0]->cnt.rx_zchunks);
+}
+
+TEST(UdzPathChunk, DevicesChunkWhenThePathSaysNoMore)
+{
+    for (size_t mtu : {(size_t)0, (size_t)600, (size_t)1440 + UDZ_HDR_LEN}) {
+        Harness h(64, path_cfg());
+        h.net.path_mtu = mtu;
+        const std::vector<size_t> sizes = {1440, 1441, 100000};
+        run_gets(h, sizes, true);
+        EXPECT_EQ(0u, h.nodes[0]->cnt.zpath_gets) << mtu;
+        EXPECT_EQ(chunks_of(sizes, 1440), h.nodes[0]->cnt.rx_zchunks) << mtu;
+    }
+}
+
+TEST(UdzPathChunk, FixedChunkNeverAsksThePath)
+{
+    udz_config_t c = path_cfg();
+    c.chunk_max = 0;                    /* CHUNK_SIZE set by the user */
+    Harness h(65, c);
+    h.net.path_mtu = 65507;
+    run_gets(h, {100000}, true);
+    EXPECT_EQ(0u, h.net.path_asks);
+    EXPECT_EQ(0u, h.nodes[0]->cnt.zpath_gets);
+}
+
+TEST(UdzPathChunk, ChunkMaxBeyondTheWireIsRefused)
+{
+    udz_config_t c = path_cfg();
+    MemNet net;
+    udz_counters_t cnt{};
+    int err = 0;
+    for (size_t bad : {(size_t)1439, (size_t)65507 - UDZ_HDR_LEN + 1}) {
+        c.chunk_max = bad;
+        EXPECT_EQ(nullptr, udz_core_create(&c, MemNet::ops(), net.add(), &user_ops, nullptr, 1,
+                                           &cnt, &err)) << bad;
+        EXPECT_EQ(-EINVAL, err);
+    }
+}
+
 /* ---- a wire whose receives are posted ahead (InfiniBand UD; udz_postq.h) ----
  * The memwire's posted mode places a datagram into the oldest posted receive when it arrives,
  * between the receiver's polls, as an HCA does: a receive left where the core then writes, or

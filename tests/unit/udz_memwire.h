@@ -142,6 +142,10 @@ public:
     bool     posted     = false;
     unsigned post_depth = UDZ_POSTQ_MAX_DEPTH;
     size_t   bounce_len = 8192;
+    /* What path_mtu says of every peer (0: unknown, the device's), as UDP's route lookup says
+     * 65507 of a peer on this host. */
+    size_t   path_mtu   = 0;
+    unsigned path_asks  = 0;        /* path_mtu calls */
 
     /* Puts raw bytes into a channel's queue as if src had sent them (tests, fuzzer). */
     void inject(int dst, uint32_t chan, const void *p, size_t len, const udz_addr_t &src) {
@@ -241,6 +245,11 @@ public:
         *out = *ctrl;
         memcpy(out->b + 4, &chan_id, 4);
     }
+    static size_t path_mtu_op(void *wire, const udz_addr_t *) {
+        MemNet *net = ((Endpoint*)wire)->net;
+        net->path_asks++;
+        return net->path_mtu;
+    }
     static int chan_recv_op(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n) {
         Endpoint *at = (Endpoint*)wire;
         return at->net->recv(at, 1 + (int)chan, msgs, n);
@@ -258,6 +267,7 @@ public:
             nullptr,   /* no wakeup */
             0, nullptr, nullptr,
             64, 65000,  /* coalesced sends: UDP GSO's runs */
+            path_mtu_op,
         };
         return &o;
     }
@@ -297,6 +307,7 @@ public:
             nullptr,
             1, chan_end_op, chan_quiet_op,
             0, 0,       /* sends datagram by datagram, as the InfiniBand UD wire */
+            nullptr,    /* the path is the port's: no path_mtu */
         };
         return &o;
     }

@@ -253,7 +253,9 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
         (cfg->rx_batch > UDZ_BATCH_MAX) || (cfg->zc_max < cfg->chunk_size) ||
         (cfg->ack_every == 0) ||
         (cfg->rto_ns == 0) || (cfg->rto_max_ns < cfg->rto_ns) || (cfg->max_peers == 0) ||
-        (cfg->zc_max / cfg->chunk_size > (64u << 20))) {
+        (cfg->zc_max / cfg->chunk_size > (64u << 20)) ||
+        ((cfg->chunk_max != 0) && ((cfg->chunk_max < cfg->chunk_size) ||
+                                   (cfg->chunk_max + UDZ_HDR_LEN > wire_ops->max_dgram)))) {
         *err = -EINVAL;
         return NULL;
     }
@@ -263,6 +265,10 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
         return NULL;
     }
     core->cfg      = *cfg;
+    if ((cfg->chunk_max == 0) || (wire_ops->path_mtu == NULL) || wire_ops->posts_ahead) {
+        /* no path beyond the device's, or receives posted ahead in chunk_size pieces */
+        core->cfg.chunk_max = cfg->chunk_size;
+    }
     core->wops     = wire_ops;
     core->wire     = wire;
     core->uops     = user_ops;

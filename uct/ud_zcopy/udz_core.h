@@ -66,6 +66,10 @@ typedef struct udz_user_ops {
 typedef struct udz_config {
     size_t   seg_size;          /* largest control datagram, header included */
     size_t   chunk_size;        /* ZDATA payload bytes */
+    size_t   chunk_max;         /* ZDATA payload bytes a transfer may use when the path to its
+                                 * peer carries more than chunk_size (the wire's path_mtu: a
+                                 * peer on this host); 0 or chunk_size: every transfer uses
+                                 * chunk_size */
     unsigned tx_window;         /* unacked reliable packets per peer */
     unsigned tx_pool;           /* send buffers per core, shared by all peers */
     unsigned ack_every;         /* standalone ack after this many unacked received packets */
@@ -86,13 +90,14 @@ typedef struct udz_config {
  * many were created; zack_stuck: ZACKs a requester sent because nothing came for an RTO (the
  * owner resends the first missing chunks and probes the tail); tx_runs: send calls that took
  * several stream packets to one peer at once (send coalescing and go-back resends: one UDP GSO
- * run each), tx_coalesced: the packets that went in them. */
+ * run each), tx_coalesced: the packets that went in them; zpath_gets: gets whose chunks were
+ * larger than chunk_size, as the path to the peer allows (chunk_max). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
-    _(zack_stuck) _(tx_runs) _(tx_coalesced)
+    _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -98,6 +98,8 @@ struct udz_peer {
     uint8_t      failed;
     uint8_t      ack_now;
     uint8_t      hashed;
+    uint32_t     zchunk;            /* payload bytes of our gets' chunks from this peer, as
+                                     * the path allows (0: not asked yet; zrx_peer_chunk) */
 };
 
 /* Receive side of one zero-copy transfer on one data channel. */
@@ -112,6 +114,8 @@ typedef struct udz_zrx {
     uint64_t    last_rx_live;       /* live clock of the last datagram (peer timeout) */
     uint64_t    zack_ns;
     uint32_t    xfer_id;
+    uint32_t    chunk;              /* payload bytes per chunk (the peer's zchunk) */
+    uint32_t    batch;              /* receive slots one poll offers (zrx_batch_for) */
     uint32_t    nchunks;
     uint32_t    received;
     uint32_t    cum;                /* lowest chunk missing */
@@ -198,10 +202,10 @@ struct udz_core {
     udz_zrx_t             zrx[UDZ_MAX_CHANNELS];
     uint32_t              next_xfer;
     unsigned              zrx_busy;
-    unsigned              zbatch;       /* receive slots per data-channel poll: rx_batch, or
-                                         * more so that one coalesced run of the wire (its
-                                         * run_dgrams and run_bytes) always fits whole */
-    uint8_t              *zscratch;     /* zbatch chunks: misplaced datagrams */
+    unsigned              zbatch;       /* receive slots per data-channel poll at most (a
+                                         * transfer's own: zrx_batch_for its chunk) */
+    uint8_t              *zscratch;     /* a poll's slots' worth of chunks, for the largest
+                                         * chunk: misplaced datagrams */
     udz_hdr_t            *zhdr;         /* zbatch headers (rx) */
     udz_rxmsg_t          *zmsgs;        /* zbatch receive slots of the data channels (the
                                          * control endpoint's own stay set up for good) */

@@ -26,7 +26,9 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
 
     {"CHUNK_SIZE", "auto",
      "Payload bytes per zero-copy datagram. auto: the device MTU minus the IP, UDP and\n"
-     "ud_zcopy headers (64k loopback: 65476 bytes; Ethernet 1500: 1440 bytes).",
+     "ud_zcopy headers (64k loopback: 65475 bytes; Ethernet 1500: 1440 bytes), and for a\n"
+     "peer whose route carries more, the route's (a peer on this host is reached through\n"
+     "loopback whatever the device: 65475 bytes).",
      ucs_offsetof(uct_udz_iface_config_t, chunk_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_WINDOW", "128",
@@ -484,6 +486,10 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     cc.seg_size   = self->max_payload + UDZ_HDR_LEN;
     cc.chunk_size = (config->chunk_size == UCS_MEMUNITS_AUTO) ?
                     seg_max - UDZ_HDR_LEN : config->chunk_size;
+    /* CHUNK_SIZE auto: a peer whose path carries more than the device (on this host, through
+     * loopback) gets chunks up to the wire's largest datagram (udz_wire_ops_t.path_mtu) */
+    cc.chunk_max  = (config->chunk_size == UCS_MEMUNITS_AUTO) ?
+                    max_dgram - UDZ_HDR_LEN : config->chunk_size;
     status = uct_udz_config_check(config, cc.seg_size, cc.chunk_size,
                                   self->wops->posts_ahead ? seg_max : max_dgram);
     if (status != UCS_OK) {
@@ -551,9 +557,9 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
         self->wops->close(self->wire);
         return status;
     }
-    ucs_debug("ud_zcopy iface %p on %s, %s wire %s: seg %zu chunk %zu, %u channels", self,
-              self->ifname, self->wops->name, wattr.desc, cc.seg_size, cc.chunk_size,
-              cc.channels);
+    ucs_debug("ud_zcopy iface %p on %s, %s wire %s: seg %zu chunk %zu (up to %zu as a path "
+              "allows), %u channels", self, self->ifname, self->wops->name, wattr.desc,
+              cc.seg_size, cc.chunk_size, cc.chunk_max, cc.channels);
     return UCS_OK;
 }
 

@@ -212,6 +212,16 @@ typedef struct udz_wire_ops {
      * every stream packet at once, one per call, as before. */
     unsigned tx_run_dgrams;
     size_t   tx_run_bytes;
+
+    /* ---- the path to one peer (optional, NULL: every peer gets the device's datagrams) ----
+     * path_mtu: the largest datagram, header included, that reaches the peer whose control
+     * address is dst whole, as the route to it says; 0 when unknown. It can exceed dev_mtu:
+     * a peer on this host is reached through loopback whatever device it listens on (UDP:
+     * IP_MTU of a socket connected there, 65535 through lo, less the IP and UDP headers). The
+     * core asks once per peer, at its first zero-copy transfer, so that a get from a peer on
+     * this host over an iface on a 1500-byte device moves 64 KiB datagrams, not 1,440-byte
+     * ones (UCP stripes a rendezvous over every iface of the host). */
+    size_t (*path_mtu)(void *wire, const udz_addr_t *dst);
 } udz_wire_ops_t;
 
 /* The wires built in, NULL-terminated (udz_wires.c): the glue lists their devices and opens a

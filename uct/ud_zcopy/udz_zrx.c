@@ -76,10 +76,61 @@ static void zrx_finish(udz_core_t *core, udz_zrx_t *z, int status)
     }
 }
 
+/* Receive slots one poll of a transfer with this chunk offers: rx_batch, or more so that one
+ * coalesced run of the wire (its run_dgrams and run_bytes) always fits whole; a wire that
+ * posts receives only into slots offered gets twice a window. */
+static unsigned zrx_batch_for(const udz_core_t *core, size_t chunk)
+{
+    const udz_config_t *cfg = &core->cfg;
+    size_t b = (core->wops->run_bytes + chunk + UDZ_HDR_LEN - 1) / (chunk + UDZ_HDR_LEN);
+
+    if (b > core->wops->run_dgrams) {
+        b = core->wops->run_dgrams;
+    }
+    if (b > UDZ_BATCH_MAX) {
+        b = UDZ_BATCH_MAX;
+    }
+    if (b < cfg->rx_batch) {
+        b = cfg->rx_batch;
+    }
+    if (core->wops->posts_ahead) {
+        /* what one call's reports consume is offered again beyond them before its ZACK lets
+         * the owner send on */
+        size_t w2 = 2 * ((cfg->zc_window + chunk - 1) / chunk);
+        if (b < w2) {
+            b = (w2 < UDZ_BATCH_MAX) ? w2 : UDZ_BATCH_MAX;
+        }
+    }
+    return (unsigned)b;
+}
+
+/* The chunk of our gets from this peer: chunk_size, or more where the route to the peer
+ * carries larger datagrams than the device (a peer on this host, through loopback). Asked of
+ * the wire once per peer. */
+static uint32_t zrx_peer_chunk(udz_core_t *core, udz_peer_t *peer)
+{
+    size_t mtu, chunk = core->cfg.chunk_size;
+
+    if (peer->zchunk != 0) {
+        return peer->zchunk;
+    }
+    if (core->cfg.chunk_max > chunk) {
+        mtu = core->wops->path_mtu(core->wire, &peer->addr);
+        if (mtu > UDZ_HDR_LEN + chunk) {
+            chunk = mtu - UDZ_HDR_LEN;
+            if (chunk > core->cfg.chunk_max) {
+                chunk = core->cfg.chunk_max;
+            }
+        }
+    }
+    peer->zchunk = (uint32_t)chunk;
+    return peer->zchunk;
+}
+
 int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t raddr,
             const uint8_t *rkey, void *ctx)
 {
-    uint32_t chunk = (uint32_t)core->cfg.chunk_size;
+    uint32_t chunk;
     udz_zreq_t *req;
     udz_zrx_t *z = NULL;
     udz_skb_t *fin;
@@ -103,6 +154,7 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
         core->starved = 1;
         return -EAGAIN;
     }
+    chunk = zrx_peer_chunk(core, peer);
     fin = skb_get(core);
     if (fin == NULL) {
         core->starved = 1;
@@ -125,6 +177,8 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     z->buf        = buf;
     z->len        = len;
     z->xfer_id    = core->next_xfer;
+    z->chunk      = chunk;
+    z->batch      = zrx_batch_for(core, chunk);
     z->nchunks    = (uint32_t)((len + chunk - 1) / chunk);
     z->received   = 0;
     z->cum        = 0;
@@ -164,6 +218,9 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
         z->peer = NULL;
         core->zrx_busy--;
         return err;
+    }
+    if (chunk > core->cfg.chunk_size) {
+        core->cnt->zpath_gets++;
     }
     peer_activate(core, peer);
     return 0;
@@ -224,7 +281,7 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
 static void zrx_slot(udz_core_t *core, const udz_zrx_t *z, unsigned k, uint8_t *dst,
                      uint32_t tag)
 {
-    size_t chunk = core->cfg.chunk_size;
+    size_t chunk = z->chunk;
     udz_rxmsg_t *m = &core->zmsgs[k];
 
     m->iov[0].iov_base = &core->zhdr[k];
@@ -239,8 +296,8 @@ static void zrx_slot(udz_core_t *core, const udz_zrx_t *z, unsigned k, uint8_t *
 
 unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
 {
-    uint32_t chunk = (uint32_t)core->cfg.chunk_size;
-    unsigned batch = core->zbatch, k = 0, j, handled = 0;
+    uint32_t chunk = z->chunk;
+    unsigned batch = z->batch, k = 0, j, handled = 0;
     uint32_t slot[UDZ_BATCH_MAX], idx, clen, p, next_pred = z->pred;
     udz_rxmsg_t *m = core->zmsgs;
     udz_hdr_t *h;
@@ -483,33 +540,18 @@ void zrx_timers(udz_core_t *core)
 int zrx_init(udz_core_t *core)
 {
     const udz_config_t *cfg = &core->cfg;
-    size_t nwords;
+    size_t nwords, scratch;
     unsigned i;
 
-    /* enough slots to take any whole coalesced run of the wire */
-    core->zbatch = (unsigned)((core->wops->run_bytes + cfg->chunk_size + UDZ_HDR_LEN - 1) /
-                              (cfg->chunk_size + UDZ_HDR_LEN));
-    if (core->zbatch > core->wops->run_dgrams) {
-        core->zbatch = core->wops->run_dgrams;
-    }
-    if (core->zbatch > UDZ_BATCH_MAX) {
-        core->zbatch = UDZ_BATCH_MAX;
-    }
-    if (core->zbatch < cfg->rx_batch) {
-        core->zbatch = cfg->rx_batch;
-    }
-    if (core->wops->posts_ahead) {
-        /* a wire posts receives only into slots offered: twice a window, so that what one
-         * call's reports consume is offered again beyond them before its ZACK lets the
-         * owner send on */
-        size_t w2 = 2 * ((cfg->zc_window + cfg->chunk_size - 1) / cfg->chunk_size);
-        if (core->zbatch < w2) {
-            core->zbatch = (w2 < UDZ_BATCH_MAX) ? (unsigned)w2 : UDZ_BATCH_MAX;
-        }
+    /* the smallest chunk takes the most slots; the scratch fits a poll's worth of either */
+    core->zbatch       = zrx_batch_for(core, cfg->chunk_size);
+    scratch            = (size_t)zrx_batch_for(core, cfg->chunk_max) * cfg->chunk_max;
+    if (scratch < (size_t)core->zbatch * cfg->chunk_size) {
+        scratch = (size_t)core->zbatch * cfg->chunk_size;
     }
     nwords             = (cfg->zc_max / cfg->chunk_size + 1 + 63) / 64;
     core->bitmap_words = (uint32_t)nwords;
-    core->zscratch     = malloc(core->zbatch * cfg->chunk_size);
+    core->zscratch     = malloc(scratch);
     core->zhdr         = calloc(core->zbatch, sizeof(*core->zhdr));
     core->zmsgs        = calloc(core->zbatch, sizeof(*core->zmsgs));
     core->zplace       = calloc(core->zbatch, sizeof(*core->zplace));
