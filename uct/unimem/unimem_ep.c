@@ -121,12 +121,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
     self->sender_id  = (uint16_t)self->sender->id;
     self->stash_len  = 0;
     self->stash_land = 0;
-    self->stash     = ucs_malloc(iface->seg_size, "unimem_stash");
-    if (self->stash == NULL) {
-        uct_unimem_sender_put(self->sender);
-        unimem_hal_dest_release(self->dest);
-        return UCS_ERR_NO_MEMORY;
-    }
+    self->stash      = NULL;
     ucs_debug("unimem ep %p: mailbox %u of process %u, sender id %u, %s", self,
               addr->mbox.index, addr->mbox.proc, self->sender->id,
               (self->sender->land_map != NULL) ? "landing slots" : "fragments only");
@@ -134,12 +129,20 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
 }
 
 /* The stash is out (sent) or given up: a stashed LAND that never went frees its slot for the
- * id's next message. */
+ * id's next message; a fragmented message's buffer goes back to the iface. */
 static void uct_unimem_ep_unstash(uct_unimem_ep_t *ep, int sent)
 {
+    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.super.iface,
+                                               uct_unimem_iface_t);
+
     if (!sent && ep->stash_land) {
         *unimem_land_busy(ep->sender->land_ring +
                           (size_t)ep->stash_msg.b[1] * ep->sender->slot_size) = 0;
+    }
+    if (ep->stash != NULL) {
+        *(void**)ep->stash = iface->stash_free;
+        iface->stash_free  = ep->stash;
+        ep->stash          = NULL;
     }
     ep->super.blocked = 0;
     ep->stash_land    = 0;
@@ -151,7 +154,6 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_ep_t)
     if (self->super.blocked) {
         uct_unimem_ep_unstash(self, 0);
     }
-    ucs_free(self->stash);
     uct_unimem_sender_put(self->sender);
     unimem_hal_dest_release(self->dest);
 }
@@ -434,6 +436,18 @@ ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
         if (ucs_unlikely(ret != 0)) {
             if (ret != -EAGAIN) {
                 return uct_unimem_ep_send_error(ep, ret);
+            }
+            /* a buffer given back by an earlier stash, else a new one */
+            ep->stash = iface->stash_free;
+            if (ep->stash != NULL) {
+                iface->stash_free = *(void**)ep->stash;
+            } else {
+                ep->stash = ucs_malloc(iface->seg_size, "unimem_stash");
+                if (ep->stash == NULL) {
+                    ucs_error("unimem: no memory to keep a message for process %d",
+                              ep->super.pid);
+                    return UCS_ERR_NO_MEMORY;
+                }
             }
             memcpy(ep->stash, iface->bounce, length);
             ep->stash_len   = (uint32_t)length;

@@ -358,6 +358,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->x.peer_closed       = uct_unimem_ep_peer_closed;
     ucs_list_head_init(&self->stashed);
     ucs_list_head_init(&self->senders);
+    self->stash_free = NULL;
 
     self->rx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->rx_budget, "unimem_rx_msgs");
     self->tx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->max_msgs, "unimem_tx_msgs");
@@ -434,6 +435,11 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_iface_t)
         ucx_ext_xmem_free(self->rx.land);   /* peers keep their mappings until they let go */
     }
     unimem_rx_cleanup(&self->rx);
+    while (self->stash_free != NULL) {
+        void *next = *(void**)self->stash_free;
+        ucs_free(self->stash_free);
+        self->stash_free = next;
+    }
     ucs_free(self->rx_msgs);
     ucs_free(self->tx_msgs);
     ucs_free(self->bounce);
