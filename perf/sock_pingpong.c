@@ -6,11 +6,13 @@
  * receives it as its requester does (recvmsg into [header, chunk] pairs, the chunk in place);
  * TCP sends it with send() and receives it with recv(), as UCX's tcp does.
  *
- *   sock_pingpong [--udp CHUNK | --tcp] [-s SIZE] [-i ITERS] [--addr IPV4]
+ *   sock_pingpong [--udp CHUNK | --tcp] [--poll] [-s SIZE] [-i ITERS] [--addr IPV4]
  *
  *   --udp   datagrams of CHUNK payload bytes + 32 header bytes (default 65475: loopback's
  *           largest, ud_zcopy's chunk there)
  *   --tcp   one stream
+ *   --poll  both sides spin on non-blocking calls, as UCX's progress does (default: they
+ *           block, and each burst pays a wakeup)
  *   -s      burst bytes (K/M suffixes; default 1M), -i bursts (default 2000)
  *   --addr  where the receiver listens (default 127.0.0.1)
  *
@@ -82,6 +84,8 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int spin;     /* --poll */
+
 static void receiver(int tcp, int ls, size_t size, size_t chunk, struct sockaddr_in *ack_to)
 {
     uint8_t *buf = aligned_alloc(4096, size + 4096);
@@ -103,7 +107,10 @@ static void receiver(int tcp, int ls, size_t size, size_t chunk, struct sockaddr
         if (tcp) {
             size_t have = 0;
             while (have < size) {
-                ssize_t k = recv(fd, buf + have, size - have, 0);
+                ssize_t k = recv(fd, buf + have, size - have, spin ? MSG_DONTWAIT : 0);
+                if ((k < 0) && (errno == EAGAIN)) {
+                    continue;
+                }
                 if (k <= 0) {
                     return;
                 }
@@ -124,7 +131,10 @@ static void receiver(int tcp, int ls, size_t size, size_t chunk, struct sockaddr
             mm[i].msg_hdr.msg_iov    = iov[i];
             mm[i].msg_hdr.msg_iovlen = 2;
         }
-        n = recvmmsg(fd, mm, 64, MSG_WAITFORONE, NULL);
+        n = recvmmsg(fd, mm, 64, spin ? MSG_DONTWAIT : MSG_WAITFORONE, NULL);
+        if ((n < 0) && (errno == EAGAIN)) {
+            continue;
+        }
         if (n <= 0) {
             return;
         }
@@ -160,6 +170,8 @@ int main(int argc, char **argv)
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--tcp")) {
             tcp = 1;
+        } else if (!strcmp(argv[i], "--poll")) {
+            spin = 1;
         } else if (!strcmp(argv[i], "--udp") && (i + 1 < argc)) {
             chunk = parse_size(argv[++i]);
         } else if (!strcmp(argv[i], "-s") && (i + 1 < argc)) {
@@ -169,8 +181,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--addr") && (i + 1 < argc)) {
             addr = argv[++i];
         } else {
-            fprintf(stderr, "usage: sock_pingpong [--udp CHUNK | --tcp] [-s SIZE] [-i ITERS] "
-                            "[--addr IPV4]\n");
+            fprintf(stderr, "usage: sock_pingpong [--udp CHUNK | --tcp] [--poll] [-s SIZE] "
+                            "[-i ITERS] [--addr IPV4]\n");
             return 2;
         }
     }
@@ -255,7 +267,14 @@ int main(int argc, char **argv)
             }
         }
         t1 = now_us();
-        if ((poll(&pf, 1, 1000) != 1) || (recv(as, &c, 1, 0) != 1)) {
+        if (spin) {
+            while ((recv(as, &c, 1, MSG_DONTWAIT) != 1) && (now_us() - t1 < 1e6)) {
+            }
+            if (now_us() - t1 >= 1e6) {
+                lost++;
+                continue;
+            }
+        } else if ((poll(&pf, 1, 1000) != 1) || (recv(as, &c, 1, 0) != 1)) {
             lost++;
             continue;
         }
@@ -278,9 +297,9 @@ int main(int argc, char **argv)
     qsort(oneway, (size_t)k, sizeof(double), cmp_d);
     qsort(sendt, (size_t)k, sizeof(double), cmp_d);
     if (tcp) {
-        printf("tcp %zu bytes:", size);
+        printf("tcp %zu bytes%s:", size, spin ? ", polling" : "");
     } else {
-        printf("udp %zu bytes in %zu-byte chunks:", size, chunk);
+        printf("udp %zu bytes in %zu-byte chunks%s:", size, chunk, spin ? ", polling" : "");
     }
     printf(" one-way median %.1f us p90 %.1f us, send calls median %.1f us, %d lost\n",
            oneway[k / 2], oneway[k * 9 / 10], sendt[k / 2], lost);
