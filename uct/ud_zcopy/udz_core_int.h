@@ -57,6 +57,10 @@ static inline int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0;
 /* Datagrams one receive or send call of the core handles at most: rx_batch's bound, the
  * zero-copy receive slots per poll and a transfer's send batch (arrays of this size). */
 #define UDZ_BATCH_MAX   64
+/* Zero-copy chunks one send call may take (ztx_batch): two UDP GSO runs of 1,472-byte
+ * datagrams (88 = 2 x 44) fit, within the UDP wire's sendmmsg (UDZ_UDP_BATCH messages, 5
+ * iovecs each). */
+#define UDZ_ZTX_BATCH_MAX 128
 
 /* ---- objects ---- */
 
@@ -213,7 +217,7 @@ struct udz_core {
     uint32_t              bitmap_words;
 
     /* zero-copy send (udz_ztx.c) */
-    udz_txmsg_t          *ztxmsgs;      /* UDZ_BATCH_MAX datagrams */
+    udz_txmsg_t          *ztxmsgs;      /* UDZ_ZTX_BATCH_MAX datagrams */
     udz_hdr_t            *ztxhdr;
     udz_ztx_t            *ztx_active;
     udz_ztx_t            *ztx_free;

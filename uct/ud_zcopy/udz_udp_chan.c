@@ -93,34 +93,44 @@ static int udz_udp_send_gso(udz_udp_t *u, struct sockaddr_in *sin, const udz_txm
 
 int udz_udp_send_many(udz_udp_t *u, struct sockaddr_in *sin, const udz_txmsg_t *msgs, int n)
 {
-    int i, rc;
+    int i, m, rc, total = 0;
 
-    if (n > UDZ_UDP_BATCH) {
-        n = UDZ_UDP_BATCH;
-    }
     if (u->gso) {
+        /* up to UDZ_UDP_BATCH runs and their iovecs per call (two runs of 44 zero-copy
+         * chunks fit: ztx_batch) */
         rc = udz_udp_send_gso(u, sin, msgs, n);
         if (rc != -EIO) {
             return rc;
         }
         u->gso = 0;     /* refused by this path: plain datagrams from now on */
     }
-    for (i = 0; i < n; ++i) {
-        memset(&u->mm[i], 0, sizeof(u->mm[i]));
-        u->mm[i].msg_hdr.msg_name    = sin;
-        u->mm[i].msg_hdr.msg_namelen = sizeof(*sin);
-        u->mm[i].msg_hdr.msg_iov     = (struct iovec*)msgs[i].iov;
-        u->mm[i].msg_hdr.msg_iovlen  = (size_t)msgs[i].iovcnt;
+    /* plain datagrams, UDZ_UDP_BATCH per sendmmsg */
+    while (total < n) {
+        m = (n - total < (int)UDZ_UDP_BATCH) ? n - total : (int)UDZ_UDP_BATCH;
+        for (i = 0; i < m; ++i) {
+            memset(&u->mm[i], 0, sizeof(u->mm[i]));
+            u->mm[i].msg_hdr.msg_name    = sin;
+            u->mm[i].msg_hdr.msg_namelen = sizeof(*sin);
+            u->mm[i].msg_hdr.msg_iov     = (struct iovec*)msgs[total + i].iov;
+            u->mm[i].msg_hdr.msg_iovlen  = (size_t)msgs[total + i].iovcnt;
+        }
+        rc = sendmmsg(u->fd, u->mm, (unsigned)m, MSG_DONTWAIT);
+        if ((rc < 0) && (errno == ECONNREFUSED)) {
+            u->errq = 1;
+            rc = sendmmsg(u->fd, u->mm, (unsigned)m, MSG_DONTWAIT);
+        }
+        if (rc < 0) {
+            if ((total > 0) || (errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) {
+                return total;
+            }
+            return -errno;
+        }
+        total += rc;
+        if (rc < m) {
+            break;
+        }
     }
-    rc = sendmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT);
-    if ((rc < 0) && (errno == ECONNREFUSED)) {
-        u->errq = 1;
-        rc = sendmmsg(u->fd, u->mm, (unsigned)n, MSG_DONTWAIT);
-    }
-    if (rc >= 0) {
-        return rc;
-    }
-    return ((errno == EAGAIN) || (errno == ENOBUFS) || (errno == EINTR)) ? 0 : -errno;
+    return total;
 }
 
 /* A data channel with UDP_GRO: one recvmsg per coalesced run, its iovec the slots of msgs[j..n)
