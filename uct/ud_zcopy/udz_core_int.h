@@ -149,6 +149,7 @@ typedef struct udz_ztx {
     uint64_t        rexmit_ns;
     uint32_t        xfer_id;
     uint32_t        chunk;
+    uint32_t        batch;          /* chunks per send call (ztx_batch) */
     uint32_t        nchunks;
     uint32_t        window;
     uint32_t        sent;           /* first chunk never sent */

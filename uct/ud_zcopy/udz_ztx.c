@@ -69,9 +69,9 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
  * 65,000) gets whole runs, two or more, up to UDZ_ZTX_BATCH_MAX: 64 were a run of 44 and one
  * of 20, a run's kernel work for a third of the bytes (across a veth, 256 KiB latency -3%, and
  * one run per call cost bandwidth at 64-256 KiB: more calls). Others get UDZ_BATCH_MAX. */
-static unsigned ztx_batch(const udz_core_t *core, const udz_ztx_t *t)
+static unsigned ztx_batch(const udz_core_t *core, uint32_t chunk)
 {
-    size_t run = core->wops->tx_run_bytes / ((size_t)t->chunk + UDZ_HDR_LEN);
+    size_t run = core->wops->tx_run_bytes / ((size_t)chunk + UDZ_HDR_LEN);
 
     if (run > core->wops->tx_run_dgrams) {
         run = core->wops->tx_run_dgrams;
@@ -82,13 +82,12 @@ static unsigned ztx_batch(const udz_core_t *core, const udz_ztx_t *t)
 unsigned ztx_pump(udz_core_t *core)
 {
     uint32_t list[UDZ_ZTX_BATCH_MAX];
-    unsigned batch, n, sent, total = 0;    /* the wire may send a batch as one */
+    unsigned n, sent, total = 0;    /* the wire may send a batch as one */
     udz_ztx_t *t;
 
     for (t = core->ztx_active; t != NULL; t = t->next) {
-        batch = ztx_batch(core, t);
         while ((t->status == 0) && (t->sent < t->nchunks) && (t->sent < t->cum + t->window)) {
-            for (n = 0; (n < batch) && (t->sent + n < t->nchunks) &&
+            for (n = 0; (n < t->batch) && (t->sent + n < t->nchunks) &&
                         (t->sent + n < t->cum + t->window); ++n) {
                 list[n] = t->sent + n;
             }
@@ -172,6 +171,7 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     t->xfer_id = req->xfer_id;
     t->len     = req->len;
     t->chunk   = req->chunk;
+    t->batch   = ztx_batch(core, req->chunk);
     t->window  = req->window;
     core->wops->chan_addr(core->wire, &p->addr, req->chan_id, &t->dst);
     t->last_progress_ns   = core->now;

@@ -132,17 +132,13 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
  * id's next message; a fragmented message's buffer goes back to the iface. */
 static void uct_unimem_ep_unstash(uct_unimem_ep_t *ep, int sent)
 {
-    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.super.iface,
-                                               uct_unimem_iface_t);
-
     if (!sent && ep->stash_land) {
         *unimem_land_busy(ep->sender->land_ring +
                           (size_t)ep->stash_msg.b[1] * ep->sender->slot_size) = 0;
     }
     if (ep->stash != NULL) {
-        *(void**)ep->stash = iface->stash_free;
-        iface->stash_free  = ep->stash;
-        ep->stash          = NULL;
+        ucs_mpool_put(ep->stash);
+        ep->stash = NULL;
     }
     ep->super.blocked = 0;
     ep->stash_land    = 0;
@@ -437,17 +433,11 @@ ssize_t uct_unimem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t p
             if (ret != -EAGAIN) {
                 return uct_unimem_ep_send_error(ep, ret);
             }
-            /* a buffer given back by an earlier stash, else a new one */
-            ep->stash = iface->stash_free;
-            if (ep->stash != NULL) {
-                iface->stash_free = *(void**)ep->stash;
-            } else {
-                ep->stash = ucs_malloc(iface->seg_size, "unimem_stash");
-                if (ep->stash == NULL) {
-                    ucs_error("unimem: no memory to keep a message for process %d",
-                              ep->super.pid);
-                    return UCS_ERR_NO_MEMORY;
-                }
+            ep->stash = ucs_mpool_get(&iface->stash_mp);
+            if (ep->stash == NULL) {
+                ucs_error("unimem: no memory to keep a message for process %d",
+                          ep->super.pid);
+                return UCS_ERR_NO_MEMORY;
             }
             memcpy(ep->stash, iface->bounce, length);
             ep->stash_len   = (uint32_t)length;

@@ -311,6 +311,11 @@ static ucs_status_t uct_unimem_iface_land_init(uct_unimem_iface_t *iface,
     return UCS_OK;
 }
 
+static ucs_mpool_ops_t uct_unimem_stash_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+};
+
 UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
                     const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
 {
@@ -358,7 +363,12 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->x.peer_closed       = uct_unimem_ep_peer_closed;
     ucs_list_head_init(&self->stashed);
     ucs_list_head_init(&self->senders);
-    self->stash_free = NULL;
+    /* one buffer per chunk: a stash is rare, and its buffers come back for the next one */
+    status = ucs_mpool_init(&self->stash_mp, 0, self->seg_size, 0, UCS_SYS_CACHE_LINE_SIZE,
+                            1, UINT_MAX, &uct_unimem_stash_mpool_ops, "unimem_stash");
+    if (status != UCS_OK) {
+        return status;
+    }
 
     self->rx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->rx_budget, "unimem_rx_msgs");
     self->tx_msgs = ucs_malloc(sizeof(unimem_msg_t) * self->max_msgs, "unimem_tx_msgs");
@@ -407,6 +417,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     return UCS_OK;
 
 err:
+    ucs_mpool_cleanup(&self->stash_mp, 1);
     if (self->rx.land != NULL) {
         ucx_ext_xmem_free(self->rx.land);
     }
@@ -435,11 +446,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_unimem_iface_t)
         ucx_ext_xmem_free(self->rx.land);   /* peers keep their mappings until they let go */
     }
     unimem_rx_cleanup(&self->rx);
-    while (self->stash_free != NULL) {
-        void *next = *(void**)self->stash_free;
-        ucs_free(self->stash_free);
-        self->stash_free = next;
-    }
+    ucs_mpool_cleanup(&self->stash_mp, 1);
     ucs_free(self->rx_msgs);
     ucs_free(self->tx_msgs);
     ucs_free(self->bounce);

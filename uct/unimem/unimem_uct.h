@@ -17,6 +17,7 @@
 #include "ucx_ext_sm.h"
 #include "ucx_ext_xmem.h"
 
+#include <ucs/datastruct/mpool.h>
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
 #include <uct/sm/base/sm_iface.h>
@@ -141,9 +142,9 @@ typedef struct uct_unimem_iface {
                                             * (NULL: none), rx.land_rings, rx.land_slots */
     unsigned               am_max_short;
     ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
-    void                   *stash_free;    /* stash buffers (seg_size) given back, each
-                                            * starting with the next one: memory follows the
-                                            * eps stashed at once, not the eps */
+    ucs_mpool_t            stash_mp;       /* stash buffers (seg_size), taken while an ep
+                                            * is stashed: memory follows the eps stashed at
+                                            * once, not the eps */
     ucs_list_link_t        senders;        /* sender ids in use, one per mailbox reached */
     uct_unimem_zdma_wait_t *zwait;         /* ring of zdma_queue entries */
     unsigned               zwait_size, zwait_head, zwait_tail;
@@ -182,7 +183,7 @@ typedef struct uct_unimem_ep {
     uct_unimem_sender_t  *sender;
     uint16_t             sender_id;
     uint8_t              *stash;      /* a fragmented message's (seg_size, from the iface's
-                                       * stash_free while stashed; NULL otherwise) */
+                                       * stash_mp while stashed; NULL otherwise) */
     uint32_t             stash_len;
     uint8_t              stash_am_id;
     uint8_t              stash_land;  /* the stash is stash_msg: a LAND whose slot is written */
