@@ -17,6 +17,7 @@
  * (the shm row); a process's total is its scheme's row plus the shm row.
  *
  *   resource_model [--slot-size B] [--ring-size N] [--chunk-size B] [--lazy-tail F]
+ *                  [--large-ring-size N] [--large-rings N]
  *                  [--max-peers N] [--max-qp-wr N] [--udz-channels N]
  *                  [--rc-verbs-tx-queue N] [--wqe-bytes B] [--ppn 1,2,..] [--max-procs N]
  *   resource_model --sizing [geometry options]   the per-iface and per-connection figures
@@ -36,6 +37,8 @@
 
 typedef struct {
     rdmach_geom_t           geom;
+    rdmach_geom_t           geom_large;   /* of the first large_rings rings on shm */
+    uint32_t                large_rings;
     uint32_t                max_peers, max_qp_wr, udz_channels, rc_verbs_txq, wqe_bytes;
     rdmach_wire_rc_sizing_t rc;
 } model_t;
@@ -66,6 +69,7 @@ static void model_rows(const model_t *m, uint64_t ppn, uint64_t nodes)
     uint64_t on   = ppn - 1;             /* peers on this node */
     uint64_t conn = m->rc.conn_reg_bytes;
     rdmach_xrc_model_t x;
+    uint64_t large;
     row_t r;
 
     rdmach_xrc_model(ppn, nodes, &x);
@@ -90,11 +94,13 @@ static void model_rows(const model_t *m, uint64_t ppn, uint64_t nodes)
     r = (row_t){"ud_verbs", off ? 1 : 0, off ? ppn : 0, 0, 0, 0, 1};
     print_row(&r, ppn, nodes);
     /* shm: the segment's header part and one ring per on-node sender (pages of unclaimed
-     * rings are never touched) */
+     * rings are never touched), the first large_rings of them large */
+    large = (on < m->large_rings) ? on : m->large_rings;
     r = (row_t){"rdmach_shm", 0, 0,
-                on ? rdmach_shm_segment_bytes(&m->geom, m->max_peers) -
+                on ? rdmach_shm_segment_bytes(&m->geom, NULL, 0, m->max_peers) -
                      (uint64_t)m->max_peers * rdmach_shm_ring_stride(&m->geom) +
-                     on * rdmach_shm_ring_stride(&m->geom) : 0,
+                     large * rdmach_shm_ring_stride(&m->geom_large) +
+                     (on - large) * rdmach_shm_ring_stride(&m->geom) : 0,
                 0, on, on <= m->max_peers};
     print_row(&r, ppn, nodes);
 }
@@ -102,7 +108,8 @@ static void model_rows(const model_t *m, uint64_t ppn, uint64_t nodes)
 static void usage(void)
 {
     fprintf(stderr, "usage: resource_model [--sizing] [--slot-size B] [--ring-size N] "
-            "[--chunk-size B] [--lazy-tail F] [--max-peers N] [--max-qp-wr N] "
+            "[--chunk-size B] [--lazy-tail F] [--large-ring-size N] [--large-rings N] "
+            "[--max-peers N] [--max-qp-wr N] "
             "[--udz-channels N] [--rc-verbs-tx-queue N] [--wqe-bytes B] [--ppn P,..] "
             "[--max-procs N]\n");
     exit(2);
@@ -110,7 +117,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    uint32_t slot = 256, ring = 512;
+    uint32_t slot = 256, ring = 512, large_ring = 8192, large_rings = 8;
     uint64_t chunk = 16384, max_procs = 1u << 20;
     double lazy = 0.25;
     char ppn_list[256] = "1,2,4,8,16,32,64,128";
@@ -133,6 +140,10 @@ int main(int argc, char **argv)
             slot = (uint32_t)strtoul(v, NULL, 0);
         } else if (!strcmp(argv[i], "--ring-size")) {
             ring = (uint32_t)strtoul(v, NULL, 0);
+        } else if (!strcmp(argv[i], "--large-ring-size")) {
+            large_ring = (uint32_t)strtoul(v, NULL, 0);
+        } else if (!strcmp(argv[i], "--large-rings")) {
+            large_rings = (uint32_t)strtoul(v, NULL, 0);
         } else if (!strcmp(argv[i], "--chunk-size")) {
             chunk = strtoull(v, NULL, 0);
         } else if (!strcmp(argv[i], "--lazy-tail")) {
@@ -162,15 +173,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "resource_model: %s\n", err);
         return 2;
     }
+    err = rdmach_geom_init(&m.geom_large, slot, large_ring, chunk, lazy);
+    if (err != NULL) {
+        fprintf(stderr, "resource_model: large rings: %s\n", err);
+        return 2;
+    }
+    m.large_rings = (large_ring > ring) ? large_rings : 0;
+    if (m.large_rings > m.max_peers) {
+        m.large_rings = m.max_peers;
+    }
     rdmach_wire_rc_sizing(&m.geom, m.max_peers, m.max_qp_wr, &m.rc);
     if (sizing) {
         printf("rc_iface_reg_bytes=%zu\nrc_conn_reg_bytes=%zu\nrc_conn_state_bytes=%zu\n"
                "rc_conn_sq_depth=%u\nrc_xrc_sq_depth=%u\nshm_segment_bytes=%zu\n"
-               "shm_ring_stride=%zu\nudz_peer_state_bytes=%zu\n",
+               "shm_ring_stride=%zu\nshm_large_ring_stride=%zu\nshm_large_rings=%u\n"
+               "udz_peer_state_bytes=%zu\n",
                m.rc.iface_reg_bytes, m.rc.conn_reg_bytes, m.rc.conn_state_bytes,
                m.rc.conn_sq_depth, m.rc.xrc_sq_depth,
-               rdmach_shm_segment_bytes(&m.geom, m.max_peers), rdmach_shm_ring_stride(&m.geom),
-               udz_peer_state_bytes());
+               rdmach_shm_segment_bytes(&m.geom, &m.geom_large, m.large_rings, m.max_peers),
+               rdmach_shm_ring_stride(&m.geom), rdmach_shm_ring_stride(&m.geom_large),
+               m.large_rings, udz_peer_state_bytes());
         return 0;
     }
     printf("scheme,ppn,nodes,procs,qps_proc,qps_node,pinned_proc,pinned_node,state_proc,"

@@ -65,6 +65,8 @@ def knob_args(ctx):
         return str(parse_size(k.get(name, default)))
     return {"--slot-size": num("UCX_RDMACH_SLOT_SIZE", "256"),
             "--ring-size": num("UCX_RDMACH_RING_SIZE", "512"),
+            "--large-ring-size": num("UCX_RDMACH_LARGE_RING_SIZE", "8192"),
+            "--large-rings": num("UCX_RDMACH_LARGE_RINGS", "8"),
             "--chunk-size": num("UCX_RDMACH_CHUNK_SIZE", "16k"),
             "--lazy-tail": k.get("UCX_RDMACH_LAZY_TAIL", "0.25"),
             "--max-peers": num("UCX_RDMACH_MAX_PEERS", "256"),

@@ -178,7 +178,7 @@ int f_activate(void *arg, uint32_t id)
     if (__atomic_load_n(&r->ctl->owner, __ATOMIC_ACQUIRE) == 0) {
         return 0;
     }
-    rdmach_rx_init(&s->rx[id], r->slots, r->ctl, r->posted ? nullptr : &r->tail_copy,
+    rdmach_rx_init(&s->rx[id], &s->geom, r->slots, r->ctl, r->posted ? nullptr : &r->tail_copy,
                    r->posted ? &posted_ops : &mapped_ops, r);
     if (r->gated) {
         s->rx[id].avail = &r->avail;
@@ -204,7 +204,7 @@ bool send(Ring *r, uint8_t am_id, uint32_t len)
 
 unsigned progress(Scene *s)
 {
-    return rdmach_poller_progress(&s->p, &s->geom, s->claimed, f_activate, f_deliver, s);
+    return rdmach_poller_progress(&s->p, s->claimed, f_activate, f_deliver, s);
 }
 
 /* After every operation: counters, credit, positions, the hot list. */
@@ -251,7 +251,7 @@ void poll_one(Scene *s, int id)
     uint64_t tails = s->stats.tail_updates, tail_sent = rx->tail_sent, bad = s->bad_am_id;
     uint32_t avail = (rx->avail != nullptr) ? *rx->avail : 1;
 
-    unsigned n = rdmach_rx_poll(rx, g, 1, f_deliver, s, &s->stats);
+    unsigned n = rdmach_rx_poll(rx, 1, f_deliver, s, &s->stats);
     if ((avail == 0) || (hdr.mark != pos + 1)) {
         check((n == 0) && (rx->pos == pos) && (s->stats.corrupt == corrupt) &&
               (s->stats.msgs == msgs), "a record without its mark (or completion) was taken");
@@ -447,7 +447,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (int i = 0; i < RDMACHF_RINGS; ++i) {
         if (s->rx[i].active) {
-            while (rdmach_rx_poll(&s->rx[i], &s->geom, 1u << 20, f_deliver, s, &s->stats) != 0) {
+            while (rdmach_rx_poll(&s->rx[i], 1u << 20, f_deliver, s, &s->stats) != 0) {
             }
         }
     }

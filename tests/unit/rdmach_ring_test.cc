@@ -33,7 +33,7 @@ class Conn {
         }
         rdmach_tx_init(&tx, &geom, post ? shadow : ring, ctl, &doorbell, &tail_copy, &ops,
                        this);
-        rdmach_rx_init(&rx, ring, ctl, &tail_copy, &ops, this);
+        rdmach_rx_init(&rx, &geom, ring, ctl, &tail_copy, &ops, this);
     }
 
     ~Conn()
@@ -59,7 +59,7 @@ class Conn {
 
     unsigned poll(unsigned budget = 1u << 30)
     {
-        return rdmach_rx_poll(&rx, &geom, budget, &Conn::on_am, this, &stats);
+        return rdmach_rx_poll(&rx, budget, &Conn::on_am, this, &stats);
     }
 
     static void on_am(void *arg, uint8_t am_id, void *data, uint32_t len)
@@ -276,7 +276,7 @@ TEST(RdmachRing, PipelinedChunksReassembleAcrossThreads)
         }
     } sink{&dst};
     while (dst.size() < total) {
-        if (rdmach_rx_poll(&c.rx, &c.geom, 4, &Sink::cb, &sink, &c.stats) == 0) {
+        if (rdmach_rx_poll(&c.rx, 4, &Sink::cb, &sink, &c.stats) == 0) {
             std::this_thread::yield();
         }
     }
@@ -378,7 +378,7 @@ struct Fleet {
     {
         auto *f = static_cast<Fleet*>(arg);
         Conn *c = f->conns[id];
-        rdmach_rx_init(&f->rx[id], c->ring, c->ctl, &c->tail_copy, &c->ops, c);
+        rdmach_rx_init(&f->rx[id], &c->geom, c->ring, c->ctl, &c->tail_copy, &c->ops, c);
         return 1;
     }
     static void cb(void *arg, uint8_t, void *data, uint32_t)
@@ -387,7 +387,7 @@ struct Fleet {
     }
     unsigned progress()
     {
-        return rdmach_poller_progress(&p, &conns[0]->geom, static_cast<uint32_t>(conns.size()),
+        return rdmach_poller_progress(&p, static_cast<uint32_t>(conns.size()),
                                       &Fleet::activate, &Fleet::cb, this);
     }
 
@@ -510,7 +510,7 @@ TEST(RdmachPoller, SleepMakesRingsColdAndTheNextRecordWakesOnce)
         f.progress();
         f.progress();
         EXPECT_EQ(8u, f.got.size());
-        EXPECT_EQ(0, rdmach_poller_pending(&f.p, &f.conns[0]->geom, 8)) << "nothing waits";
+        EXPECT_EQ(0, rdmach_poller_pending(&f.p, 8)) << "nothing waits";
 
         // what arm does: every ring cold, then the asleep word (the wire's part)
         rdmach_poller_sleep(&f.p, 8);
@@ -525,7 +525,7 @@ TEST(RdmachPoller, SleepMakesRingsColdAndTheNextRecordWakesOnce)
         EXPECT_EQ(0u, asleep) << "and takes the word back";
         ASSERT_TRUE(f.conns[5]->send(1, &v, 1));
         EXPECT_EQ(1, g_wakes) << "one wakeup per sleep";
-        EXPECT_EQ(1, rdmach_poller_pending(&f.p, &f.conns[0]->geom, 8));
+        EXPECT_EQ(1, rdmach_poller_pending(&f.p, 8));
 
         rdmach_poller_wake(&f.p, 8);
         if (poll_all) {
@@ -536,7 +536,7 @@ TEST(RdmachPoller, SleepMakesRingsColdAndTheNextRecordWakesOnce)
         while (f.progress() != 0) {
         }
         EXPECT_EQ(10u, f.got.size());
-        EXPECT_EQ(0, rdmach_poller_pending(&f.p, &f.conns[0]->geom, 8));
+        EXPECT_EQ(0, rdmach_poller_pending(&f.p, 8));
     }
 }
 
@@ -556,5 +556,5 @@ TEST(RdmachPoller, PendingSeesARecordThatMissedTheDoorbell)
     ASSERT_TRUE(f.conns[2]->send(1, &v, 1));
     rdmach_poller_sleep(&f.p, 4);
     ASSERT_EQ(0, f.doorbells[2]);
-    EXPECT_EQ(1, rdmach_poller_pending(&f.p, &f.conns[0]->geom, 4));
+    EXPECT_EQ(1, rdmach_poller_pending(&f.p, 4));
 }

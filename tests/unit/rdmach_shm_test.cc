@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 
 namespace {
 
@@ -15,7 +17,7 @@ struct Seg {
     Seg()
     {
         EXPECT_EQ(nullptr, rdmach_geom_init(&geom, 256, 64, 4096, 0.25));
-        EXPECT_EQ(0, rdmach_shm_create(&own, &geom, 8, 0x1234));
+        EXPECT_EQ(0, rdmach_shm_create(&own, &geom, nullptr, 0, 8, 0x1234));
     }
     ~Seg() { rdmach_shm_detach(&own); }
     rdmach_geom_t geom{};
@@ -104,9 +106,12 @@ struct Done {
 };
 
 struct Wire {
-    explicit Wire(uint32_t max_rings = 4, uint32_t max_peers = 8, uint64_t uuid = 0x5eed)
+    explicit Wire(uint32_t max_rings = 4, uint32_t max_peers = 8, uint64_t uuid = 0x5eed,
+                  uint32_t large_rings = 0)
     {
         EXPECT_EQ(nullptr, rdmach_geom_init(&params.geom, 256, 64, 4096, 0.25));
+        EXPECT_EQ(nullptr, rdmach_geom_init(&params.geom_large, 256, 256, 4096, 0.25));
+        params.large_rings = large_rings;
         params.dev_name  = "memory";
         params.max_rings = max_rings;
         params.max_peers = max_peers;
@@ -217,7 +222,7 @@ TEST(RdmachWireShm, ConnectSendActivateReceiveAndReturnCredit)
     EXPECT_EQ(1, rx_side.w->doorbells[0]) << "a new ring is cold: the sender rings";
 
     ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
-    EXPECT_EQ(2u, rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &got,
+    EXPECT_EQ(2u, rdmach_rx_poll(&rx, 16, &Got::cb, &got,
                                  &rx_side.stats));
     EXPECT_EQ((std::vector<std::string>{"hello", "world"}), got.msgs);
 
@@ -250,7 +255,7 @@ TEST(RdmachWireShm, ActivateWaitsForTheDescriptionAndCountsABadCreditLine)
     tx.ctl->peer_info[1] |= 0xffffull << 32;
     ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
     EXPECT_EQ(1u, rx_side.stats.corrupt);
-    EXPECT_EQ(1u, rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &got, &rx_side.stats));
+    EXPECT_EQ(1u, rdmach_rx_poll(&rx, 16, &Got::cb, &got, &rx_side.stats));
     rdmach_rx_return_credit(&rx, &rx_side.stats);
     rdmach_tx_refresh_tail(&tx);
     EXPECT_EQ(0u, tx.cached_tail);
@@ -355,7 +360,7 @@ struct Reaped {
     static void drain(void *arg, uint32_t id)
     {
         auto *r = static_cast<Reaped*>(arg);
-        rdmach_rx_poll(r->rx, r->geom, 1000, &Got::cb, &r->got, r->stats);
+        rdmach_rx_poll(r->rx, 1000, &Got::cb, &r->got, r->stats);
         memset(r->rx, 0, sizeof(*r->rx));
         r->ids.push_back(id);
     }
@@ -382,7 +387,7 @@ TEST(RdmachWireShm, ARingOfASenderThatClosedIsTakenBackAndClaimedAgain)
             if (!rx.active) {
                 ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
             }
-            rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &r.got, &rx_side.stats);
+            rdmach_rx_poll(&rx, 16, &Got::cb, &r.got, &rx_side.stats);
             rdmach_rx_return_credit(&rx, &rx_side.stats);
             rdmach_tx_refresh_tail(&tx);
         }
@@ -412,7 +417,7 @@ TEST(RdmachWireShm, ARingOfASenderThatClosedIsTakenBackAndClaimedAgain)
         if (!rx.active) {
             ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
         }
-        rdmach_rx_poll(&rx, &rx_side.params.geom, 16, &Got::cb, &r.got, &rx_side.stats);
+        rdmach_rx_poll(&rx, 16, &Got::cb, &r.got, &rx_side.stats);
         rdmach_rx_return_credit(&rx, &rx_side.stats);
         rdmach_tx_refresh_tail(&tc);
     }
@@ -450,11 +455,100 @@ TEST(RdmachWireShm, SizingMatchesTheLiveSegment)
 {
     for (uint32_t rings : {1u, 4u, 64u}) {
         Wire a(rings);
-        EXPECT_EQ(rdmach_shm_segment_bytes(&a.params.geom, rings), a.w->size) << rings;
+        EXPECT_EQ(rdmach_shm_segment_bytes(&a.params.geom, nullptr, 0, rings), a.w->size)
+            << rings;
+        Wire b(rings, 8, 0x77, 2);
+        EXPECT_EQ(rdmach_shm_segment_bytes(&b.params.geom, &b.params.geom_large, 2, rings),
+                  b.w->size) << rings;
+        EXPECT_EQ(a.w->size + std::min(rings, 2u) * (rdmach_shm_ring_stride(&b.params.geom_large) -
+                                                     rdmach_shm_ring_stride(&a.params.geom)),
+                  b.w->size) << rings;
         EXPECT_GE(rdmach_shm_ring_stride(&a.params.geom),
                   sizeof(rdmach_ring_ctl_t) + rdmach_geom_ring_bytes(&a.params.geom));
         EXPECT_GT(a.w->size, rings * rdmach_shm_ring_stride(&a.params.geom));
     }
+}
+
+// Large rings: the first senders to claim get the longer ring, the rest the short one; sender
+// and receiver take the geometry from the ring id, records wrap each ring at its own end, and
+// a peer's header that names an impossible large-ring layout is refused.
+TEST(RdmachWireShm, LargeRingsGoToTheFirstSenders)
+{
+    Wire rx_side(4, 8, 0x5eed, 2), tx_side;
+    rdmach_wire_peer_t *peer = nullptr;
+    rdmach_tx_t tx[3]{};
+    rdmach_rx_t rx[3]{};
+    uint32_t id[3];
+
+    ASSERT_EQ(0, tx_side.ops->attach(tx_side.w, rx_side.addr.data(), &peer));
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(0, tx_side.ops->claim(tx_side.w, peer, &tx[i], &id[i]));
+        ASSERT_EQ(static_cast<uint32_t>(i), id[i]);
+        ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, id[i], &rx[i]));
+        uint32_t want = (i < 2) ? 256u : 64u;
+        EXPECT_EQ(want, tx[i].geom.nslots) << i;
+        EXPECT_EQ(want, rx[i].geom.nslots) << i;
+        EXPECT_EQ(rx[i].geom.lazy_slots, want / 4) << i;
+    }
+    // both ends place the rings alike (each maps the segment at its own address)
+    EXPECT_EQ(rx[1].slots - rx[0].slots, tx[1].slots - tx[0].slots);
+    EXPECT_EQ(rx[2].slots - rx[1].slots, tx[2].slots - tx[1].slots);
+    // the rings do not overlap, and the last ends inside the segment
+    EXPECT_GE(rx[1].slots, rx[0].slots + 256 * 256);
+    EXPECT_GE(rx[2].slots, rx[1].slots + 256 * 256);
+
+    // every ring laps a few times: each wraps at its own end with its own pad
+    for (int i = 0; i < 3; ++i) {
+        Got got;
+        std::string msg(1000, static_cast<char>('a' + i));
+        for (int n = 0; n < 1200; ++n) {
+            ASSERT_TRUE(send(&tx[i], msg)) << i << " " << n;
+            ASSERT_EQ(1u, rdmach_rx_poll(&rx[i], 16, &Got::cb, &got, &rx_side.stats));
+            rdmach_rx_return_credit(&rx[i], &rx_side.stats);
+            rdmach_tx_refresh_tail(&tx[i]);
+        }
+        EXPECT_EQ(1200u, got.msgs.size());
+        EXPECT_EQ(msg, got.msgs.back());
+    }
+    EXPECT_EQ(0u, rx_side.stats.corrupt);
+
+    // a header naming more large rings than rings, or a ring length that is no power of two
+    rdmach_shm_seg_t seg{};
+    rdmach_geom_t g{}, gl{};
+    ASSERT_EQ(nullptr, rdmach_geom_init(&g, 256, 64, 4096, 0.25));
+    ASSERT_EQ(nullptr, rdmach_geom_init(&gl, 256, 1024, 4096, 0.25));
+    ASSERT_EQ(0, rdmach_shm_create(&seg, &g, &gl, 3, 8, 0x4242));
+    EXPECT_EQ(3u, seg.large_rings);
+    rdmach_shm_seg_t peer_view{};
+    ASSERT_EQ(0, rdmach_shm_attach(&peer_view, getpid(), seg.fd, 0x4242));
+    EXPECT_EQ(1024u, rdmach_shm_ring_geom(&peer_view, 2)->nslots);
+    EXPECT_EQ(64u, rdmach_shm_ring_geom(&peer_view, 3)->nslots);
+    EXPECT_EQ(rdmach_shm_ring_ctl(&seg, 7), rdmach_shm_ring_ctl(&peer_view, 7) -
+              (reinterpret_cast<char*>(peer_view.hdr) - reinterpret_cast<char*>(seg.hdr)) /
+              static_cast<ptrdiff_t>(sizeof(rdmach_ring_ctl_t)));
+    rdmach_shm_detach(&peer_view);
+
+    // a ring taken back is zeroed by giving its whole pages back, not by touching them all
+    uint8_t *slots = rdmach_shm_ring_slots(&seg, 1);
+    size_t bytes   = rdmach_geom_ring_bytes(rdmach_shm_ring_geom(&seg, 1));
+    struct stat st_full, st_freed;
+    memset(slots, 0xa5, bytes);
+    ASSERT_EQ(0, fstat(seg.fd, &st_full));
+    rdmach_shm_free_ring(&seg, 1);
+    ASSERT_EQ(0, fstat(seg.fd, &st_freed));
+    EXPECT_GE((st_full.st_blocks - st_freed.st_blocks) * 512, static_cast<off_t>(bytes * 3 / 4))
+        << "the ring's pages were not given back";
+    EXPECT_EQ(bytes, static_cast<size_t>(std::count(slots, slots + bytes, 0)));
+    EXPECT_EQ(0, rdmach_shm_ring_ctl(&seg, 1)->owner);
+
+    seg.hdr->large_rings = 9;
+    EXPECT_EQ(-EPROTO, rdmach_shm_attach(&peer_view, getpid(), seg.fd, 0x4242));
+    seg.hdr->large_rings  = 3;
+    seg.hdr->large_nslots = 1000;
+    EXPECT_EQ(-EPROTO, rdmach_shm_attach(&peer_view, getpid(), seg.fd, 0x4242));
+    seg.hdr->large_nslots = 2048;   // a bigger ring than the segment holds
+    EXPECT_EQ(-EPROTO, rdmach_shm_attach(&peer_view, getpid(), seg.fd, 0x4242));
+    rdmach_shm_detach(&seg);
 }
 
 // ---- cooperative zero copy: the desk in the owner's segment (rdmach_shm_copy.c) ----

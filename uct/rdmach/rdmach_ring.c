@@ -86,10 +86,12 @@ void rdmach_tx_write_pad(rdmach_tx_t *tx, uint32_t index, uint32_t nslots)
     tx->head += nslots;
 }
 
-void rdmach_rx_init(rdmach_rx_t *rx, uint8_t *slots, rdmach_ring_ctl_t *ctl,
-                    volatile uint64_t *tail_out, const rdmach_ring_ops_t *ops, void *wire_ctx)
+void rdmach_rx_init(rdmach_rx_t *rx, const rdmach_geom_t *geom, uint8_t *slots,
+                    rdmach_ring_ctl_t *ctl, volatile uint64_t *tail_out,
+                    const rdmach_ring_ops_t *ops, void *wire_ctx)
 {
     memset(rx, 0, sizeof(*rx));
+    rx->geom     = *geom;
     rx->slots    = slots;
     rx->ctl      = ctl;
     rx->tail_out = tail_out;
@@ -117,13 +119,13 @@ void rdmach_rx_return_credit(rdmach_rx_t *rx, rdmach_rx_stats_t *stats)
     stats->tail_updates++;
 }
 
-uint32_t rdmach_rx_skip_corrupt(rdmach_rx_t *rx, const rdmach_geom_t *geom,
-                                const rdmach_rec_hdr_t *hdr, rdmach_rx_stats_t *stats)
+uint32_t rdmach_rx_skip_corrupt(rdmach_rx_t *rx, const rdmach_rec_hdr_t *hdr,
+                                rdmach_rx_stats_t *stats)
 {
+    const rdmach_geom_t *geom = &rx->geom;
     uint32_t index = (uint32_t)rx->pos & (geom->nslots - 1);
     uint32_t span  = hdr->nslots;
 
-    (void)rx;
     stats->corrupt++;
     /* skip the declared span when it stays inside the ring, else one slot: the payload of a
      * corrupt record is never read */
@@ -157,8 +159,7 @@ static int rdmach_poller_ready(rdmach_poller_t *p, uint32_t id,
     return 1;
 }
 
-unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
-                                uint32_t claimed, rdmach_activate_cb_t activate,
+unsigned rdmach_poller_progress(rdmach_poller_t *p, uint32_t claimed, rdmach_activate_cb_t activate,
                                 rdmach_am_cb_t cb, void *arg)
 {
     unsigned count = 0, n;
@@ -171,7 +172,7 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
     if (p->poll_all) {
         for (id = 0; id < claimed; ++id) {
             if (rdmach_poller_ready(p, id, activate, arg)) {
-                count += rdmach_rx_poll(&p->rx[id], geom, p->budget, cb, arg, p->stats);
+                count += rdmach_rx_poll(&p->rx[id], p->budget, cb, arg, p->stats);
             }
         }
         return count;
@@ -181,7 +182,7 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
     for (i = 0; i < p->nhot;) {
         rdmach_rx_t *rx = &p->rx[p->hot[i]];
 
-        n = rdmach_rx_poll(rx, geom, p->budget, cb, arg, p->stats);
+        n = rdmach_rx_poll(rx, p->budget, cb, arg, p->stats);
         count += n;
         if (n != 0) {
             rx->idle_polls = 0;
@@ -191,7 +192,7 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
             __atomic_thread_fence(__ATOMIC_SEQ_CST);
             /* one last look narrows the race with a sender that saw rx_hot == 1; the sweep
              * covers what is left of it */
-            if (rdmach_rx_poll(rx, geom, p->budget, cb, arg, p->stats) != 0) {
+            if (rdmach_rx_poll(rx, p->budget, cb, arg, p->stats) != 0) {
                 rdmach_rx_set_hot(rx, 1);
                 rx->hot         = 1;
                 rx->idle_polls  = 0;
@@ -223,7 +224,7 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
             if (p->nhot < p->hot_max) {
                 rdmach_poller_promote(p, id);
             }
-            count += rdmach_rx_poll(&p->rx[id], geom, p->budget, cb, arg, p->stats);
+            count += rdmach_rx_poll(&p->rx[id], p->budget, cb, arg, p->stats);
         }
     }
 
@@ -234,7 +235,7 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
             if (!rdmach_poller_ready(p, id, activate, arg) || p->rx[id].hot) {
                 continue;
             }
-            n = rdmach_rx_poll(&p->rx[id], geom, p->budget, cb, arg, p->stats);
+            n = rdmach_rx_poll(&p->rx[id], p->budget, cb, arg, p->stats);
             if ((n != 0) && (p->nhot < p->hot_max)) {
                 rdmach_poller_promote(p, id);
             }
@@ -292,8 +293,7 @@ void rdmach_poller_wake(rdmach_poller_t *p, uint32_t claimed)
     }
 }
 
-int rdmach_poller_pending(const rdmach_poller_t *p, const rdmach_geom_t *geom,
-                          uint32_t claimed)
+int rdmach_poller_pending(const rdmach_poller_t *p, uint32_t claimed)
 {
     const rdmach_rx_t *rx;
     const rdmach_rec_hdr_t *hdr;
@@ -313,8 +313,8 @@ int rdmach_poller_pending(const rdmach_poller_t *p, const rdmach_geom_t *geom,
         /* an active ring: its read position is the truth (a doorbell may be stale, and
          * poll_all never clears them) */
         hdr = (const rdmach_rec_hdr_t*)(rx->slots +
-                                        (size_t)(rx->pos & (geom->nslots - 1)) *
-                                        geom->slot_size);
+                                        (size_t)(rx->pos & (rx->geom.nslots - 1)) *
+                                        rx->geom.slot_size);
         if (((rx->avail != NULL) && (*rx->avail != 0)) ||
             (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) == rx->pos + 1)) {
             return 1;

@@ -127,6 +127,8 @@ typedef struct rdmach_rx {
                                            * NULL: the mark alone tells (mapped memory) */
     const rdmach_ring_ops_t *ops;
     void                    *wire_ctx;
+    rdmach_geom_t           geom;         /* this ring's: rings of one receiver may differ
+                                           * in length (large rings, rdmach_shm.h) */
 } rdmach_rx_t;
 
 typedef struct rdmach_rx_stats {
@@ -270,8 +272,9 @@ static inline void rdmach_tx_commit(rdmach_tx_t *tx, rdmach_rec_hdr_t *hdr, uint
 
 /* ---- receiver ---- */
 
-void rdmach_rx_init(rdmach_rx_t *rx, uint8_t *slots, rdmach_ring_ctl_t *ctl,
-                    volatile uint64_t *tail_out, const rdmach_ring_ops_t *ops, void *wire_ctx);
+void rdmach_rx_init(rdmach_rx_t *rx, const rdmach_geom_t *geom, uint8_t *slots,
+                    rdmach_ring_ctl_t *ctl, volatile uint64_t *tail_out,
+                    const rdmach_ring_ops_t *ops, void *wire_ctx);
 
 /* Marks the ring polled on every progress call (hot) or not, where its sender looks. */
 void rdmach_rx_set_hot(rdmach_rx_t *rx, uint32_t hot);
@@ -280,14 +283,14 @@ void rdmach_rx_set_hot(rdmach_rx_t *rx, uint32_t hot);
 void rdmach_rx_return_credit(rdmach_rx_t *rx, rdmach_rx_stats_t *stats);
 
 /* Handles a record whose mark matched but whose header is not valid: count, skip, never read. */
-uint32_t rdmach_rx_skip_corrupt(rdmach_rx_t *rx, const rdmach_geom_t *geom,
-                                const rdmach_rec_hdr_t *hdr, rdmach_rx_stats_t *stats);
+uint32_t rdmach_rx_skip_corrupt(rdmach_rx_t *rx, const rdmach_rec_hdr_t *hdr,
+                                rdmach_rx_stats_t *stats);
 
 /* Delivers at most 'budget' records. Returns the number of records consumed. */
-static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, const rdmach_geom_t *geom,
-                                      unsigned budget, rdmach_am_cb_t cb, void *arg,
-                                      rdmach_rx_stats_t *stats)
+static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, unsigned budget, rdmach_am_cb_t cb,
+                                      void *arg, rdmach_rx_stats_t *stats)
 {
+    const rdmach_geom_t *geom = &rx->geom;
     unsigned count = 0;
 
     while (count < budget) {
@@ -312,7 +315,7 @@ static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, const rdmach_geom_t *geom
             if ((hdr->type == RDMACH_REC_PAD) && (index + span == geom->nslots) && (span != 0)) {
                 rx->pos += span;   /* a valid pad: skip to the ring start */
             } else {
-                rx->pos += rdmach_rx_skip_corrupt(rx, geom, hdr, stats);
+                rx->pos += rdmach_rx_skip_corrupt(rx, hdr, stats);
             }
         } else {
             cb(arg, hdr->am_id, hdr + 1, length);
@@ -349,8 +352,7 @@ typedef struct rdmach_poller {
 /* Sets up a newly claimed ring; returns 0 if it is not ready yet. Provided by the glue. */
 typedef int (*rdmach_activate_cb_t)(void *arg, uint32_t ring_id);
 
-unsigned rdmach_poller_progress(rdmach_poller_t *p, const rdmach_geom_t *geom,
-                                uint32_t claimed, rdmach_activate_cb_t activate,
+unsigned rdmach_poller_progress(rdmach_poller_t *p, uint32_t claimed, rdmach_activate_cb_t activate,
                                 rdmach_am_cb_t cb, void *arg);
 
 /* Forgets ring id (its sender has gone and it is drained): out of the hot list, inactive, so
@@ -370,8 +372,7 @@ void rdmach_poller_wake(rdmach_poller_t *p, uint32_t claimed);
 
 /* 1 if anything waits: a record at an active ring's read position, or the doorbell of a ring
  * not set up yet (a new sender's first record). */
-int rdmach_poller_pending(const rdmach_poller_t *p, const rdmach_geom_t *geom,
-                          uint32_t claimed);
+int rdmach_poller_pending(const rdmach_poller_t *p, uint32_t claimed);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include "ucx_ext_sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@ static size_t rdmach_align(size_t v, size_t a)
 static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
 {
     size_t ring_bytes = (size_t)hdr->slot_size * hdr->nslots;
+    uint32_t large    = (hdr->large_rings < hdr->max_rings) ? hdr->large_rings : hdr->max_rings;
 
     hdr->freemap_off   = rdmach_align(sizeof(rdmach_shm_hdr_t), RDMACH_PAGE);
     hdr->doorbells_off = hdr->freemap_off +
@@ -31,10 +33,15 @@ static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
                          rdmach_align((size_t)hdr->max_rings * sizeof(rdmach_shm_credit_t),
                                       RDMACH_PAGE);
     hdr->ring_stride   = rdmach_align(sizeof(rdmach_ring_ctl_t) + ring_bytes, RDMACH_PAGE);
-    hdr->size          = hdr->rings_off + (size_t)hdr->max_rings * hdr->ring_stride;
+    hdr->large_stride  = (large == 0) ? 0 :
+                         rdmach_align(sizeof(rdmach_ring_ctl_t) +
+                                      (size_t)hdr->slot_size * hdr->large_nslots, RDMACH_PAGE);
+    hdr->size          = hdr->rings_off + (size_t)large * hdr->large_stride +
+                         (size_t)(hdr->max_rings - large) * hdr->ring_stride;
 }
 
 static void rdmach_shm_geom_layout(rdmach_shm_hdr_t *hdr, const rdmach_geom_t *geom,
+                                   const rdmach_geom_t *large, uint32_t large_rings,
                                    uint32_t max_rings)
 {
     memset(hdr, 0, sizeof(*hdr));
@@ -42,14 +49,19 @@ static void rdmach_shm_geom_layout(rdmach_shm_hdr_t *hdr, const rdmach_geom_t *g
     hdr->nslots    = geom->nslots;
     hdr->max_span  = geom->max_span;
     hdr->max_rings = max_rings;
+    if ((large != NULL) && (large_rings != 0)) {
+        hdr->large_nslots = large->nslots;
+        hdr->large_rings  = (large_rings < max_rings) ? large_rings : max_rings;
+    }
     rdmach_shm_layout(hdr);
 }
 
-size_t rdmach_shm_segment_bytes(const rdmach_geom_t *geom, uint32_t max_rings)
+size_t rdmach_shm_segment_bytes(const rdmach_geom_t *geom, const rdmach_geom_t *large,
+                                uint32_t large_rings, uint32_t max_rings)
 {
     rdmach_shm_hdr_t tmp;
 
-    rdmach_shm_geom_layout(&tmp, geom, max_rings);
+    rdmach_shm_geom_layout(&tmp, geom, large, large_rings, max_rings);
     return tmp.size;
 }
 
@@ -57,7 +69,7 @@ size_t rdmach_shm_ring_stride(const rdmach_geom_t *geom)
 {
     rdmach_shm_hdr_t tmp;
 
-    rdmach_shm_geom_layout(&tmp, geom, 1);
+    rdmach_shm_geom_layout(&tmp, geom, NULL, 0, 1);
     return tmp.ring_stride;
 }
 
@@ -76,22 +88,27 @@ static void rdmach_shm_seg_init(rdmach_shm_seg_t *seg, void *base, size_t size, 
     seg->credits_off    = layout->credits_off;
     seg->rings_off      = layout->rings_off;
     seg->ring_stride    = layout->ring_stride;
+    seg->large_stride   = layout->large_stride;
+    seg->large_rings    = layout->large_rings;
     seg->geom.slot_size = layout->slot_size;
     seg->geom.nslots    = layout->nslots;
     seg->geom.max_span  = layout->max_span;
     seg->geom.lazy_slots = 0;
+    seg->geom_large     = seg->geom;
+    seg->geom_large.nslots = (layout->large_rings != 0) ? layout->large_nslots : layout->nslots;
     seg->wake_fd        = -1;
     seg->no_barrier     = 0;
 }
 
-int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
+int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom,
+                      const rdmach_geom_t *large, uint32_t large_rings, uint32_t max_rings,
                       uint64_t seg_id)
 {
     rdmach_shm_hdr_t tmp;
     void *base;
     int fd, err;
 
-    rdmach_shm_geom_layout(&tmp, geom, max_rings);
+    rdmach_shm_geom_layout(&tmp, geom, large, large_rings, max_rings);
 
     err = ucx_ext_seg_create("rdmach", tmp.size, &fd, &base);
     if (err != 0) {
@@ -112,6 +129,11 @@ int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t
 
     rdmach_shm_seg_init(seg, base, tmp.size, fd, &tmp);
     seg->geom.lazy_slots = geom->lazy_slots;
+    if (tmp.large_rings != 0) {
+        seg->geom_large.lazy_slots = large->lazy_slots;
+    } else {
+        seg->geom_large.lazy_slots = geom->lazy_slots;
+    }
     seg->wake_fd         = tmp.wake_fd;
     seg->no_barrier      = (int)tmp.no_barrier;
     return 0;
@@ -138,8 +160,12 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
         (expect.nslots < 2) || (expect.nslots & (expect.nslots - 1)) ||
         (expect.max_span == 0) || (expect.max_span > expect.nslots) ||
         (expect.max_rings == 0) || (expect.max_rings > (1u << 16)) ||
+        (expect.large_rings > expect.max_rings) ||
+        ((expect.large_rings != 0) &&
+         ((expect.large_nslots < 2) || (expect.large_nslots & (expect.large_nslots - 1)) ||
+          (expect.large_nslots > (1u << 24)) || (expect.max_span > expect.large_nslots))) ||
         (memcmp(&expect.freemap_off, &((rdmach_shm_hdr_t*)base)->freemap_off,
-                6 * sizeof(uint64_t)) != 0) ||
+                7 * sizeof(uint64_t)) != 0) ||
         (expect.size > size)) {
         munmap(base, size);
         return -EPROTO;
@@ -209,6 +235,25 @@ int rdmach_shm_claim_ring(const rdmach_shm_seg_t *seg)
     return -ENOSPC;
 }
 
+/* Zeroes [p, p + len) of our own segment. Whole pages go back to the system (a hole punched in
+ * the memfd reads as zeros, in every process that maps it): a ring that a short-lived sender
+ * touched a few pages of is not made resident whole by zeroing it (a large ring is 2 MiB). */
+static void rdmach_shm_zero(const rdmach_shm_seg_t *seg, void *p, size_t len)
+{
+    char *start = p, *end = start + len;
+    char *pg_start = (char*)rdmach_align((uintptr_t)start, RDMACH_PAGE);
+    char *pg_end   = (char*)((uintptr_t)end & ~(RDMACH_PAGE - 1));
+
+    if ((seg->fd >= 0) && (pg_end > pg_start) &&
+        (fallocate(seg->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                   (off_t)(pg_start - (char*)seg->hdr), (off_t)(pg_end - pg_start)) == 0)) {
+        memset(start, 0, (size_t)(pg_start - start));
+        memset(pg_end, 0, (size_t)(end - pg_end));
+    } else {
+        memset(start, 0, len);
+    }
+}
+
 void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id)
 {
     volatile uint64_t *map = (volatile uint64_t*)((char*)seg->hdr + seg->freemap_off);
@@ -216,7 +261,8 @@ void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id)
 
     /* no mark of the old sender may be left: a new one's positions start at 0 again and would
      * meet them (marks are absolute positions + 1) */
-    memset(rdmach_shm_ring_slots(seg, id), 0, (size_t)seg->geom.slot_size * seg->geom.nslots);
+    rdmach_shm_zero(seg, rdmach_shm_ring_slots(seg, id),
+                    rdmach_geom_ring_bytes(rdmach_shm_ring_geom(seg, id)));
     memset(ctl->peer_info, 0, sizeof(ctl->peer_info));
     ctl->rx_hot = 0;
     rdmach_shm_doorbells(seg)[id] = 0;

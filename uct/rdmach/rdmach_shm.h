@@ -16,7 +16,12 @@
  *   doorbells    one byte per ring, set by a sender writing into a cold ring
  *   credits      one cache line per outgoing connection of THIS process: the paper's remote copy
  *                of the tail, written by the receiver at the other end
- *   rings        max_rings x (rdmach_ring_ctl_t + nslots * slot_size), each written by its sender
+ *   rings        large_rings x (rdmach_ring_ctl_t + large_nslots * slot_size), then the other
+ *                rings x (rdmach_ring_ctl_t + nslots * slot_size), each written by its sender.
+ *                Large rings go to the first senders (ring ids are claimed in order): a ring
+ *                whose span is well beyond the receiver's private cache makes every record's
+ *                lines cheaper to write, since the sender rewrites a line a lap later, after it
+ *                has left the receiver's cache (DESIGN.md, "rdmach large rings").
  * Pages are touched only when used, so max_rings costs address space, not memory.
  */
 #ifndef RDMACH_SHM_H
@@ -31,7 +36,7 @@ extern "C" {
 #endif
 
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
-#define RDMACH_SHM_VERSION 4
+#define RDMACH_SHM_VERSION 5
 
 /*
  * Cooperative zero copy (rdmach_shm_copy.c). The RDMA channel moves a large message by one RDMA
@@ -74,6 +79,8 @@ typedef struct rdmach_shm_hdr {
     int32_t           pid;
     uint32_t          slot_size, nslots, max_span, max_rings;
     uint64_t          freemap_off, doorbells_off, credits_off, rings_off, ring_stride, size;
+    uint64_t          large_stride;    /* of the first large_rings rings (0: none) */
+    uint32_t          large_nslots, large_rings;
     char              pad[RDMACH_CACHE_LINE];
     volatile uint32_t next_ring;       /* senders claim ring ids with fetch-and-add */
     volatile uint32_t closed;          /* set by the owner's iface at close: its process may
@@ -108,18 +115,27 @@ typedef struct rdmach_shm_seg {
     uint64_t         seg_id;
     uint32_t         max_rings;
     uint64_t         freemap_off, doorbells_off, credits_off, rings_off, ring_stride;
-    rdmach_geom_t    geom;     /* lazy_slots unused for a peer */
+    uint64_t         large_stride;
+    uint32_t         large_rings;
+    rdmach_geom_t    geom;     /* of rings from large_rings on; lazy_slots unused for a peer */
+    rdmach_geom_t    geom_large;   /* of the rings below large_rings */
     int              wake_fd;  /* own: our eventfd; peer: ours of its eventfd; -1: none */
     int              no_barrier;  /* peer: its hdr->no_barrier, read at attach */
 } rdmach_shm_seg_t;
 
-/* Bytes of a segment for max_rings rings of geom, and of one ring in it (its stride): the
- * layout rdmach_shm_create allocates, for the resource model (perf/resource_model). */
-size_t rdmach_shm_segment_bytes(const rdmach_geom_t *geom, uint32_t max_rings);
+/* Bytes of a segment for max_rings rings, the first large_rings of them of geometry large
+ * (NULL when large_rings is 0) and the rest of geom, and of one ring of a geometry (its
+ * stride): the layout rdmach_shm_create allocates, for the resource model
+ * (perf/resource_model). */
+size_t rdmach_shm_segment_bytes(const rdmach_geom_t *geom, const rdmach_geom_t *large,
+                                uint32_t large_rings, uint32_t max_rings);
 size_t rdmach_shm_ring_stride(const rdmach_geom_t *geom);
 
-/* Creates this process's segment. Returns 0 or -errno. */
-int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom, uint32_t max_rings,
+/* Creates this process's segment: max_rings rings, the first large_rings (at most max_rings;
+ * 0: none, large may be NULL) of geometry large, which differs from geom in nslots and
+ * lazy_slots only. Returns 0 or -errno. */
+int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom,
+                      const rdmach_geom_t *large, uint32_t large_rings, uint32_t max_rings,
                       uint64_t seg_id);
 
 /* Maps a peer's segment and validates its header and size. Returns 0, -errno, or -EPROTO
@@ -140,7 +156,19 @@ static inline rdmach_shm_credit_t *rdmach_shm_credit(const rdmach_shm_seg_t *seg
 
 static inline rdmach_ring_ctl_t *rdmach_shm_ring_ctl(const rdmach_shm_seg_t *seg, uint32_t id)
 {
-    return (rdmach_ring_ctl_t*)((char*)seg->hdr + seg->rings_off + (size_t)id * seg->ring_stride);
+    size_t off = (id < seg->large_rings) ?
+                 (size_t)id * seg->large_stride :
+                 (size_t)seg->large_rings * seg->large_stride +
+                 (size_t)(id - seg->large_rings) * seg->ring_stride;
+
+    return (rdmach_ring_ctl_t*)((char*)seg->hdr + seg->rings_off + off);
+}
+
+/* The geometry of ring id: its sender and its receiver take it from here. */
+static inline const rdmach_geom_t *rdmach_shm_ring_geom(const rdmach_shm_seg_t *seg,
+                                                        uint32_t id)
+{
+    return (id < seg->large_rings) ? &seg->geom_large : &seg->geom;
 }
 
 static inline uint8_t *rdmach_shm_ring_slots(const rdmach_shm_seg_t *seg, uint32_t id)

@@ -71,10 +71,11 @@ typedef struct rdmach_wire_dev {
  * doorbells and bounce buffers (the resource model's figure, checked against a live iface).
  * shm's cooperative zero copy (rdmach_shm.h): copy_jobs, the large gets and puts this process
  * put on a peer's desk; copy_helped, the chunks it copied for peers from their desks on its
- * own (RC: 0). */
+ * own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
+ * large rings, rdmach_shm.h; RC: 0). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
-    uint64_t copy_jobs, copy_helped;
+    uint64_t copy_jobs, copy_helped, large_rings;
 } rdmach_wire_stats_t;
 
 /* A wire's counters: the glue's, or a sink when it keeps none (unit tests). */
@@ -85,13 +86,16 @@ extern rdmach_wire_stats_t rdmach_wire_stats_sink;
 /* Their names in the transport's counters file, in field order. */
 #define RDMACH_WIRE_COUNTERS(_) \
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
-    _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped)
+    _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped) _(wire_large_rings)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {
     const char        *dev_name;    /* one of the wire's devices */
     rdmach_wire_domain_t *domain;   /* its md's domain; NULL on a wire without domains */
     rdmach_geom_t     geom;         /* of our rings: senders adopt it */
+    rdmach_geom_t     geom_large;   /* of our first large_rings rings, on a wire that has
+                                     * large rings (shared memory); others ignore both */
+    uint32_t          large_rings;
     uint32_t          max_rings;    /* our rings; as many credit lines for our connections */
     uint32_t          max_peers;    /* peers reached at most (as senders and as receivers) */
     uint64_t          uuid;         /* random identity of this iface */

@@ -1163,7 +1163,8 @@ static int rdmach_rc_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx)
     if ((c == NULL) || (__atomic_load_n(&c->rx_ctl->owner, __ATOMIC_ACQUIRE) == 0)) {
         return 0;
     }
-    rdmach_rx_init(rx, (uint8_t*)(c->rx_ctl + 1), c->rx_ctl, NULL, &rdmach_rc_ring_ops, c);
+    rdmach_rx_init(rx, &wire->geom, (uint8_t*)(c->rx_ctl + 1), c->rx_ctl, NULL,
+                   &rdmach_rc_ring_ops, c);
     if (w->srq != NULL) {
         rx->avail = &c->rx_avail;   /* a record is read once its completion counted it in */
     }

@@ -120,7 +120,8 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
      * this wire); under Yama ptrace_scope=1 that needs our consent. No Yama: EINVAL, fine. */
     (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 
-    ret = rdmach_shm_create(&w->seg, &params->geom, params->max_rings, params->uuid);
+    ret = rdmach_shm_create(&w->seg, &params->geom, &params->geom_large, params->large_rings,
+                            params->max_rings, params->uuid);
     if (ret != 0) {
         RDMACH_SHM_LOG(w, 1, "rdmach: cannot create shared memory segment: %s", strerror(-ret));
         free(w->peers);
@@ -300,8 +301,8 @@ static int rdmach_shm_claim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, 
     ctl->peer_info[2] = w->seg.seg_id;
     __atomic_store_n(&ctl->owner, 1, __ATOMIC_RELEASE);
 
-    rdmach_tx_init(tx, &peer->seg.geom, rdmach_shm_ring_slots(&peer->seg, id), ctl,
-                   rdmach_shm_doorbells(&peer->seg) + id,
+    rdmach_tx_init(tx, rdmach_shm_ring_geom(&peer->seg, id),
+                   rdmach_shm_ring_slots(&peer->seg, id), ctl, rdmach_shm_doorbells(&peer->seg) + id,
                    &rdmach_shm_credit(&w->seg, credit)->tail, &rdmach_wire_shm_ops.ring, peer);
     tx->asleep = &peer->seg.hdr->asleep;
     tx->fence  = (uint32_t)peer->seg.no_barrier;
@@ -334,8 +335,11 @@ static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx
         w->rx_peer[id] = peer;
     }
     /* a sender we cannot reach still gets its messages delivered; only its credit is lost */
-    rdmach_rx_init(rx, rdmach_shm_ring_slots(&w->seg, id), ctl, tail_out,
-                   &rdmach_wire_shm_ops.ring, wire);
+    rdmach_rx_init(rx, rdmach_shm_ring_geom(&w->seg, id), rdmach_shm_ring_slots(&w->seg, id),
+                   ctl, tail_out, &rdmach_wire_shm_ops.ring, wire);
+    if (id < w->seg.large_rings) {
+        RDMACH_WIRE_STATS(wire)->large_rings++;
+    }
     return 1;
 }
 
