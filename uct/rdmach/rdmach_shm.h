@@ -180,6 +180,12 @@ static inline uint8_t *rdmach_shm_ring_slots(const rdmach_shm_seg_t *seg, uint32
  * taken-back one from the free map. The ring id, or -ENOSPC. */
 int rdmach_shm_claim_ring(const rdmach_shm_seg_t *seg);
 
+/* Maps ring id's pages into this process now (write: the sender's side, which also allocates
+ * them), at connection time: left to the message path, the first lap of a ring costs two page
+ * faults per page, one in each process (MPICH 512 B latency 1.08 us instead of 0.28 over the
+ * first lap of a 2 MiB ring). */
+void rdmach_shm_ring_prefault(const rdmach_shm_seg_t *seg, uint32_t id, int write);
+
 /* Our own ring, drained and its sender gone: zeroed, then published in the free map. */
 void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id);
 

@@ -306,6 +306,7 @@ static int rdmach_shm_claim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, 
                    &rdmach_shm_credit(&w->seg, credit)->tail, &rdmach_wire_shm_ops.ring, peer);
     tx->asleep = &peer->seg.hdr->asleep;
     tx->fence  = (uint32_t)peer->seg.no_barrier;
+    rdmach_shm_ring_prefault(&peer->seg, id, 1);
     *ring_id_p = id;
     return 0;
 }
@@ -340,6 +341,7 @@ static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx
     if (id < w->seg.large_rings) {
         RDMACH_WIRE_STATS(wire)->large_rings++;
     }
+    rdmach_shm_ring_prefault(&w->seg, id, 0);
     return 1;
 }
 

@@ -36,6 +36,12 @@
  * Wakeup = an eventfd per mailbox, its number in the header; a sender takes its own
  * descriptor of it at resolve (pidfd_getfd, ucx_ext_wake.h) and writes it when it finds the
  * mailbox armed. Hardware raises the mailbox's interrupt instead.
+ *
+ * Fault injection, for tests only: UNIMEM_EMU_SEND_RACE=N (read at the first unimem_hal_open)
+ * makes every Nth send that would succeed answer -EAGAIN without sending, as if another
+ * sender had taken the room between unimem_hal_can_send and unimem_hal_send. That race is
+ * real (many senders share a mailbox) but too rare to meet in a test; with this the tests
+ * drive the transport's stash paths on purpose (scripts/test, tier uct-unimem-race).
  */
 #include "unimem_hal.h"
 #include "ucx_ext_sys.h"
@@ -106,6 +112,8 @@ struct unimem_hal {
     uint64_t          mbox_used;         /* bitmap of attached mailbox indexes */
     uint8_t           zdma_used;         /* bitmap of owned channels */
     unimem_hal_dest_t *dests;            /* resolved destinations (shared, refcounted) */
+    uint32_t          send_race;         /* UNIMEM_EMU_SEND_RACE: 0, or every Nth send fails */
+    uint32_t          send_count;
 };
 
 struct unimem_hal_mbox {
@@ -151,6 +159,23 @@ static unimem_hal_t    emu_ctx;
 
 /* ---- process context ---- */
 
+static uint32_t emu_send_race(void)
+{
+    const char *v = getenv("UNIMEM_EMU_SEND_RACE");
+    unsigned long n;
+    char *end;
+
+    if ((v == NULL) || (*v == '\0')) {
+        return 0;
+    }
+    n = strtoul(v, &end, 10);
+    if ((*end != '\0') || (n > UINT32_MAX)) {
+        fprintf(stderr, "unimem emulation: UNIMEM_EMU_SEND_RACE=%s is not a count; ignored\n", v);
+        return 0;
+    }
+    return (uint32_t)n;
+}
+
 int unimem_hal_open(uint32_t pdid, unimem_hal_t **hal_p)
 {
     int ret = 0;
@@ -167,6 +192,7 @@ int unimem_hal_open(uint32_t pdid, unimem_hal_t **hal_p)
         memset(&emu_ctx, 0, sizeof(emu_ctx));
         emu_ctx.pid  = getpid();
         emu_ctx.pdid = pdid;
+        emu_ctx.send_race = emu_send_race();
         /* peers reach our memory with process_vm_readv/writev (zDMA): under Yama
          * ptrace_scope=1 that needs our consent. Without Yama this fails harmlessly. */
         (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
@@ -555,6 +581,11 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
     }
     if (__builtin_expect((n == 0) || (n > dest->nslots), 0)) {
         return -EINVAL;
+    }
+    if (__builtin_expect(dest->hal->send_race != 0, 0) &&
+        ((__atomic_add_fetch(&dest->hal->send_count, 1, __ATOMIC_RELAXED) %
+          dest->hal->send_race) == 0)) {
+        return -EAGAIN;   /* fault injection: beaten to the room (see the top) */
     }
 
     t = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
