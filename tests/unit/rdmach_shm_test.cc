@@ -888,7 +888,7 @@ struct CopyPair {
 TEST(RdmachWireShm, APostedGetIsCopiedByTheOwnerAndCompletesFromProgress)
 {
     CopyPair c;
-    const size_t len = 1024 * 1024;   // 8 chunks of 128 KiB
+    const size_t len = 1024 * 1024;   // RDMACH_SHM_COPY_SPLIT (8) chunks of 128 KiB
     std::vector<uint8_t> src = pattern(len, 5), dst(len);
     rdmach_wire_iov_t iov = {dst.data(), len, nullptr};
     std::vector<int> order;
@@ -904,8 +904,8 @@ TEST(RdmachWireShm, APostedGetIsCopiedByTheOwnerAndCompletesFromProgress)
     EXPECT_EQ(RDMACH_WIRE_INPROGRESS, c.b.ops->flush(c.b.w, c.peer, &fl));
     EXPECT_EQ(1u, c.b.wire_stats.copy_jobs);
 
-    EXPECT_EQ(8u, c.a.ops->progress(c.a.w)) << "the owner takes every chunk";
-    EXPECT_EQ(8u, c.a.wire_stats.copy_helped);
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.ops->progress(c.a.w)) << "the owner takes every chunk";
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.wire_stats.copy_helped);
     EXPECT_EQ(src, dst) << "in place before the reader's progress";
     EXPECT_EQ(0, op.calls);
 
@@ -918,6 +918,34 @@ TEST(RdmachWireShm, APostedGetIsCopiedByTheOwnerAndCompletesFromProgress)
     EXPECT_EQ(0, c.b.ops->flush(c.b.w, c.peer, nullptr));
     EXPECT_EQ(0u, c.b.ops->progress(c.b.w));
     EXPECT_EQ(1, op.calls) << "completed once";
+}
+
+// A get posted while another is: it goes whole (one chunk), so that the two processes copy
+// different gets at once, a system call each; the first, alone when posted, is cut.
+TEST(RdmachWireShm, AGetPostedBehindAnotherGoesWhole)
+{
+    CopyPair c;
+    const size_t len = 1024 * 1024;
+    std::vector<uint8_t> src1 = pattern(len, 7), src2 = pattern(len, 9), dst1(len), dst2(len);
+    rdmach_wire_iov_t iov1 = {dst1.data(), len, nullptr}, iov2 = {dst2.data(), len, nullptr};
+    Done op1, op2;
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov1, 1, reinterpret_cast<uintptr_t>(src1.data()), 0,
+                           len, 0, nullptr, &op1));
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov2, 1, reinterpret_cast<uintptr_t>(src2.data()), 0,
+                           len, 0, nullptr, &op2));
+    EXPECT_EQ(2u, c.b.wire_stats.copy_jobs);
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT + 1, c.a.ops->progress(c.a.w))
+        << "the owner takes the first one's chunks and the second whole";
+    EXPECT_EQ(src1, dst1);
+    EXPECT_EQ(src2, dst2);
+    EXPECT_EQ(2u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(1, op1.calls);
+    EXPECT_EQ(1, op2.calls);
+    EXPECT_EQ(0, op1.err);
+    EXPECT_EQ(0, op2.err);
 }
 
 // An owner that never looks: the reader's progress copies everything, both ways.

@@ -231,13 +231,17 @@ typedef struct rdmach_shm_copy_req {
 #define RDMACH_SHM_COPY_PENDING 1
 
 /* Reader: opens a job on the desk of peer's owner that moves len bytes between local and
- * remote_addr in the owner (write: to it); own: our segment, which the owner knows us by.
- * Nothing is copied yet: the owner may start at once, we at the first advance. 0, or -EBUSY:
- * the desk is full. */
+ * remote_addr in the owner (write: to it); own: our segment, which the owner knows us by;
+ * split: about how many chunks to cut it into (1: whole, one taker). Nothing is copied yet:
+ * the owner may start at once, we at the first advance. 0, or -EBUSY: the desk is full. */
 int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                          unsigned long long peer_start, const rdmach_shm_seg_t *own,
                          void *local, uint64_t remote_addr, void *mapped, size_t len,
-                         int write);
+                         int write, unsigned split);
+
+/* Chunks a job alone (or with mapped memory) is cut into (rdmach_shm_copy.c has the
+ * measurements). */
+#define RDMACH_SHM_COPY_SPLIT 8
 
 /* Reader: takes every chunk still unclaimed and copies it; then, with wait, waits for the
  * chunks the owner is copying. RDMACH_SHM_COPY_PENDING (only without wait), or the job is
