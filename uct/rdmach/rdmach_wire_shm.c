@@ -302,7 +302,8 @@ static int rdmach_shm_claim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, 
     __atomic_store_n(&ctl->owner, 1, __ATOMIC_RELEASE);
 
     rdmach_tx_init(tx, rdmach_shm_ring_geom(&peer->seg, id),
-                   rdmach_shm_ring_slots(&peer->seg, id), ctl, rdmach_shm_doorbells(&peer->seg) + id,
+                   rdmach_shm_ring_slots(&peer->seg, id), ctl,
+                   rdmach_shm_doorbells(&peer->seg) + id,
                    &rdmach_shm_credit(&w->seg, credit)->tail, &rdmach_wire_shm_ops.ring, peer);
     tx->asleep = &peer->seg.hdr->asleep;
     tx->fence  = (uint32_t)peer->seg.no_barrier;
