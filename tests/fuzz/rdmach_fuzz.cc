@@ -5,7 +5,8 @@
  * AM id), pads at the ring's end, multi-slot chunk records - and the control words a peer writes
  * (the ring's owner, the claim counter, doorbells, RC completions, the credit it returns).
  *
- * The scene, rebuilt for every input (rdmach_fuzz.h): five rings of one geometry, each in an
+ * The scene, rebuilt for every input (rdmach_fuzz.h): five rings, ring 2 RDMACHF_LARGE times as
+ * long as the others (rdmach's large rings: a receiver's rings differ in length), each in an
  * allocation of exactly its size (and the doorbell bytes too), so that ASan sees any access
  * past a ring; a poller over them as the glue sets it up, its activate callback doing what a
  * wire's does; an honest sender per ring (rdmach_tx) and the fuzzer, which forges headers,
@@ -56,12 +57,14 @@ struct Ring {
     std::deque<Sent> expect;
     std::vector<Sent> racing;   /* posted: sent when the receiver demotes the ring */
     uint64_t last_pos;
+    rdmach_geom_t geom;         /* its receiver's geometry for it */
+    size_t ring_bytes;
     struct Scene *s;
 };
 
 struct Scene {
-    rdmach_geom_t geom;
-    size_t ring_bytes;
+    rdmach_geom_t geom;         /* of every ring but ring 2 */
+    rdmach_geom_t geom_large;   /* of ring 2 */
     Ring rings[RDMACHF_RINGS];
     rdmach_rx_t rx[RDMACHF_RINGS];
     uint32_t hot[RDMACHF_RINGS];
@@ -86,17 +89,17 @@ uint8_t pattern(uint32_t seq, uint32_t i) { return (uint8_t)(seq * 131u + i * 7u
 void f_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
 {
     Scene *s                    = (Scene*)arg;
-    const rdmach_geom_t *g      = &s->geom;
     const uint8_t *d            = (const uint8_t*)data;
     const rdmach_rec_hdr_t *hdr = (const rdmach_rec_hdr_t*)data - 1;
     Ring *r                     = nullptr;
 
     for (Ring &c : s->rings) {
-        if (((const uint8_t*)hdr >= c.slots) && ((const uint8_t*)hdr < c.slots + s->ring_bytes)) {
+        if (((const uint8_t*)hdr >= c.slots) && ((const uint8_t*)hdr < c.slots + c.ring_bytes)) {
             r = &c;
         }
     }
     check(r != nullptr, "delivered a record outside every ring");
+    const rdmach_geom_t *g = &r->geom;
     size_t off = (size_t)((const uint8_t*)hdr - r->slots);
     check(off % g->slot_size == 0, "record not on a slot boundary");
     uint32_t index = (uint32_t)(off / g->slot_size);
@@ -132,10 +135,11 @@ void f_post_record(void *ctx, uint32_t index, const void *rec, size_t bytes, int
 {
     Ring *r  = (Ring*)ctx;
     Scene *s = r->s;
-    size_t off = (size_t)index * s->geom.slot_size;
+    size_t off = (size_t)index * r->geom.slot_size;
 
-    check((index < s->geom.nslots) && (bytes >= RDMACH_REC_HDR_SIZE) &&
-          (off + bytes <= s->ring_bytes), "post_record beyond the ring");
+    (void)s;
+    check((index < r->geom.nslots) && (bytes >= RDMACH_REC_HDR_SIZE) &&
+          (off + bytes <= r->ring_bytes), "post_record beyond the ring");
     check((const uint8_t*)rec == r->shadow + off, "post_record of another place");
     memcpy(r->slots + off + RDMACH_REC_HDR_SIZE, (const uint8_t*)rec + RDMACH_REC_HDR_SIZE,
            bytes - RDMACH_REC_HDR_SIZE);
@@ -178,7 +182,7 @@ int f_activate(void *arg, uint32_t id)
     if (__atomic_load_n(&r->ctl->owner, __ATOMIC_ACQUIRE) == 0) {
         return 0;
     }
-    rdmach_rx_init(&s->rx[id], &s->geom, r->slots, r->ctl, r->posted ? nullptr : &r->tail_copy,
+    rdmach_rx_init(&s->rx[id], &r->geom, r->slots, r->ctl, r->posted ? nullptr : &r->tail_copy,
                    r->posted ? &posted_ops : &mapped_ops, r);
     if (r->gated) {
         s->rx[id].avail = &r->avail;
@@ -228,7 +232,7 @@ void check_state(Scene *s)
         }
         check(rx->pos >= r->last_pos, "the receiver's position went back");
         r->last_pos = rx->pos;
-        check((rx->tail_sent <= rx->pos) && (rx->pos - rx->tail_sent < s->geom.lazy_slots),
+        check((rx->tail_sent <= rx->pos) && (rx->pos - rx->tail_sent < r->geom.lazy_slots),
               "credit beyond the position or lazier than the lazy tail");
         if (!r->tainted) {
             check(r->tail_copy == rx->tail_sent, "the sender's tail copy is not the credit");
@@ -240,7 +244,7 @@ void check_state(Scene *s)
 void poll_one(Scene *s, int id)
 {
     rdmach_rx_t *rx        = &s->rx[id];
-    const rdmach_geom_t *g = &s->geom;
+    const rdmach_geom_t *g = &s->rings[id].geom;
     if (!rx->active) {
         return;
     }
@@ -305,11 +309,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint32_t *gp = geoms[cfg & 3];
 
     Scene *s = new Scene();
-    if (rdmach_geom_init(&s->geom, gp[0], gp[1], gp[2], gp[3] / 8.0) != nullptr) {
+    if ((rdmach_geom_init(&s->geom, gp[0], gp[1], gp[2], gp[3] / 8.0) != nullptr) ||
+        (rdmach_geom_init(&s->geom_large, gp[0], gp[1] * RDMACHF_LARGE, gp[2], gp[3] / 8.0) !=
+         nullptr)) {
         abort();
     }
     const uint32_t chunk = gp[2];
-    s->ring_bytes = rdmach_geom_ring_bytes(&s->geom);
     s->doorbells  = (uint8_t*)calloc(1, (RDMACHF_RINGS + 7) & ~7);
     s->claimed    = RDMACHF_RINGS;
     for (int i = 0; i < RDMACHF_RINGS; ++i) {
@@ -318,12 +323,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         r->s      = s;
         r->posted = (i == 1) || (i == 3);
         r->gated  = (i == 1);
-        r->slots  = (uint8_t*)calloc(1, s->ring_bytes);
-        r->shadow = r->posted ? (uint8_t*)calloc(1, s->ring_bytes) : nullptr;
+        r->geom       = (i == 2) ? s->geom_large : s->geom;
+        r->ring_bytes = rdmach_geom_ring_bytes(&r->geom);
+        r->slots  = (uint8_t*)calloc(1, r->ring_bytes);
+        r->shadow = r->posted ? (uint8_t*)calloc(1, r->ring_bytes) : nullptr;
         r->ctl    = (rdmach_ring_ctl_t*)calloc(1, sizeof(rdmach_ring_ctl_t));
         r->sh_ctl = r->posted ? (rdmach_ring_ctl_t*)calloc(1, sizeof(rdmach_ring_ctl_t)) : r->ctl;
         r->ctl->owner = (i == 4) ? 0 : 1;
-        rdmach_tx_init(&r->tx, &s->geom, r->posted ? r->shadow : r->slots, r->sh_ctl,
+        rdmach_tx_init(&r->tx, &r->geom, r->posted ? r->shadow : r->slots, r->sh_ctl,
                        r->posted ? &r->dummy_doorbell : &s->doorbells[i], &r->tail_copy,
                        r->posted ? &posted_ops : &mapped_ops, r);
     }
@@ -368,10 +375,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         case RDMACHF_OP_FORGE: {
             uint64_t pos = rx->active ? rx->pos : 0;
-            uint32_t index = (uint32_t)pos & (s->geom.nslots - 1);
+            uint32_t index = (uint32_t)pos & (r->geom.nslots - 1);
             rdmach_rec_hdr_t *hdr = (rdmach_rec_hdr_t*)(r->slots + (size_t)index *
-                                                         s->geom.slot_size);
-            uint64_t marks[4] = {pos + 1, pos + 1 + s->geom.nslots, pos + 1 - s->geom.nslots, 0};
+                                                         r->geom.slot_size);
+            uint64_t marks[4] = {pos + 1, pos + 1 + r->geom.nslots, pos + 1 - r->geom.nslots, 0};
             hdr->length = (uint32_t)in.get(4);
             hdr->nslots = (uint16_t)in.get(2);
             hdr->type   = (uint8_t)in.get(1);
@@ -381,13 +388,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case RDMACHF_OP_RAW: {
-            uint32_t slot = (uint32_t)in.get(1) & (s->geom.nslots - 1);
-            uint32_t off  = (uint32_t)in.get(1) % s->geom.slot_size;
+            uint32_t slot = (uint32_t)in.get(1) & (r->geom.nslots - 1);
+            uint32_t off  = (uint32_t)in.get(1) % r->geom.slot_size;
             size_t len    = (size_t)in.get(1);
-            size_t at     = (size_t)slot * s->geom.slot_size + off;
+            size_t at     = (size_t)slot * r->geom.slot_size + off;
             for (size_t i = 0; i < len; ++i) {
                 uint8_t b = (uint8_t)in.get(1);
-                if (at + i < s->ring_bytes) {
+                if (at + i < r->ring_bytes) {
                     r->slots[at + i] = b;
                 }
             }

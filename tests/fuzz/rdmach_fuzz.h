@@ -29,6 +29,7 @@
 #define RDMACHF_SWEEP       4    /* progress calls between sweeps of cold rings */
 #define RDMACHF_IDLE        3    /* empty polls before a hot ring is demoted */
 #define RDMACHF_PIPE_CHUNKS 8    /* RDMACHF_OP_PIPE: up to this many chunks per message */
+#define RDMACHF_LARGE       4    /* ring 2 has this many times the slots (a large ring) */
 
 /* [slot size, slots, chunk (largest payload), lazy tail in 1/8 of the ring] */
 #define RDMACHF_GEOMS \
