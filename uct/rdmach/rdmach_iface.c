@@ -489,6 +489,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     const uct_rdmach_iface_config_t *config = ucs_derived_of(tl_config,
                                                              uct_rdmach_iface_config_t);
     rdmach_wire_params_t wire_params;
+    rdmach_geom_t geom_large;
+    uint32_t large_rings;
     const rdmach_wire_ops_t *wire_ops;
     ucs_status_t status;
     const char *err;
@@ -523,15 +525,15 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     }
     /* a large ring no longer than RING_SIZE has no effect; the geometry checks name
      * RING_SIZE, this one is LARGE_RING_SIZE */
-    self->geom_large  = self->geom;
-    self->large_rings = 0;
+    geom_large  = self->geom;
+    large_rings = 0;
     if (config->large_ring_size > config->ring_size) {
-        err = rdmach_geom_init(&self->geom_large, self->geom.slot_size,
-                               config->large_ring_size, config->chunk_size, config->lazy_tail);
+        err = rdmach_geom_init(&geom_large, self->geom.slot_size, config->large_ring_size,
+                               config->chunk_size, config->lazy_tail);
         if (err != NULL) {
             return ucx_ext_config_error(UCT_RDMACH_NAME, UCT_RDMACH_PREFIX, "LARGE_%s", err);
         }
-        self->large_rings = ucs_min(config->large_rings, config->max_peers);
+        large_rings = ucs_min(config->large_rings, config->max_peers);
     }
 
     self->chunk_size          = config->chunk_size;
@@ -563,8 +565,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     wire_params.dev_name  = params->mode.device.dev_name;
     wire_params.domain    = ucs_derived_of(md, uct_rdmach_md_t)->domain;
     wire_params.geom      = self->geom;
-    wire_params.geom_large  = self->geom_large;
-    wire_params.large_rings = self->large_rings;
+    wire_params.geom_large  = geom_large;
+    wire_params.large_rings = large_rings;
     wire_params.max_rings = config->max_peers;
     wire_params.max_peers = config->max_peers * 2;
     wire_params.uuid      = ucs_generate_uuid((uintptr_t)self);
@@ -618,8 +620,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
 
     ucs_debug("rdmach iface %p: %s wire, %u rings of %u x %u bytes (on shared memory the "
               "first %u of %u slots), chunk %zu, segment %zu bytes", self, wire_ops->name,
-              config->max_peers, self->geom.nslots, self->geom.slot_size, self->large_rings,
-              self->geom_large.nslots, self->chunk_size, self->wire->size);
+              config->max_peers, self->geom.nslots, self->geom.slot_size, large_rings,
+              geom_large.nslots, self->chunk_size, self->wire->size);
     return UCS_OK;
 
 err_free:

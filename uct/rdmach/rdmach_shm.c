@@ -129,11 +129,7 @@ int rdmach_shm_create(rdmach_shm_seg_t *seg, const rdmach_geom_t *geom,
 
     rdmach_shm_seg_init(seg, base, tmp.size, fd, &tmp);
     seg->geom.lazy_slots = geom->lazy_slots;
-    if (tmp.large_rings != 0) {
-        seg->geom_large.lazy_slots = large->lazy_slots;
-    } else {
-        seg->geom_large.lazy_slots = geom->lazy_slots;
-    }
+    seg->geom_large      = (tmp.large_rings != 0) ? *large : *geom;
     seg->wake_fd         = tmp.wake_fd;
     seg->no_barrier      = (int)tmp.no_barrier;
     return 0;

@@ -133,7 +133,6 @@ int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *pee
     } while (!__atomic_compare_exchange_n(&hdr->copy_busy, &busy, busy | bit, 0,
                                           __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
 
-    split = (split == 0) ? 1 : split;
     chunk = (len + split - 1) / split;
     chunk = (chunk + 4095) & ~(size_t)4095;
     chunk = (chunk < RDMACH_SHM_COPY_CHUNK_MIN) ? RDMACH_SHM_COPY_CHUNK_MIN : chunk;

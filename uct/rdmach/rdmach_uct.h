@@ -127,8 +127,6 @@ typedef struct uct_rdmach_iface {
     rdmach_wire_t         *wire;         /* our rings and the peers reached (rdmach_wire.h) */
     volatile uint32_t     *next_ring;    /* wire->next_ring: read on every progress call */
     rdmach_geom_t         geom;
-    rdmach_geom_t         geom_large;   /* of the first large_rings rings (shared memory) */
-    uint32_t              large_rings;
     size_t                chunk_size;
     size_t                zcopy_thresh;  /* rendezvous by get_zcopy from this size */
     size_t                eager_limit;   /* eager below this size (UCP's rndv floor) */
