@@ -149,7 +149,8 @@ def carried(dirname, tl, ranks=None):
 # Counters that are errors when not 0 (by name), and those that tell a transport's paths.
 ERROR_RE = re.compile(r'corrupt|fail|refused|timeouts|retry_exceeded|zcut')
 PATHS = {
-    'rdmach': ['rma_mapped', 'atomic_cpu', 'atomic_served', 'served', 'wire_posts',
+    'rdmach': ['rma_mapped', 'atomic_cpu', 'atomic_served', 'rma_served', 'rma_revoked',
+               'served', 'wire_posts',
                'wire_atomics', 'sleeps'],
     'ud_zcopy': ['rx_zcopy_bytes', 'rx_copy_bytes', 'retransmit', 'chan_zc_dgrams', 'peers'],
     'unimem': ['zdma_writes', 'zdma_reads', 'zdma_bytes', 'mbox_msgs'],

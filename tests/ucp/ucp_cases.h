@@ -10,6 +10,8 @@ int up_tag_case(up_t *u, const size_t *sizes, size_t n);
 int up_stream_case(up_t *u);
 /* rma: put (+ ep flush) and get with the target's rkey, small to 4 MiB */
 int up_rma_case(up_t *u);
+/* Small puts and gets while the target makes no progress. */
+int up_rma_quiet_case(up_t *u);
 /* amo: add/fadd/swap/cswap, 32 and 64 bit, and 100 concurrent adds */
 int up_amo_case(up_t *u);
 /* am: UCP active messages with a user header, short to rendezvous (ucp_am_case.c) */

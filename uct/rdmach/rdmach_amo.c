@@ -247,8 +247,8 @@ unsigned uct_rdmach_amo_progress(uct_rdmach_iface_t *iface)
     return count;
 }
 
-/* The ep goes away: its stalled steps and served atomics end as canceled (those in the wire
- * end through it). */
+/* The ep goes away: its stalled steps, served atomics, puts and gets end as canceled (those
+ * in the wire end through it). */
 void uct_rdmach_amo_ep_cleanup(uct_rdmach_ep_t *ep)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
@@ -262,8 +262,13 @@ void uct_rdmach_amo_ep_cleanup(uct_rdmach_ep_t *ep)
      * matches the one of the request's next use */
     for (i = 0; i < ucs_static_array_size(queues); ++i) {
         ucs_queue_for_each_safe(req, iter, queues[i], stalled) {
-            if (req->ep == ep) {
-                ucs_queue_del_iter(queues[i], iter);
+            if (req->ep != ep) {
+                continue;
+            }
+            ucs_queue_del_iter(queues[i], iter);
+            if (req->kind != UCT_RDMACH_AMO_ATOMIC) {
+                uct_rdmach_serve_rma_cancel(req);   /* rdmach_serve_rma.c */
+            } else {
                 uct_rdmach_amo_finish(req, 0, UCS_ERR_CANCELED);
             }
         }
@@ -328,6 +333,7 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
     req->rkey       = key->key;
     req->op         = (uint8_t)op;
     req->bits       = (uint8_t)bits;
+    req->kind       = UCT_RDMACH_AMO_ATOMIC;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     req->shift      = (uint8_t)((remote_addr - word) * 8);
 #else

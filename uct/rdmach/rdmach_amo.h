@@ -1,6 +1,7 @@
 /*
  * rdmach atomics in flight: the request both kinds share (rdmach_amo.c: the device's, a
- * step at a time; rdmach_amo_cpu.c: one the target serves, on memory we cannot map).
+ * step at a time; rdmach_amo_cpu.c: one the target serves, on memory we cannot map), and
+ * the small puts and gets a target serves (rdmach_serve_rma.c) from the same pool.
  */
 #ifndef RDMACH_AMO_H
 #define RDMACH_AMO_H
@@ -10,6 +11,21 @@
 #include <uct/api/uct.h>
 
 #define UCT_RDMACH_AMO_POOL 256   /* atomics in flight per iface (the wire holds 64 of them) */
+
+/* A reply slot: the old value, the token word, then a served put's or get's bytes. */
+#define UCT_RDMACH_SERVE_SLOT_WORDS (2 + UCT_RDMACH_SERVE_RMA_MAX / 8)
+
+/* The token word of a reply slot. A token is below UCT_RDMACH_SERVE_OPEN; the word holds
+ * token | OPEN while a served put or get may still be claimed, token | CLAIMED once its
+ * target took it, token (| REFUSED) when it is done, and 0 for an atomic in flight or a
+ * request its requester took back (rdmach_serve_rma.c). */
+#define UCT_RDMACH_SERVE_REFUSED (1ull << 63)   /* nothing was done */
+#define UCT_RDMACH_SERVE_CLAIMED (1ull << 62)
+#define UCT_RDMACH_SERVE_OPEN    (1ull << 61)
+#define UCT_RDMACH_SERVE_TOKENS  (UCT_RDMACH_SERVE_OPEN - 1)
+
+/* What a request of the pool carries out. */
+enum { UCT_RDMACH_AMO_ATOMIC = 0, UCT_RDMACH_AMO_PUT = 1, UCT_RDMACH_AMO_GET = 2 };
 
 #define UCT_RDMACH_AMO_OPS \
     (UCS_BIT(UCT_ATOMIC_OP_ADD) | UCS_BIT(UCT_ATOMIC_OP_AND) | UCS_BIT(UCT_ATOMIC_OP_OR) | \
@@ -30,16 +46,39 @@ struct uct_rdmach_amo {
     uint8_t           bits;       /* 32 or 64 */
     uint8_t           shift;      /* of a 32-bit operand in its word */
     uint8_t           direct;     /* one device atomic does it all */
+    uint8_t           kind;       /* UCT_RDMACH_AMO_ATOMIC, _PUT or _GET */
+    uint32_t          length;     /* a served put's or get's bytes */
+    uct_unpack_callback_t unpack_cb;   /* a served get's */
+    void              *unpack_arg;
     uint64_t          value;      /* operand; swap for CSWAP */
     uint64_t          compare;    /* CSWAP */
     uint64_t          fetched;    /* the word before the last step (the wire's result) */
     uint64_t          expect;     /* what the last compare-and-swap expected; reading: none */
     int               reading;
-    /* served: the target writes the old value, then the token, into reply[0..1], a slot
-     * of the iface's reply segment (mapped by targets, rdmach_amo_cpu.c) */
+    /* served: the target writes the old value (or a get's bytes at reply + 2), then the
+     * token, into the request's slot of the iface's reply segment (mapped by targets,
+     * rdmach_amo_cpu.c) */
     volatile uint64_t *reply;
     uint64_t          token;
     ucs_time_t        sent;
 };
+
+/* ---- served puts and gets (rdmach_serve_rma.c) ---- */
+
+/* How long a served put or get may wait for its target to claim it: then its requester
+ * takes it back and does it itself, and goes the one-sided way for a while. */
+#define UCT_RDMACH_SERVE_RMA_WAIT_US   20
+#define UCT_RDMACH_SERVE_RMA_PAUSE_MS  1
+
+/* req is done: t is its token word from the target, or 0 when we took it back and do it
+ * ourselves (through the wire, one-sided). */
+void uct_rdmach_serve_rma_done(uct_rdmach_amo_t *req, uint64_t t);
+/* req has waited too long: 1 if we took it back from its target (no target will serve
+ * it now), 0 if its target has claimed it (its reply follows). */
+int uct_rdmach_serve_rma_revoke(uct_rdmach_amo_t *req);
+/* The ep of req goes away: req ends as canceled. */
+void uct_rdmach_serve_rma_cancel(uct_rdmach_amo_t *req);
+/* The requester's reply segment of a record, mapped here (rdmach_amo_cpu.c), or NULL. */
+uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, const ucx_ext_xmem_desc_t *desc);
 
 #endif

@@ -40,7 +40,6 @@ typedef struct uct_rdmach_serve_rec {
     uint8_t             bits;
 } UCS_S_PACKED uct_rdmach_serve_rec_t;
 
-#define UCT_RDMACH_SERVE_REFUSED (1ull << 63)   /* in the token: nothing was done */
 
 #define UCT_RDMACH_AMO_CPU_OP(_type, _ptr, _op, _value, _compare) \
     ({ \
@@ -69,7 +68,7 @@ uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t valu
 
 ucs_status_t uct_rdmach_amo_serve_init(uct_rdmach_iface_t *iface)
 {
-    size_t length = UCT_RDMACH_AMO_POOL * 2 * sizeof(uint64_t);
+    size_t length = UCT_RDMACH_AMO_POOL * UCT_RDMACH_SERVE_SLOT_WORDS * sizeof(uint64_t);
     ucs_status_t status;
     void *replies;
     unsigned i;
@@ -83,7 +82,7 @@ ucs_status_t uct_rdmach_amo_serve_init(uct_rdmach_iface_t *iface)
     iface->amo_replies = replies;
     ucx_ext_xmem_describe((uintptr_t)replies, length, &iface->amo_replies_desc);
     for (i = 0; i < UCT_RDMACH_AMO_POOL; ++i) {
-        iface->amo_pool[i].reply = &iface->amo_replies[2 * i];
+        iface->amo_pool[i].reply = &iface->amo_replies[UCT_RDMACH_SERVE_SLOT_WORDS * i];
     }
     return UCS_OK;
 }
@@ -101,8 +100,7 @@ void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface)
 }
 
 /* The requester's reply segment, mapped here (kept for its next atomics), or NULL. */
-static uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface,
-                                        const ucx_ext_xmem_desc_t *desc)
+uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, const ucx_ext_xmem_desc_t *desc)
 {
     unsigned i;
 
@@ -134,7 +132,7 @@ ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
         uct_rdmach_amo_release(iface, req);
         return ucx_ext_ep_no_resource(&ep->super, 0);
     }
-    req->token    = ++iface->amo_token & ~UCT_RDMACH_SERVE_REFUSED;
+    req->token    = ++iface->amo_token & UCT_RDMACH_SERVE_TOKENS;
     req->reply[0] = 0;
     req->reply[1] = 0;
     req->sent     = ucs_get_time();
@@ -167,7 +165,8 @@ void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t 
     }
     memcpy(&rec, data, sizeof(rec));
     if ((rec.replies.pid <= 0) || (rec.slot >= UCT_RDMACH_AMO_POOL) ||
-        (rec.replies.length < UCT_RDMACH_AMO_POOL * 2 * sizeof(uint64_t))) {
+        (rec.replies.length <
+         UCT_RDMACH_AMO_POOL * UCT_RDMACH_SERVE_SLOT_WORDS * sizeof(uint64_t))) {
         uct_rdmach_counters.rx.corrupt++;   /* nowhere to reply */
         return;
     }
@@ -187,8 +186,9 @@ void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t 
     token   = rec.token | (ok ? 0 : UCT_RDMACH_SERVE_REFUSED);
     replies = uct_rdmach_amo_replies(iface, &rec.replies);
     if (replies != NULL) {
-        replies[2 * rec.slot] = old;
-        __atomic_store_n(&replies[2 * rec.slot + 1], token, __ATOMIC_RELEASE);
+        replies += UCT_RDMACH_SERVE_SLOT_WORDS * rec.slot;
+        replies[0] = old;
+        __atomic_store_n(&replies[1], token, __ATOMIC_RELEASE);
         return;
     }
     /* a requester we cannot map: its memory through the kernel (one that has gone is no
@@ -196,7 +196,8 @@ void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t 
     iov.iov_base = &old;
     iov.iov_len  = sizeof(old);
     if (ucx_ext_process_vm(rec.replies.pid, &iov, 1,
-                           rec.replies.base + 2 * rec.slot * sizeof(uint64_t), sizeof(old),
+                           rec.replies.base +
+                           UCT_RDMACH_SERVE_SLOT_WORDS * rec.slot * sizeof(uint64_t), sizeof(old),
                            1) != 0) {
         return;
     }
@@ -204,16 +205,20 @@ void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t 
     iov.iov_base = &token;
     iov.iov_len  = sizeof(token);
     ucx_ext_process_vm(rec.replies.pid, &iov, 1,
-                       rec.replies.base + (2 * rec.slot + 1) * sizeof(uint64_t),
+                       rec.replies.base +
+                       (UCT_RDMACH_SERVE_SLOT_WORDS * rec.slot + 1) * sizeof(uint64_t),
                        sizeof(token), 1);
 }
 
-/* Served atomics whose reply came; a target silent for a second is checked for life. */
+/* Served atomics, puts and gets whose reply came; a put or get the target has not claimed
+ * in time is taken back (rdmach_serve_rma.c); a target silent for a second is checked for
+ * life. */
 unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface)
 {
     unsigned count = 0;
     ucs_queue_iter_t iter;
     uct_rdmach_amo_t *req;
+    ucs_time_t now;
     uint64_t token;
 
 again:
@@ -221,10 +226,24 @@ again:
         token = __atomic_load_n(&req->reply[1], __ATOMIC_ACQUIRE);
         if ((token & ~UCT_RDMACH_SERVE_REFUSED) == req->token) {
             ucs_queue_del_iter(&iface->amo_served, iter);
-            uct_rdmach_amo_finish(req, req->reply[0], (token & UCT_RDMACH_SERVE_REFUSED) ?
-                                                      UCS_ERR_INVALID_ADDR : UCS_OK);
+            if (req->kind != UCT_RDMACH_AMO_ATOMIC) {
+                uct_rdmach_serve_rma_done(req, token);
+            } else {
+                uct_rdmach_amo_finish(req, req->reply[0], (token & UCT_RDMACH_SERVE_REFUSED) ?
+                                                          UCS_ERR_INVALID_ADDR : UCS_OK);
+            }
             ++count;
             goto again;   /* the completion may have queued more */
+        }
+        if ((req->kind != UCT_RDMACH_AMO_ATOMIC) && (token & UCT_RDMACH_SERVE_OPEN)) {
+            now = ucs_get_time();
+            if ((now - req->sent > ucs_time_from_usec(UCT_RDMACH_SERVE_RMA_WAIT_US)) &&
+                uct_rdmach_serve_rma_revoke(req)) {
+                ucs_queue_del_iter(&iface->amo_served, iter);
+                uct_rdmach_serve_rma_done(req, 0);   /* ourselves, the one-sided way */
+                ++count;
+                goto again;
+            }
         }
         if (ucs_unlikely(ucs_get_time() - req->sent > ucs_time_from_sec(1.0))) {
             req->sent = ucs_get_time();

@@ -62,6 +62,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     self->peer     = NULL;
     self->tx       = NULL;
     self->amo_busy = 0;
+    self->serve_rma_after = 0;
     self->fenced   = UCT_RDMACH_FENCE_NONE;
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
         UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, 0);
@@ -323,6 +324,12 @@ uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
     return (err == EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
 }
 
+/* A served get's bytes into the caller's buffer (a zcopy get). */
+static void uct_rdmach_ep_unpack_to(void *arg, const void *data, size_t length)
+{
+    memcpy(arg, data, length);
+}
+
 /* comp == NULL: complete at return (see the wire table's rma). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cnt, size_t length,
@@ -332,6 +339,7 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
     uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
     rdmach_wire_t *wire       = iface->wire;
     const uct_rdmach_rkey_t *key = uct_rdmach_ep_key(ep, op, length, remote_addr, rkey);
+    ucs_status_t status;
     uint8_t *mapped;
     int ret;
 
@@ -351,6 +359,16 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
     }
     if (mapped != NULL) {
         UCT_RDMACH_COUNT_OWN(rma_mapped);
+    } else if ((cnt == 1) && (length <= UCT_RDMACH_SERVE_RMA_MAX) && iface->amo_cpu &&
+               (write || (comp != NULL))) {
+        /* a small put or get on memory we cannot map: the target's progress, if it serves
+         * (a put is done at return: its bytes are copied; a get copies at the reply) */
+        status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr,
+                                            write ? local->base : NULL, length,
+                                            uct_rdmach_ep_unpack_to, local->base, comp);
+        if (status != UCS_ERR_UNSUPPORTED) {
+            return status;
+        }
     }
     ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, key->key, length, write,
                          mapped, comp);
@@ -479,7 +497,9 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
     }
     if ((length > 0) && !uct_rdmach_ep_serving(ep, iface)) {
         /* mapped here: unpacked straight from the peer's memory */
-        if (uct_rdmach_ep_key(ep, "get", length, remote_addr, rkey) == NULL) {
+        const uct_rdmach_rkey_t *key = uct_rdmach_ep_key(ep, "get", length, remote_addr, rkey);
+
+        if (key == NULL) {
             return UCS_ERR_INVALID_PARAM;
         }
         mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
@@ -487,6 +507,14 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
             UCT_RDMACH_COUNT_OWN(rma_mapped);
             unpack_cb(arg, mapped, length);
             return UCS_OK;
+        }
+        /* a small one on memory we cannot map: the target's progress, if it serves */
+        if ((comp != NULL) && (length <= UCT_RDMACH_SERVE_RMA_MAX) && iface->amo_cpu) {
+            status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr, NULL, length,
+                                                unpack_cb, arg, comp);
+            if (status != UCS_ERR_UNSUPPORTED) {
+                return status;
+            }
         }
     }
     if (length > 0) {

@@ -243,6 +243,10 @@ static void uct_rdmach_iface_deliver(void *arg, uint8_t am_id, void *data, uint3
             uct_rdmach_amo_serve(iface, data, length);   /* rdmach_amo_cpu.c */
             return;
         }
+        if (am_id == UCT_RDMACH_AM_SERVE_RMA) {
+            uct_rdmach_serve_rma(iface, data, length);   /* rdmach_serve_rma.c */
+            return;
+        }
         uct_rdmach_counters.rx.corrupt++;   /* from a misbehaving peer: never index am[] */
         return;
     }

@@ -36,9 +36,12 @@
  * receivers that had gone (connection churn); arms that put the iface to sleep (wakeup);
  * mapped memory (rdmach_amo_cpu.c): puts and gets done as stores and loads, CPU atomics
  * done here, atomics on memory we cannot map that the target served for us, and those we
- * served as the target. */
+ * served as the target (atomics, puts and gets); small puts and gets on memory we cannot
+ * map that the target served for us, and those we took back from a target that did not
+ * serve them in time and did ourselves (rdmach_serve_rma.c). */
 #define UCT_RDMACH_OWN_COUNTERS(_) _(rings_reaped) _(rings_unclaimed) _(sleeps) \
-                                   _(rma_mapped) _(atomic_cpu) _(atomic_served) _(served)
+                                   _(rma_mapped) _(atomic_cpu) _(atomic_served) _(served) \
+                                   _(rma_served) _(rma_revoked)
 #define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
                                RDMACH_WIRE_COUNTERS(_) UCT_RDMACH_OWN_COUNTERS(_)
 
@@ -48,6 +51,7 @@ typedef struct uct_rdmach_counters {
     rdmach_wire_stats_t   wire;
     uint64_t              rings_reaped, rings_unclaimed, sleeps;
     uint64_t              rma_mapped, atomic_cpu, atomic_served, served;
+    uint64_t              rma_served, rma_revoked;
 } uct_rdmach_counters_t;
 
 extern uct_rdmach_counters_t uct_rdmach_counters;
@@ -220,7 +224,10 @@ typedef struct uct_rdmach_ep {
     rdmach_tx_t          own_tx;
     uint32_t             ring_id;
     rdmach_wire_peer_t   *peer;       /* the receiving iface, for RMA and flush */
-    uint32_t             amo_busy;    /* device or served atomics in flight (rdmach_amo.c) */
+    uint32_t             amo_busy;    /* device or served atomics in flight (rdmach_amo.c),
+                                       * and served puts and gets */
+    ucs_time_t           serve_rma_after; /* no served put or get before this time: the
+                                       * target did not serve the last one in time */
     uint8_t              fenced;      /* UCT_RDMACH_FENCE_*: blocked (super.blocked) behind
                                        * operations that run on after return */
 } uct_rdmach_ep_t;
@@ -301,8 +308,12 @@ unsigned uct_rdmach_ep_fence_progress(uct_rdmach_iface_t *iface);
 /* ---- atomics (rdmach_amo.c): the device's on a wire whose device has them, else CPU
  * atomics on shared memory (rdmach_amo_cpu.c) ---- */
 
-/* Internal record of the ring (above UCT's AM ids): an atomic the target serves. */
-#define UCT_RDMACH_AM_SERVE UCT_AM_ID_MAX
+/* Internal records of the ring (above UCT's AM ids): an atomic the target serves, and a
+ * small put or get it serves (rdmach_serve_rma.c). */
+#define UCT_RDMACH_AM_SERVE     UCT_AM_ID_MAX
+#define UCT_RDMACH_AM_SERVE_RMA (UCT_AM_ID_MAX + 1)
+/* Served puts and gets: at most this many bytes, carried in the request's reply slot. */
+#define UCT_RDMACH_SERVE_RMA_MAX 8192
 
 /* The CPU atomic, on memory mapped here: the old value (of bits 32 or 64). */
 uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t value,
@@ -313,6 +324,17 @@ void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface);
 /* A served atomic's record, at the target. */
 void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length);
 unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface);
+/* A put or get of length <= UCT_RDMACH_SERVE_RMA_MAX bytes on a key we cannot map, served
+ * by the target's progress unless it failed to serve one lately (rdmach_serve_rma.c):
+ * UCS_OK (a put: done as far as the caller goes; the ep's flush waits for it),
+ * UCS_INPROGRESS (a get: comp follows, after unpack_cb), or UCS_ERR_UNSUPPORTED when it
+ * goes the one-sided way instead (process_vm). */
+ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, uint32_t rkey,
+                                        uint64_t remote_addr, const void *put_data,
+                                        size_t length, uct_unpack_callback_t unpack_cb,
+                                        void *unpack_arg, uct_completion_t *comp);
+/* A served put's or get's record, at the target. */
+void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, const void *data, uint32_t length);
 void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status);
 void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req);
 
