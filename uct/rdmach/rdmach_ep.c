@@ -587,14 +587,24 @@ ucs_status_t uct_rdmach_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_
            uct_rdmach_wire_status(ret, UCS_ERR_IO_ERROR);
 }
 
-/* Blocks the ep behind the wire's operations still running (to its peer, or with all: to any
- * peer); 1 if it did. */
-static int uct_rdmach_ep_fence_block(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep, int all)
+/* The wire's operations to ep's peer (all: to any peer) still run, or requests the target
+ * serves (rdmach_serve_rma.c, rdmach_amo_cpu.c) are in flight on ep (all: on the iface):
+ * a request taken back from its target is done by us later, after what the ring carries
+ * behind its record. */
+static int uct_rdmach_ep_fence_busy(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep, int all)
 {
     rdmach_wire_t *wire = iface->wire;
 
+    return ((all ? iface->amo_inflight : ep->amo_busy) != 0) ||
+           (wire->ops->flush(wire, all ? NULL : ep->peer, NULL) == RDMACH_WIRE_INPROGRESS);
+}
+
+/* Blocks the ep behind the wire's operations still running (to its peer, or with all: to any
+ * peer) and the requests targets serve; 1 if it did. */
+static int uct_rdmach_ep_fence_block(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep, int all)
+{
     if ((ep->fenced == UCT_RDMACH_FENCE_ALL) || (ep->peer == NULL) ||
-        (wire->ops->flush(wire, all ? NULL : ep->peer, NULL) != RDMACH_WIRE_INPROGRESS)) {
+        !uct_rdmach_ep_fence_busy(iface, ep, all)) {
         return 0;
     }
     if (ep->fenced == UCT_RDMACH_FENCE_NONE) {
@@ -626,7 +636,8 @@ ucs_status_t uct_rdmach_iface_fence(uct_iface_h tl_iface, unsigned flags)
     ucx_ext_ep_t *x_ep;
 
     if (iface->wire->ops->fence_query &&
-        (iface->wire->ops->flush(iface->wire, NULL, NULL) == RDMACH_WIRE_INPROGRESS)) {
+        ((iface->amo_inflight != 0) ||
+         (iface->wire->ops->flush(iface->wire, NULL, NULL) == RDMACH_WIRE_INPROGRESS))) {
         ucs_list_for_each(x_ep, &iface->x.eps, list) {
             uct_rdmach_ep_fence_block(iface, ucs_derived_of(x_ep, uct_rdmach_ep_t), 1);
         }
@@ -636,16 +647,14 @@ ucs_status_t uct_rdmach_iface_fence(uct_iface_h tl_iface, unsigned flags)
 
 unsigned uct_rdmach_ep_fence_progress(uct_rdmach_iface_t *iface)
 {
-    rdmach_wire_t *wire = iface->wire;
-    unsigned count      = 0;
+    unsigned count = 0;
     uct_rdmach_ep_t *ep;
     ucx_ext_ep_t *x_ep;
 
     ucs_list_for_each(x_ep, &iface->x.eps, list) {
         ep = ucs_derived_of(x_ep, uct_rdmach_ep_t);
         if ((ep->fenced != UCT_RDMACH_FENCE_NONE) &&
-            (wire->ops->flush(wire, (ep->fenced == UCT_RDMACH_FENCE_ALL) ? NULL : ep->peer,
-                              NULL) != RDMACH_WIRE_INPROGRESS)) {
+            !uct_rdmach_ep_fence_busy(iface, ep, ep->fenced == UCT_RDMACH_FENCE_ALL)) {
             ep->fenced        = UCT_RDMACH_FENCE_NONE;
             ep->super.blocked = 0;   /* its pending queue goes at this progress */
             --iface->fenced;
