@@ -151,10 +151,12 @@ typedef struct uct_rdmach_iface {
     uint64_t              amo_token;     /* the last served atomic's */
     uint64_t              *amo_replies;  /* their reply slots: a segment targets map */
     ucx_ext_xmem_desc_t   amo_replies_desc;
-    struct {                             /* requesters' reply segments mapped here */
+    struct {                             /* requesters' reply segments mapped here (a
+                                          * miss maps one: tens of us; 64 of 2 MiB are
+                                          * address space only) */
         ucx_ext_xmem_desc_t desc;
         uint8_t             *local;
-    }                     serve_peers[8];
+    }                     serve_peers[64];
     unsigned              serve_next;    /* the entry the next new requester replaces */
     ucs_list_link_t       conns;         /* rings claimed in peer ifaces (uct_rdmach_conn_t) */
     unsigned              reap_calls;    /* progress calls since the last look for gone senders */
