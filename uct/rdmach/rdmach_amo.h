@@ -78,6 +78,9 @@ void uct_rdmach_serve_rma_done(uct_rdmach_amo_t *req, uint64_t t);
 int uct_rdmach_serve_rma_revoke(uct_rdmach_amo_t *req);
 /* The ep of req goes away: req ends as canceled. */
 void uct_rdmach_serve_rma_cancel(uct_rdmach_amo_t *req);
+/* A record's reply segment and slot are ones a requester of ours can have (the segment
+ * as large as ours), so a reply stays inside it. */
+int uct_rdmach_serve_reply_valid(const ucx_ext_xmem_desc_t *replies, uint32_t slot);
 /* The requester's reply segment of a record, mapped here (rdmach_amo_cpu.c), or NULL. */
 uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, const ucx_ext_xmem_desc_t *desc);
 

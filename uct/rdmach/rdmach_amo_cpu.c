@@ -99,6 +99,13 @@ void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface)
     ucx_ext_xmem_free(iface->amo_replies);
 }
 
+int uct_rdmach_serve_reply_valid(const ucx_ext_xmem_desc_t *replies, uint32_t slot)
+{
+    return (replies->pid > 0) && (slot < UCT_RDMACH_AMO_POOL) &&
+           (replies->length >=
+            UCT_RDMACH_AMO_POOL * UCT_RDMACH_SERVE_SLOT_WORDS * sizeof(uint64_t));
+}
+
 /* The requester's reply segment, mapped here (kept for its next atomics), or NULL. */
 uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, const ucx_ext_xmem_desc_t *desc)
 {
@@ -164,9 +171,7 @@ void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t 
         return;
     }
     memcpy(&rec, data, sizeof(rec));
-    if ((rec.replies.pid <= 0) || (rec.slot >= UCT_RDMACH_AMO_POOL) ||
-        (rec.replies.length <
-         UCT_RDMACH_AMO_POOL * UCT_RDMACH_SERVE_SLOT_WORDS * sizeof(uint64_t))) {
+    if (!uct_rdmach_serve_reply_valid(&rec.replies, rec.slot)) {
         uct_rdmach_counters.rx.corrupt++;   /* nowhere to reply */
         return;
     }

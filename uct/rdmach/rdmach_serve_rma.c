@@ -115,10 +115,7 @@ void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, const void *data, uint32_t 
         return;
     }
     memcpy(&rec, data, sizeof(rec));
-    if ((rec.replies.pid <= 0) || (rec.slot >= UCT_RDMACH_AMO_POOL) ||
-        (rec.replies.length <
-         UCT_RDMACH_AMO_POOL * UCT_RDMACH_SERVE_SLOT_WORDS * sizeof(uint64_t)) ||
-        (rec.length == 0) || (rec.length > UCT_RDMACH_SERVE_RMA_MAX) || (rec.write > 1) ||
+    if (!uct_rdmach_serve_reply_valid(&rec.replies, rec.slot) || (rec.length == 0) || (rec.length > UCT_RDMACH_SERVE_RMA_MAX) || (rec.write > 1) ||
         (rec.token & ~UCT_RDMACH_SERVE_TOKENS)) {
         uct_rdmach_counters.rx.corrupt++;
         return;
