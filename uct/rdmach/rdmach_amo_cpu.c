@@ -223,13 +223,14 @@ unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface)
     unsigned count = 0;
     ucs_queue_iter_t iter;
     uct_rdmach_amo_t *req;
-    ucs_time_t now;
+    ucs_time_t now   = ucs_get_time();
     uint64_t token;
 
 again:
     ucs_queue_for_each_safe(req, iter, &iface->amo_served, stalled) {
         token = __atomic_load_n(&req->reply[1], __ATOMIC_ACQUIRE);
         if ((token & ~UCT_RDMACH_SERVE_REFUSED) == req->token) {
+            req->ep->serve_seen = now;
             ucs_queue_del_iter(&iface->amo_served, iter);
             if (req->kind != UCT_RDMACH_AMO_ATOMIC) {
                 uct_rdmach_serve_rma_done(req, token);
@@ -241,8 +242,11 @@ again:
             goto again;   /* the completion may have queued more */
         }
         if ((req->kind != UCT_RDMACH_AMO_ATOMIC) && (token & UCT_RDMACH_SERVE_OPEN)) {
-            now = ucs_get_time();
-            if ((now - req->sent > ucs_time_from_usec(UCT_RDMACH_SERVE_RMA_WAIT_US)) &&
+            /* timed from its sending or the target's last answer on its ep, whichever
+             * came later: a target that serves a queue of them in order is serving (signed:
+             * a request sent by a completion of this call is younger than now) */
+            if (((int64_t)(now - ucs_max(req->sent, req->ep->serve_seen)) >
+                 (int64_t)ucs_time_from_usec(UCT_RDMACH_SERVE_RMA_WAIT_US)) &&
                 uct_rdmach_serve_rma_revoke(req)) {
                 ucs_queue_del_iter(&iface->amo_served, iter);
                 uct_rdmach_serve_rma_done(req, 0);   /* ourselves, the one-sided way */
@@ -250,8 +254,8 @@ again:
                 goto again;
             }
         }
-        if (ucs_unlikely(ucs_get_time() - req->sent > ucs_time_from_sec(1.0))) {
-            req->sent = ucs_get_time();
+        if (ucs_unlikely((int64_t)(now - req->sent) > (int64_t)ucs_time_from_sec(1.0))) {
+            req->sent = now;
             if (!ucx_ext_ep_peer_alive(&req->ep->super)) {
                 ucs_queue_del_iter(&iface->amo_served, iter);
                 uct_rdmach_amo_finish(req, 0, UCS_ERR_ENDPOINT_TIMEOUT);

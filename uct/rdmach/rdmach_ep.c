@@ -63,6 +63,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
     self->tx       = NULL;
     self->amo_busy = 0;
     self->serve_rma_after = 0;
+    self->serve_seen      = 0;
     self->fenced   = UCT_RDMACH_FENCE_NONE;
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
         UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, 0);
@@ -346,12 +347,28 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
     if (key == NULL) {
         return UCS_ERR_INVALID_PARAM;
     }
+    if (ucs_unlikely(ep->super.blocked)) {
+        return ucx_ext_ep_no_resource(&ep->super, 0);   /* behind a fence */
+    }
+    mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
+    if ((mapped == NULL) && (cnt == 1) && (length <= UCT_RDMACH_SERVE_RMA_MAX) &&
+        iface->amo_cpu && (write || (comp != NULL))) {
+        /* a small put or get on memory we cannot map: the target's progress, if it serves
+         * (a put is done at return: its bytes are copied; a get copies at the reply). It
+         * may follow the ep's served requests in flight: the target serves the ring's
+         * records in order */
+        status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr,
+                                            write ? local->base : NULL, length,
+                                            uct_rdmach_ep_unpack_to, local->base, comp);
+        if (status != UCS_ERR_UNSUPPORTED) {
+            return status;
+        }
+    }
     if (uct_rdmach_ep_serving(ep, iface)) {
-        return ucx_ext_ep_no_resource(&ep->super, 0);   /* after the served atomic */
+        return ucx_ext_ep_no_resource(&ep->super, 0);   /* after the served requests */
     }
     /* memory mapped here (ucx_ext_xmem.h): stores and loads, no system call; a large one
      * with a completion goes to the wire, which may copy it together with the peer */
-    mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
     if ((mapped != NULL) && ((comp == NULL) || (length < wire->rma_async_min))) {
         rdmach_wire_iov_copy_mapped(mapped, local, cnt, write);
         UCT_RDMACH_COUNT_OWN(rma_mapped);
@@ -359,16 +376,6 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
     }
     if (mapped != NULL) {
         UCT_RDMACH_COUNT_OWN(rma_mapped);
-    } else if ((cnt == 1) && (length <= UCT_RDMACH_SERVE_RMA_MAX) && iface->amo_cpu &&
-               (write || (comp != NULL))) {
-        /* a small put or get on memory we cannot map: the target's progress, if it serves
-         * (a put is done at return: its bytes are copied; a get copies at the reply) */
-        status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr,
-                                            write ? local->base : NULL, length,
-                                            uct_rdmach_ep_unpack_to, local->base, comp);
-        if (status != UCS_ERR_UNSUPPORTED) {
-            return status;
-        }
     }
     ret = wire->ops->rma(wire, ep->peer, local, cnt, remote_addr, key->key, length, write,
                          mapped, comp);
@@ -495,21 +502,23 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
         }
         return uct_rdmach_ep_rma_error(ep, "get", length, remote_addr, -ret);
     }
-    if ((length > 0) && !uct_rdmach_ep_serving(ep, iface)) {
-        /* mapped here: unpacked straight from the peer's memory */
+    if ((length > 0) && !ep->super.blocked) {
         const uct_rdmach_rkey_t *key = uct_rdmach_ep_key(ep, "get", length, remote_addr, rkey);
 
         if (key == NULL) {
             return UCS_ERR_INVALID_PARAM;
         }
+        /* mapped here: unpacked straight from the peer's memory */
         mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
-        if (mapped != NULL) {
+        if ((mapped != NULL) && !uct_rdmach_ep_serving(ep, iface)) {
             UCT_RDMACH_COUNT_OWN(rma_mapped);
             unpack_cb(arg, mapped, length);
             return UCS_OK;
         }
-        /* a small one on memory we cannot map: the target's progress, if it serves */
-        if ((comp != NULL) && (length <= UCT_RDMACH_SERVE_RMA_MAX) && iface->amo_cpu) {
+        /* a small one on memory we cannot map: the target's progress, if it serves (behind
+         * the ep's served requests in flight, in the ring's order) */
+        if ((mapped == NULL) && (comp != NULL) && (length <= UCT_RDMACH_SERVE_RMA_MAX) &&
+            iface->amo_cpu) {
             status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr, NULL, length,
                                                 unpack_cb, arg, comp);
             if (status != UCS_ERR_UNSUPPORTED) {

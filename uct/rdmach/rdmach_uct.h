@@ -230,6 +230,8 @@ typedef struct uct_rdmach_ep {
                                        * and served puts and gets */
     ucs_time_t           serve_rma_after; /* no served put or get before this time: the
                                        * target did not serve the last one in time */
+    ucs_time_t           serve_seen;  /* the target last answered a served request: one
+                                       * queued behind others is timed from here */
     uint8_t              fenced;      /* UCT_RDMACH_FENCE_*: blocked (super.blocked) behind
                                        * operations that run on after return */
 } uct_rdmach_ep_t;
