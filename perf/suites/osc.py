@@ -8,7 +8,8 @@ calls, Lock_all), measured by perf/mpi_osc.c (2 ranks, rank 1 the passive target
             its own Win_lock/Win_unlock; accumulate, get_accumulate, fetch_and_op and
             compare_and_swap (8 B, flush); all on a Win_allocate window
   windows   put, get and fetch_and_op 8 B on Win_create and dynamic windows (flush)
-  bw        64 puts or gets then one flush, 64 KiB and 1 MiB (Win_allocate), 1 MiB dynamic
+  bw        64 puts or gets then one flush, 64 KiB and 1 MiB (Win_allocate), 1 MiB dynamic,
+            8 B and 4 KiB on Win_create (the rate of small operations on malloc'd memory)
   overlap   MPI_Rget / compute / MPI_Wait / MPI_Rput / compute / MPI_Wait / flush, with the
             computation calibrated to the communication: overlap in percent, 64 KiB-4 MiB
   lockall   one passive epoch: Win_lock_all, an 8-byte put, Win_unlock_all
@@ -53,6 +54,7 @@ RUNS = [("lat", ["-m", "lat", "-y", "flush", "-o", "put,get,acc,gacc,fop,cas", "
         ("windows", ["-m", "lat", "-W", "dynamic", "-o", "put,get,fop", "-s", "8"]),
         ("bw", ["-m", "bw", "-s", "64K,1M"]),
         ("bw", ["-m", "bw", "-W", "dynamic", "-s", "1M"]),
+        ("bw", ["-m", "bw", "-W", "create", "-s", "8,4K"]),
         ("overlap", ["-m", "overlap", "-s", "64K,512K,4M"]),
         ("lockall", ["-m", "lockall"])]
 
