@@ -40,7 +40,6 @@ typedef struct uct_rdmach_serve_rec {
     uint8_t             bits;
 } UCS_S_PACKED uct_rdmach_serve_rec_t;
 
-
 #define UCT_RDMACH_AMO_CPU_OP(_type, _ptr, _op, _value, _compare) \
     ({ \
         _type *_p = (_type*)(_ptr), _v = (_type)(_value), _c = (_type)(_compare); \

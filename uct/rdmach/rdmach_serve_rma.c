@@ -187,10 +187,13 @@ void uct_rdmach_serve_rma_done(uct_rdmach_amo_t *req, uint64_t t)
     if (comp != NULL) {
         uct_invoke_completion(comp, status);
     } else if (status != UCS_OK) {
-        /* a put the caller was told was done: the ep is in error from now on */
-        ucs_error("rdmach: %u-byte put at 0x%" PRIx64 " in pid %d failed: %s", req->length,
-                  req->word, ep->super.pid, ucs_status_string(status));
-        ucx_ext_ep_set_failed(&ep->super, status);
+        /* a put the caller was told was done: the ep is in error from now on (a peer
+         * that has gone is no surprise: the peer watch reports it too) */
+        ucs_log((status == UCS_ERR_UNREACHABLE) ? UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_ERROR,
+                "rdmach: %u-byte put at 0x%" PRIx64 " in pid %d failed: %s", req->length,
+                req->word, ep->super.pid, ucs_status_string(status));
+        ucx_ext_ep_set_failed(&ep->super, (status == UCS_ERR_UNREACHABLE) ?
+                                          UCS_ERR_ENDPOINT_TIMEOUT : status);
     }
 }
 
