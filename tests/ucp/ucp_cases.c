@@ -310,6 +310,17 @@ static void bg_fill(uint8_t *p, size_t off, size_t len)
 
 /* ---- rma ---- */
 
+/* Target: exposes len bytes filled with the background pattern, then syncs with the
+ * initiator, so that the region is filled before the first put lands. */
+static int expose_filled(up_t *u, region_t *r, size_t len)
+{
+    if (expose(u, r, len) != 0) {
+        return -1;
+    }
+    bg_fill(r->addr, 0, r->len);
+    return (pair_sync(u->pair, 1) != 0) ? -1 : 0;
+}
+
 int up_rma_case(up_t *u)
 {
     static const size_t sizes[] = {1, 8, 4099, 65537, 4u << 20};
@@ -328,11 +339,7 @@ int up_rma_case(up_t *u)
     int ok = 1;
 
     if (u->pair->role == PAIR_TARGET) {
-        if (expose(u, &region, RMA_REGION) != 0) {
-            return 0;
-        }
-        bg_fill(region.addr, 0, region.len);
-        if (pair_sync(u->pair, 1) != 0) {   /* filled before the first put lands */
+        if (expose_filled(u, &region, RMA_REGION) != 0) {
             return 0;
         }
         /* puts are checked on request; gets need nothing but progress */
@@ -431,11 +438,7 @@ int up_rma_quiet_case(up_t *u)
     int ok = 1;
 
     if (u->pair->role == PAIR_TARGET) {
-        if (expose(u, &region, QUIET_REGION) != 0) {
-            return 0;
-        }
-        bg_fill(region.addr, 0, region.len);
-        if (pair_sync(u->pair, 1) != 0) {
+        if (expose_filled(u, &region, QUIET_REGION) != 0) {
             return 0;
         }
         usleep(QUIET_US);   /* no progress: the initiator's puts and gets go on without us */

@@ -127,7 +127,22 @@ static uint64_t uct_rdmach_amo_apply(const uct_rdmach_amo_t *req, uint64_t old)
     }
 }
 
-/* The request goes back to the pool; its ep and iface have one atomic less in flight. */
+uct_rdmach_amo_t *uct_rdmach_amo_take(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep,
+                                      unsigned kind, uct_completion_t *comp, void *result)
+{
+    uct_rdmach_amo_t *req = iface->amo_free;
+
+    iface->amo_free = req->next_free;
+    req->ep         = ep;
+    req->kind       = (uint8_t)kind;
+    req->user_comp  = comp;
+    req->result     = result;
+    ++ep->amo_busy;
+    ++iface->amo_inflight;
+    return req;
+}
+
+/* The request goes back to the pool; its ep and iface have one request less in flight. */
 void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req)
 {
     --req->ep->amo_busy;
@@ -324,16 +339,11 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
         !ucs_queue_is_empty(&iface->amo_stalled)) {
         return UCS_ERR_NO_RESOURCE;
     }
-    req             = iface->amo_free;
-    iface->amo_free = req->next_free;
-    req->ep         = ep;
-    req->user_comp  = comp;
-    req->result     = result;
+    req             = uct_rdmach_amo_take(iface, ep, UCT_RDMACH_AMO_ATOMIC, comp, result);
     req->word       = word;
     req->rkey       = key->key;
     req->op         = (uint8_t)op;
     req->bits       = (uint8_t)bits;
-    req->kind       = UCT_RDMACH_AMO_ATOMIC;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     req->shift      = (uint8_t)((remote_addr - word) * 8);
 #else
@@ -347,8 +357,6 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
     /* a word seen lately: compare-and-swap against its last value at once */
     req->reading    = !req->direct && (UCT_RDMACH_AMO_SEEN(iface, word)->word != word);
     req->expect     = req->reading ? 0 : UCT_RDMACH_AMO_SEEN(iface, word)->value;
-    ++ep->amo_busy;
-    ++iface->amo_inflight;
     UCT_RDMACH_COUNT(tx_atomic, 1);
 
     if (iface->amo_cpu) {

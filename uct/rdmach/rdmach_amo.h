@@ -63,6 +63,11 @@ struct uct_rdmach_amo {
     ucs_time_t        sent;
 };
 
+/* A request from the iface's pool (amo_free must not be NULL) for ep; ep and iface count it
+ * in flight until uct_rdmach_amo_release. */
+uct_rdmach_amo_t *uct_rdmach_amo_take(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep,
+                                      unsigned kind, uct_completion_t *comp, void *result);
+
 /* ---- served puts and gets (rdmach_serve_rma.c) ---- */
 
 /* How long a served put or get may wait for its target to claim it: then its requester

@@ -351,8 +351,8 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
         return ucx_ext_ep_no_resource(&ep->super, 0);   /* behind a fence */
     }
     mapped = uct_rdmach_ep_mapped(rkey, remote_addr, length);
-    if ((mapped == NULL) && (cnt == 1) && (length <= UCT_RDMACH_SERVE_RMA_MAX) &&
-        iface->amo_cpu && (write || (comp != NULL))) {
+    if ((mapped == NULL) && (cnt == 1) && uct_rdmach_serve_rma_fits(iface, length) &&
+        (write || (comp != NULL))) {
         /* a small put or get on memory we cannot map: the target's progress, if it serves
          * (a put is done at return: its bytes are copied; a get copies at the reply). It
          * may follow the ep's served requests in flight: the target serves the ring's
@@ -517,8 +517,7 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
         }
         /* a small one on memory we cannot map: the target's progress, if it serves (behind
          * the ep's served requests in flight, in the ring's order) */
-        if ((mapped == NULL) && (comp != NULL) && (length <= UCT_RDMACH_SERVE_RMA_MAX) &&
-            iface->amo_cpu) {
+        if ((mapped == NULL) && (comp != NULL) && uct_rdmach_serve_rma_fits(iface, length)) {
             status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr, NULL, length,
                                                 unpack_cb, arg, comp);
             if (status != UCS_ERR_UNSUPPORTED) {

@@ -59,9 +59,7 @@ ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, uint32_t rkey,
     uct_rdmach_amo_t *req;
     ucs_time_t now;
 
-    if (!iface->amo_cpu || (iface->amo_free == NULL) || (ep->peer == NULL) ||
-        (length == 0) || (length > UCT_RDMACH_SERVE_RMA_MAX) ||
-        ((put_data == NULL) && (comp == NULL))) {
+    if ((iface->amo_free == NULL) || (ep->peer == NULL)) {
         return UCS_ERR_UNSUPPORTED;
     }
     now = ucs_get_time();
@@ -72,14 +70,11 @@ ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, uint32_t rkey,
     if (hdr == NULL) {
         return UCS_ERR_UNSUPPORTED;   /* a full ring: the target is not reading it now */
     }
-    req             = iface->amo_free;
-    iface->amo_free = req->next_free;
-    req->ep         = ep;
-    req->user_comp  = comp;
-    req->result     = NULL;
+    req             = uct_rdmach_amo_take(iface, ep, (put_data != NULL) ? UCT_RDMACH_AMO_PUT :
+                                                                          UCT_RDMACH_AMO_GET,
+                                          comp, NULL);
     req->word       = remote_addr;
     req->rkey       = rkey;
-    req->kind       = (put_data != NULL) ? UCT_RDMACH_AMO_PUT : UCT_RDMACH_AMO_GET;
     req->length     = (uint32_t)length;
     req->unpack_cb  = unpack_cb;
     req->unpack_arg = unpack_arg;
@@ -98,8 +93,6 @@ ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, uint32_t rkey,
     rec->length     = (uint32_t)length;
     rec->write      = (put_data != NULL);
     rdmach_tx_commit(ep->tx, hdr, UCT_RDMACH_AM_SERVE_RMA, sizeof(*rec));
-    ++ep->amo_busy;
-    ++iface->amo_inflight;
     ucs_queue_push(&iface->amo_served, &req->stalled);
     return (put_data != NULL) ? UCS_OK : UCS_INPROGRESS;
 }
@@ -115,7 +108,8 @@ void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, const void *data, uint32_t 
         return;
     }
     memcpy(&rec, data, sizeof(rec));
-    if (!uct_rdmach_serve_reply_valid(&rec.replies, rec.slot) || (rec.length == 0) || (rec.length > UCT_RDMACH_SERVE_RMA_MAX) || (rec.write > 1) ||
+    if (!uct_rdmach_serve_reply_valid(&rec.replies, rec.slot) || (rec.length == 0) ||
+        (rec.length > UCT_RDMACH_SERVE_RMA_MAX) || (rec.write > 1) ||
         (rec.token & ~UCT_RDMACH_SERVE_TOKENS)) {
         uct_rdmach_counters.rx.corrupt++;
         return;

@@ -232,8 +232,9 @@ typedef struct rdmach_shm_copy_req {
 
 /* Reader: opens a job on the desk of peer's owner that moves len bytes between local and
  * remote_addr in the owner (write: to it); own: our segment, which the owner knows us by;
- * split: about how many chunks to cut it into, at least 1 (1: whole, one taker). Nothing is copied yet:
- * the owner may start at once, we at the first advance. 0, or -EBUSY: the desk is full. */
+ * split: about how many chunks to cut it into, at least 1 (1: whole, one taker). Nothing is
+ * copied yet: the owner may start at once, we at the first advance. 0, or -EBUSY: the desk
+ * is full. */
 int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                          unsigned long long peer_start, const rdmach_shm_seg_t *own,
                          void *local, uint64_t remote_addr, void *mapped, size_t len,

@@ -328,8 +328,17 @@ void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface);
 /* A served atomic's record, at the target. */
 void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length);
 unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface);
-/* A put or get of length <= UCT_RDMACH_SERVE_RMA_MAX bytes on a key we cannot map, served
- * by the target's progress unless it failed to serve one lately (rdmach_serve_rma.c):
+/* A put or get of length bytes (> 0) on a key we cannot map may be served by the target
+ * (rdmach_serve_rma.c): on shared memory (CPU atomics: the served requests' pool and reply
+ * segment), up to UCT_RDMACH_SERVE_RMA_MAX bytes. A get needs a completion. */
+static UCS_F_ALWAYS_INLINE int uct_rdmach_serve_rma_fits(const uct_rdmach_iface_t *iface,
+                                                         size_t length)
+{
+    return iface->amo_cpu && (length <= UCT_RDMACH_SERVE_RMA_MAX);
+}
+
+/* A put or get that uct_rdmach_serve_rma_fits, served by the target's progress unless it
+ * failed to serve one lately, the ring is full or the pool is empty (rdmach_serve_rma.c):
  * UCS_OK (a put: done as far as the caller goes; the ep's flush waits for it),
  * UCS_INPROGRESS (a get: comp follows, after unpack_cb), or UCS_ERR_UNSUPPORTED when it
  * goes the one-sided way instead (process_vm). */
