@@ -1392,6 +1392,78 @@ TEST(UdzFlow, WindowFullEagainThenResources)
     EXPECT_TRUE(a->failed.empty());
 }
 
+/* Packets a can send to b before the window is full (b not answering meanwhile); the sends
+ * are taken back by running until b, alive again, has acked them. */
+static unsigned fill_window(Node *a, Node *b, udz_peer_t *pab)
+{
+    int err = 0;
+    unsigned sent = 0;
+    b->ep->dead = true;
+    while (udz_send_begin(a->core, pab, &err) != nullptr) {
+        EXPECT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 0, 4));
+        sent++;
+    }
+    EXPECT_EQ(-EAGAIN, err);
+    return sent;
+}
+
+static void drain(Harness &h, Node *a, Node *b)
+{
+    b->ep->dead = false;
+    ASSERT_TRUE(h.run_until([&] { return udz_core_idle(a->core); }, h.cfg.peer_timeout_ns / 2));
+}
+
+/* An adaptive window (tx_window_min below tx_window) halves at every go-back down to the
+ * floor, grows back by a packet per eight acked, and a fixed one never moves. */
+TEST(UdzFlow, AdaptiveWindowHalvesOnLossAndGrowsBack)
+{
+    udz_config_t c = default_cfg();
+    c.tx_window     = 64;
+    c.tx_window_min = 16;
+    Harness h(53, c);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    size_t delivered = 0;
+
+    EXPECT_EQ(64u, fill_window(a, b, pab));
+    /* b silent: the RTO goes back, once per timeout, each time halving */
+    ASSERT_TRUE(h.run_until([&] { return a->cnt.window_cuts >= 2; }, h.cfg.peer_timeout_ns / 4));
+    drain(h, a, b);
+    delivered += 64;
+    /* at the floor (16) plus 64 acked / 8 = 24, whatever the cuts beyond the second */
+    EXPECT_EQ(24u, fill_window(a, b, pab));
+    drain(h, a, b);
+    delivered += 24;
+    /* a clean path gives the rest back: (64 - 27) x 8 packets acked */
+    for (unsigned i = 0; i < 400; ++i) {
+        int err = 0;
+        ASSERT_NE(nullptr, udz_send_begin(a->core, pab, &err));
+        ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 0, 4));
+        delivered++;
+        ASSERT_TRUE(h.run_until([&] { return udz_core_idle(a->core); }));
+    }
+    EXPECT_EQ(64u, fill_window(a, b, pab));
+    drain(h, a, b);
+    delivered += 64;
+    ASSERT_TRUE(h.run_until([&] { return b->ams.size() == delivered; }));
+    EXPECT_TRUE(a->failed.empty());
+}
+
+TEST(UdzFlow, FixedWindowIgnoresLoss)
+{
+    Harness h(54);      /* tx_window_min 0: fixed */
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+
+    EXPECT_EQ(h.cfg.tx_window, fill_window(a, b, pab));
+    ASSERT_TRUE(h.run_until([&] { return a->cnt.retransmit >= 2 * h.cfg.tx_window; },
+                            h.cfg.peer_timeout_ns / 4));
+    drain(h, a, b);
+    EXPECT_EQ(h.cfg.tx_window, fill_window(a, b, pab));
+    drain(h, a, b);
+    EXPECT_EQ(0u, a->cnt.window_cuts);
+}
+
 TEST(UdzFlow, PoolEmptyEagainThenResources)
 {
     udz_config_t c = default_cfg();
@@ -1671,6 +1743,7 @@ TEST(UdzCore, ConfigValidated)
     EXPECT_TRUE(bad([](udz_config_t &c) { c.chunk_size = 65500; }));
     EXPECT_TRUE(bad([](udz_config_t &c) { c.tx_window = 0; }));
     EXPECT_TRUE(bad([](udz_config_t &c) { c.tx_pool = c.tx_window - 1; }));
+    EXPECT_TRUE(bad([](udz_config_t &c) { c.tx_window_min = c.tx_window + 1; }));
     EXPECT_TRUE(bad([](udz_config_t &c) { c.channels = 0; }));
     EXPECT_TRUE(bad([](udz_config_t &c) { c.channels = UDZ_MAX_CHANNELS + 1; }));
     EXPECT_TRUE(bad([](udz_config_t &c) { c.rx_batch = 0; }));

@@ -249,6 +249,7 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
     if ((cfg->seg_size < UDZ_HDR_LEN + 64) || (cfg->seg_size > wire_ops->max_dgram) ||
         (cfg->chunk_size == 0) || (cfg->chunk_size + UDZ_HDR_LEN > wire_ops->max_dgram) ||
         (cfg->tx_window == 0) || (cfg->tx_window > 32768) || (cfg->tx_pool < cfg->tx_window) ||
+        (cfg->tx_window_min > cfg->tx_window) ||
         (cfg->channels == 0) || (cfg->channels > UDZ_MAX_CHANNELS) || (cfg->rx_batch == 0) ||
         (cfg->rx_batch > UDZ_BATCH_MAX) || (cfg->zc_max < cfg->chunk_size) ||
         (cfg->ack_every == 0) ||

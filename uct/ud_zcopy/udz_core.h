@@ -71,6 +71,9 @@ typedef struct udz_config {
                                  * peer on this host); 0 or chunk_size: every transfer uses
                                  * chunk_size */
     unsigned tx_window;         /* unacked reliable packets per peer */
+    unsigned tx_window_min;     /* 0 or tx_window: the window is fixed. Else a peer's window
+                                 * halves at every go-back down to this, and grows back by one
+                                 * packet per eight acked (udz_stream.c, peer_window) */
     unsigned tx_pool;           /* send buffers per core, shared by all peers */
     unsigned ack_every;         /* standalone ack after this many unacked received packets */
     uint64_t ack_delay_ns;      /* ... or after this delay */
@@ -91,13 +94,14 @@ typedef struct udz_config {
  * owner resends the first missing chunks and probes the tail); tx_runs: send calls that took
  * several stream packets to one peer at once (send coalescing and go-back resends: one UDP GSO
  * run each), tx_coalesced: the packets that went in them; zpath_gets: gets whose chunks were
- * larger than chunk_size, as the path to the peer allows (chunk_max). */
+ * larger than chunk_size, as the path to the peer allows (chunk_max); window_cuts: go-backs
+ * that halved a peer's adaptive send window (tx_window_min). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
-    _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets)
+    _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -90,7 +90,10 @@ struct udz_peer {
     uint64_t     last_progress_live; /* live clock when it last acked something new */
     uint64_t     last_tx_ns;        /* last (re)transmission of the oldest unacked packet */
     uint64_t     ack_due_ns;        /* when the owed ack must go at the latest */
-    uint64_t     nak_ns;            /* when we last NAKed / went back on a NAK */
+    uint32_t     nak_us;            /* when we last NAKed / went back on a NAK (microseconds,
+                                     * wrapping: only differences up to an RTO matter) */
+    uint32_t     window8;           /* adaptive send window in eighths of a packet (0: the
+                                     * largest; peer_window in udz_stream.c) */
     uint32_t     next_psn;          /* next psn to send */
     uint32_t     rx_expected;       /* next psn to deliver */
     uint32_t     get_seq;           /* gets issued, for flush */

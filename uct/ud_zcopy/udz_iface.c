@@ -31,9 +31,13 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "loopback whatever the device: 65475 bytes).",
      ucs_offsetof(uct_udz_iface_config_t, chunk_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"TX_WINDOW", "128",
-     "Reliable datagrams in flight (sent, not yet acked) per peer.",
-     ucs_offsetof(uct_udz_iface_config_t, tx_window), UCS_CONFIG_TYPE_UINT},
+    {"TX_WINDOW", "auto",
+     "Reliable datagrams in flight (sent, not yet acked) per peer, 1..32768. auto: 2 MiB of\n"
+     "full-size datagrams, from 128 to half of TX_POOL: 128 of 16 KiB through loopback, 512\n"
+     "across a 1500-byte MTU (where 128 would leave 180 KiB in flight); 128 over InfiniBand UD.\n"
+     "An auto window above 128 halves at every go-back (loss), down to 128, and grows back\n"
+     "while packets are acked; a number is a fixed window.",
+     ucs_offsetof(uct_udz_iface_config_t, tx_window), UCS_CONFIG_TYPE_ULUNITS},
 
     {"TX_POOL", "1024",
      "Send buffers per iface, shared by all peers (memory grows with traffic in flight, not\n"
@@ -363,7 +367,6 @@ static ucs_status_t uct_udz_iface_flush(uct_iface_h tl_iface, unsigned flags,
 /* Knob ranges; the limits from the wire and the rules between knobs follow in
  * uct_udz_config_check. Sizes stay below 1e18: "auto" is not a size here. */
 static const ucx_ext_knob_t uct_udz_knobs[] = {
-    UCX_EXT_KNOB(uct_udz_iface_config_t, "TX_WINDOW", tx_window, UINT, 1, 32768),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "RTO", rto, DOUBLE, 1e-6, 60),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "CHANNELS", channels, UINT, 1, UDZ_MAX_CHANNELS),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, 1e18),
@@ -411,11 +414,14 @@ static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t
                                     "CHUNK_SIZE must be auto or between 256 and %zu",
                                     max_dgram - UDZ_HDR_LEN);
     }
-    if (c->tx_pool < c->tx_window) {
+    if ((c->tx_window != UCS_ULUNITS_AUTO) && ((c->tx_window < 1) || (c->tx_window > 32768))) {
+        return uct_udz_config_error("TX_WINDOW", "must be auto or between 1 and 32768");
+    }
+    if ((c->tx_window != UCS_ULUNITS_AUTO) && (c->tx_pool < c->tx_window)) {
         return uct_udz_config_error("TX_POOL", "must be at least TX_WINDOW");
     }
-    if ((c->ack_every == 0) || (c->ack_every > c->tx_window)) {
-        return uct_udz_config_error("ACK_EVERY", "must be between 1 and TX_WINDOW");
+    if ((c->ack_every == 0) || (c->ack_every > ucs_min(c->tx_window, c->tx_pool))) {
+        return uct_udz_config_error("ACK_EVERY", "must be between 1 and TX_WINDOW (and TX_POOL)");
     }
     if ((c->ack_delay < 0) || (c->ack_delay >= c->rto)) {
         return uct_udz_config_error("ACK_DELAY", "must be shorter than RTO");
@@ -435,6 +441,30 @@ static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t
                                     "and at most 64M chunks");
     }
     return UCS_OK;
+}
+
+/* The send window per peer. A count of datagrams bounds the bytes in flight by the path's
+ * datagram size: the former 128 were 2 MiB through loopback (16 KiB datagrams) but 180 KiB
+ * across a 1500-byte MTU, where a window of 64 eager 16 KiB messages stalled on it (about one
+ * NO_RESOURCE per message) and Open MPI's bi-directional bandwidth of 16-32 KiB messages ran
+ * 12-16% below what 512 gives (1024 gained nothing more). auto: 2 MiB of full-size datagrams,
+ * from 128 to half of the pool every peer shares. A go-back costs the whole window, so a
+ * window above 128 shrinks under loss down to 128 (udz_config_t.tx_window_min): with a fixed
+ * 512, 1% loss cost 16 KiB messages 4x the retransmissions and a quarter of their bandwidth.
+ * A wire that posts receives ahead (InfiniBand UD) drops what finds none posted, so it keeps
+ * 128: more was not measured there. */
+static unsigned uct_udz_tx_window(const uct_udz_iface_config_t *c, const udz_wire_ops_t *wops,
+                                  size_t seg_size)
+{
+    size_t w;
+
+    if (c->tx_window != UCS_ULUNITS_AUTO) {
+        return (unsigned)c->tx_window;
+    }
+    w = wops->posts_ahead ? UCT_UDZ_TX_WINDOW_MIN :
+        ucs_max(UCT_UDZ_TX_WINDOW_BYTES / seg_size, UCT_UDZ_TX_WINDOW_MIN);
+    w = ucs_min(w, c->tx_pool / 2);
+    return (unsigned)ucs_max(w, c->ack_every);
 }
 
 UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
@@ -517,7 +547,9 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
         self->cookie = ucs_generate_uuid((uintptr_t)self);
     }
 
-    cc.tx_window       = config->tx_window;
+    cc.tx_window       = uct_udz_tx_window(config, self->wops, cc.seg_size);
+    cc.tx_window_min   = (config->tx_window == UCS_ULUNITS_AUTO) ?
+                         ucs_min(cc.tx_window, UCT_UDZ_TX_WINDOW_MIN) : cc.tx_window;
     cc.tx_pool         = config->tx_pool;
     cc.ack_every       = config->ack_every;
     cc.ack_delay_ns    = (uint64_t)(config->ack_delay * 1e9);
@@ -558,8 +590,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
         return status;
     }
     ucs_debug("ud_zcopy iface %p on %s, %s wire %s: seg %zu chunk %zu (up to %zu as a path "
-              "allows), %u channels", self, self->ifname, self->wops->name, wattr.desc,
-              cc.seg_size, cc.chunk_size, cc.chunk_max, cc.channels);
+              "allows), window %u, %u channels", self, self->ifname, self->wops->name,
+              wattr.desc, cc.seg_size, cc.chunk_size, cc.chunk_max, cc.tx_window, cc.channels);
     return UCS_OK;
 }
 

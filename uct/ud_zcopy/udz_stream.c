@@ -221,6 +221,54 @@ int udz_core_tx_held(const udz_core_t *core)
     return core->hold_n != 0;
 }
 
+/* At most one NAK, and one go-back on a NAK, per peer every rto/4; 1 (and the time taken)
+ * if one is due now. The stamp is 32 bits of microseconds, so that the peer record keeps its
+ * size: it wraps after 71 minutes, where at worst one NAK waits rto/4 more. */
+static inline int nak_due(udz_core_t *core, udz_peer_t *p)
+{
+    uint32_t now_us = (uint32_t)(core->now / 1000);
+
+    if ((uint64_t)(uint32_t)(now_us - p->nak_us) * 1000 < core->cfg.rto_ns / 4) {
+        return 0;
+    }
+    p->nak_us = now_us;
+    return 1;
+}
+
+/* ---- the send window ----
+ *
+ * A go-back resends every unacked packet, so what one loss costs grows with the window. A
+ * window sized for a loss-free path (tx_window; 512 across a 1500-byte MTU) is therefore
+ * adaptive when tx_window_min is below it: each go-back halves the peer's window down to
+ * tx_window_min, and every eight packets acked without one give a packet back. Under steady
+ * loss the window stays at the floor, the fixed window of before; a clean path soon has the
+ * whole window again. */
+static inline unsigned peer_window(const udz_core_t *core, const udz_peer_t *p)
+{
+    return (p->window8 == 0) ? core->cfg.tx_window : (p->window8 >> 3);
+}
+
+static void peer_window_cut(udz_core_t *core, udz_peer_t *p)
+{
+    unsigned w = peer_window(core, p) / 2;
+
+    if ((core->cfg.tx_window_min == 0) || (core->cfg.tx_window_min >= core->cfg.tx_window)) {
+        return;     /* fixed */
+    }
+    p->window8 = ((w > core->cfg.tx_window_min) ? w : core->cfg.tx_window_min) << 3;
+    core->cnt->window_cuts++;
+}
+
+static inline void peer_window_grow(udz_core_t *core, udz_peer_t *p, unsigned acked)
+{
+    if (__builtin_expect(p->window8 != 0, 0)) {
+        p->window8 += acked;
+        if (p->window8 >= (core->cfg.tx_window << 3)) {
+            p->window8 = 0;     /* whole again */
+        }
+    }
+}
+
 /* Go back: resend every unacked packet, asking for an ack on the last one. Packets held for
  * coalescing go with them, for the first time; on a wire with coalesced sends the whole
  * resend goes as runs. */
@@ -229,6 +277,7 @@ static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
     udz_skb_t *skb, *fresh = NULL;
     int first = 1;
 
+    peer_window_cut(core, p);
     if (core->hold_n != 0) {
         if (core->hold_peer == p) {
             fresh = core->hold;
@@ -288,7 +337,7 @@ void *udz_send_begin(udz_core_t *core, udz_peer_t *peer, int *err)
         *err = -EPIPE;
         return NULL;
     }
-    if ((peer->unacked_count >= core->cfg.tx_window) || ((skb = skb_get(core)) == NULL)) {
+    if ((peer->unacked_count >= peer_window(core, peer)) || ((skb = skb_get(core)) == NULL)) {
         core->starved = 1;
         *err = -EAGAIN;
         return NULL;
@@ -350,7 +399,7 @@ int udz_send_commit(udz_core_t *core, uint8_t type, uint8_t am_id, size_t len)
     p->unacked_count++;
     peer_activate(core, p);
     stream_xmit_new(core, p, skb,
-                    ((unsigned)p->unacked_count + 1 >= core->cfg.tx_window) ? UDZ_F_ACK_REQ : 0,
+                    ((unsigned)p->unacked_count + 1 >= peer_window(core, p)) ? UDZ_F_ACK_REQ : 0,
                     total);
     return 0;
 }
@@ -443,7 +492,7 @@ int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *r
 void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
 {
     udz_skb_t *skb;
-    int freed = 0;
+    unsigned freed = 0;
 
     if ((core->hold_n != 0) && (core->hold_peer == p)) {
         stream_hold_flush(core);    /* an ack can only name what went */
@@ -458,7 +507,7 @@ void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
             rtt_sample(p, core->now - skb->sent_ns);   /* the newest packet this ack covers */
         }
         skb_release(core, skb, 0);
-        freed = 1;
+        freed++;
     }
     if (p->unacked == NULL) {
         p->unacked_tail = NULL;
@@ -467,10 +516,10 @@ void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
         p->last_progress_live = core->live;
         p->last_tx_ns = core->now;
         p->backoff = 0;     /* forward progress: the path works (Karn only guards samples) */
+        peer_window_grow(core, p, freed);
     }
     if ((flags & UDZ_F_NAK) && (p->unacked != NULL) && (p->unacked->psn == ack) &&
-        (core->now - p->nak_ns >= core->cfg.rto_ns / 4)) {
-        p->nak_ns = core->now;
+        nak_due(core, p)) {
         peer_retransmit(core, p);
     }
     if (freed && core->starved) {
@@ -497,8 +546,7 @@ int stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
         p->ack_now = 1;         /* our ack was lost: repeat it */
     } else {
         core->cnt->rx_ooo++;    /* a gap: ask for a go-back, at most every rto/4 */
-        if (core->now - p->nak_ns >= core->cfg.rto_ns / 4) {
-            p->nak_ns = core->now;
+        if (nak_due(core, p)) {
             send_ack(core, p, UDZ_F_NAK);
         }
     }

@@ -81,11 +81,16 @@ typedef struct uct_udz_host_id {
                              * and a GID is 16) */
 } UCS_S_PACKED uct_udz_host_id_t;
 
+/* TX_WINDOW auto (udz_iface.c): bytes of full-size datagrams in flight per peer, and the
+ * window a peer's falls back to under loss. */
+#define UCT_UDZ_TX_WINDOW_BYTES (2ul << 20)
+#define UCT_UDZ_TX_WINDOW_MIN   128
+
 typedef struct uct_udz_iface_config {
     uct_iface_config_t super;
     size_t             seg_size;
     size_t             chunk_size;
-    unsigned           tx_window;
+    unsigned long      tx_window;   /* UCS_ULUNITS_AUTO: uct_udz_tx_window */
     unsigned           tx_pool;
     unsigned           ack_every;
     double             ack_delay;
