@@ -95,7 +95,7 @@ typedef struct udz_config {
  * several stream packets to one peer at once (send coalescing and go-back resends: one UDP GSO
  * run each), tx_coalesced: the packets that went in them; zpath_gets: gets whose chunks were
  * larger than chunk_size, as the path to the peer allows (chunk_max); window_cuts: go-backs
- * that halved a peer's adaptive send window (tx_window_min). */
+ * under an adaptive send window (each halves it, down to tx_window_min). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
