@@ -308,6 +308,31 @@ static void bg_fill(uint8_t *p, size_t off, size_t len)
     }
 }
 
+/* A get of len bytes from the target's background pattern at off, into buf, checked: 1, or
+ * 0 with the reason logged. */
+static int get_bg_checked(up_t *u, uint8_t *buf, size_t len, uint64_t raddr, size_t off,
+                          ucp_rkey_h rkey)
+{
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    ucs_status_t status;
+    size_t i;
+
+    memset(buf, 0, len);
+    status = up_wait(u, ucp_get_nbx(u->ep, buf, len, raddr + off, rkey, &param));
+    if (status != UCS_OK) {
+        pair_log(u->pair, "get of %zu bytes: %s", len, ucs_status_string(status));
+        return 0;
+    }
+    for (i = 0; i < len; ++i) {
+        if (buf[i] != pair_pattern_byte(BG_SEED, off + i)) {
+            pair_log(u->pair, "get of %zu bytes from offset %zu: byte %zu is 0x%02x, expected "
+                     "0x%02x", len, off, i, buf[i], pair_pattern_byte(BG_SEED, off + i));
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* ---- rma ---- */
 
 /* Target: exposes len bytes filled with the background pattern, then syncs with the
@@ -403,23 +428,7 @@ int up_rma_case(up_t *u)
             if ((r > 0) && (sizes[i] > 8192)) {
                 continue;
             }
-            off = 128 + 3 * i;
-            memset(buf, 0, sizes[i]);
-            status = up_wait(u, ucp_get_nbx(u->ep, buf, sizes[i], raddr + off, rkey, &param));
-            if (status != UCS_OK) {
-                pair_log(u->pair, "get of %zu bytes: %s", sizes[i], ucs_status_string(status));
-                ok = 0;
-            } else {
-                for (bad = 0; (size_t)bad < sizes[i]; ++bad) {
-                    if (buf[bad] != pair_pattern_byte(BG_SEED, off + bad)) {
-                        pair_log(u->pair, "get of %zu bytes from offset %zu: byte %zd is 0x%02x, "
-                                 "expected 0x%02x", sizes[i], off, bad, buf[bad],
-                                 pair_pattern_byte(BG_SEED, off + bad));
-                        ok = 0;
-                        break;
-                    }
-                }
-            }
+            ok = get_bg_checked(u, buf, sizes[i], raddr, 128 + 3 * i, rkey);
         }
     }
     pair_sendf(u->pair, "check done");
@@ -491,21 +500,7 @@ int up_rma_quiet_case(up_t *u)
         }
     }
     for (i = 0, off = QUIET_REGION / 2; (i < n) && ok; off += sizes[i] + 64, ++i) {
-        memset(buf, 0, sizes[i]);
-        status = up_wait(u, ucp_get_nbx(u->ep, buf, sizes[i], raddr + off, rkey, &param));
-        if (status != UCS_OK) {
-            pair_log(u->pair, "get of %zu bytes: %s", sizes[i], ucs_status_string(status));
-            ok = 0;
-        } else {
-            for (bad = 0; (size_t)bad < sizes[i]; ++bad) {
-                if (buf[bad] != pair_pattern_byte(BG_SEED, off + bad)) {
-                    pair_log(u->pair, "get of %zu bytes from offset %zu: wrong byte at %zd",
-                             sizes[i], off, bad);
-                    ok = 0;
-                    break;
-                }
-            }
-        }
+        ok = get_bg_checked(u, buf, sizes[i], raddr, off, rkey);
     }
     /* all of it done while the target slept, or the test proves nothing */
     elapsed = pair_now() - start;

@@ -250,11 +250,12 @@ static inline unsigned peer_window(const udz_core_t *core, const udz_peer_t *p)
 
 static void peer_window_cut(udz_core_t *core, udz_peer_t *p)
 {
-    unsigned w = peer_window(core, p) / 2;
+    unsigned w;
 
     if ((core->cfg.tx_window_min == 0) || (core->cfg.tx_window_min >= core->cfg.tx_window)) {
         return;     /* fixed */
     }
+    w          = peer_window(core, p) / 2;
     p->window8 = ((w > core->cfg.tx_window_min) ? w : core->cfg.tx_window_min) << 3;
     core->cnt->window_cuts++;
 }
