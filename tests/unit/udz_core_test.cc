@@ -441,6 +441,22 @@ TEST(UdzAm, BidirectionalMix)
     am_streams(h, 3000, true);
 }
 
+/* A wire that lends its own buffers (UDP's control socket with GRO, udz_wire.h recv) on every
+ * other call: the core reads the lent datagrams in place and gives its own areas again before
+ * the next call, which scatters into them. The mem wire overwrites a lent buffer at the next
+ * call, so a lent pointer kept or scattered into would deliver junk. */
+TEST(UdzAm, LendingWireBothWaysUnderLoss)
+{
+    Harness h(19);
+    h.net.lend_mode = true;
+    h.net.imp.loss = 0.05;
+    h.net.imp.dup = 0.05;
+    h.net.imp.reorder = 0.05;
+    am_streams(h, 3000, true);
+    EXPECT_GT(h.net.st.lent, 1000u);
+    EXPECT_LT(h.net.st.lent, h.net.st.delivered);   /* and scattered ones too */
+}
+
 TEST(UdzAm, ManyPeersToOne)
 {
     const int npeers = 64;

@@ -63,7 +63,7 @@ struct Impair {
 
 struct Stats {
     uint64_t sent = 0, delivered = 0, lost = 0, dups = 0, reordered = 0, truncated = 0,
-             corrupted = 0, dead_drops = 0, overflow = 0, unreach = 0, no_recv = 0;
+             corrupted = 0, dead_drops = 0, overflow = 0, unreach = 0, no_recv = 0, lent = 0;
 };
 
 /* A data channel of a net in posted mode (MemNet::posted): a receive queue as an InfiniBand
@@ -99,6 +99,9 @@ struct Endpoint {
     PostedChan  pchan[UDZ_MAX_CHANNELS];
     udz_postq_t pq;
     udz_wire_counters_t wcnt{};
+    /* lend mode: what the last control receive lent, and how many calls there were */
+    std::vector<std::vector<uint8_t>> lent;
+    uint64_t lend_calls = 0;
 };
 
 class MemNet {
@@ -136,6 +139,11 @@ public:
     Impair  imp;
     Stats   st;
     bool    unreach_mode = false;   /* sends to a dead endpoint come back as 'unreach' */
+    /* Lend mode: every other receive call on a control channel lends its datagrams in the
+     * wire's own buffer (udz_wire.h recv) instead of scattering them; a lent buffer is
+     * overwritten with junk at the next call, so a core that kept a lent pointer, or
+     * scattered into a lent one, delivers garbage that the tests see. */
+    bool    lend_mode = false;
     /* Posted mode (set before adding endpoints; open through ops_posted()): the data channels
      * take datagrams only into receives posted ahead, as InfiniBand UD does, received through
      * the wire's engine for that (udz_postq.h). */
@@ -461,6 +469,15 @@ private:
     int recv(Endpoint *at, int chan, udz_rxmsg_t *msgs, int n) {
         Endpoint::Queue &q = at->chan[chan];
         int got = 0;
+        bool lend = false;
+
+        if (lend_mode && (chan == 0)) {
+            for (auto &b : at->lent) {
+                std::fill(b.begin(), b.end(), (uint8_t)0xdb);   /* valid until this call */
+            }
+            at->lent.clear();
+            lend = ((at->lend_calls++ & 1) != 0);
+        }
 
         if (at->dead) {
             q.q.clear();
@@ -484,6 +501,17 @@ private:
             m.trunc = 0;
             if (d.unreach) {
                 m.len = 0;
+                continue;
+            }
+            if (lend) {
+                at->lent.push_back(d.data);
+                size_t room = m.iov[0].iov_len + m.iov[1].iov_len;
+                m.iov[0].iov_base = at->lent.back().data();
+                m.iov[0].iov_len  = (d.data.size() < room) ? d.data.size() : room;
+                m.len   = m.iov[0].iov_len;
+                m.trunc = d.data.size() > room;
+                st.delivered++;
+                st.lent++;
                 continue;
             }
             size_t off = 0;

@@ -139,6 +139,17 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
 
 /* ---- progress ---- */
 
+/* Points the first n control slots at the core's own areas again. */
+static void rx_slots_reset(udz_core_t *core, int n)
+{
+    int j;
+
+    for (j = 0; j < n; ++j) {
+        core->rxmsgs[j].iov[0].iov_base = core->rxbuf + (size_t)j * core->cfg.seg_size;
+        core->rxmsgs[j].iov[0].iov_len  = core->cfg.seg_size;
+    }
+}
+
 unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
 {
     unsigned count = 0, i;
@@ -159,6 +170,7 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
         }
         core->nack = 0;
         count += (unsigned)n;
+        rx_slots_reset(core, n);    /* the wire may have lent its own buffers to them */
     }
     if (core->zrx_busy > 0) {
         for (i = 0; i < core->cfg.channels; ++i) {
@@ -244,7 +256,7 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
                             uint64_t cookie, udz_counters_t *counters, int *err)
 {
     udz_core_t *core;
-    unsigned i, batch;
+    unsigned batch;
 
     if ((cfg->seg_size < UDZ_HDR_LEN + 64) || (cfg->seg_size > wire_ops->max_dgram) ||
         (cfg->chunk_size == 0) || (cfg->chunk_size + UDZ_HDR_LEN > wire_ops->max_dgram) ||
@@ -287,10 +299,7 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
         *err = -ENOMEM;
         return NULL;
     }
-    for (i = 0; i < batch; ++i) {
-        core->rxmsgs[i].iov[0].iov_base = core->rxbuf + (size_t)i * cfg->seg_size;
-        core->rxmsgs[i].iov[0].iov_len  = cfg->seg_size;
-    }
+    rx_slots_reset(core, (int)batch);
     counters->peer_state_bytes += (core->hmask + 1) * sizeof(udz_peer_t*);
     return core;
 }

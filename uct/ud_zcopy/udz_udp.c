@@ -153,7 +153,7 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
      * send coalescing), which the kernel would otherwise cut and queue datagram by datagram;
      * received whole into the wire's buffers and cut there (udz_udp_recv_runs) */
     if (gro) {
-        u->ctl_buf = malloc((size_t)UDZ_UDP_CTL_BUFS * UDZ_UDP_RUN_BYTES);
+        u->ctl_buf = malloc((size_t)UDZ_UDP_CTL_BUFS * UDZ_UDP_CTL_STRIDE);
         u->ctl_gro = (u->ctl_buf != NULL) && (udz_udp_chan_set_gro(u->fd, 1) == 0);
         if (!u->ctl_gro) {
             free(u->ctl_buf);
@@ -311,21 +311,18 @@ long udz_udp_ctl_seg(const struct msghdr *mh, size_t rc)
     return ((size_t)gso == rc) ? 0 : gso;
 }
 
-/* Copies len bytes into a datagram slot (iov[0], then iov[1] if it has room): the slot's
- * length, truncated when it does not fit. */
+/* Lends a datagram of the wire's buffer to a slot (udz_wire.h recv): iov[0] points at it whole,
+ * and the slot's own areas stay untouched. A datagram longer than the slot's areas is reported
+ * truncated at their length, as a scatter into them would have been (the core drops it). */
 static void udz_udp_ctl_put(udz_rxmsg_t *m, const unsigned char *p, size_t len,
                             const udz_addr_t *src)
 {
-    size_t room0 = m->iov[0].iov_len, room1 = m->iov[1].iov_len, c0, c1;
+    size_t room = m->iov[0].iov_len + m->iov[1].iov_len;
 
-    c0 = (len < room0) ? len : room0;
-    c1 = (len - c0 < room1) ? len - c0 : room1;
-    memcpy(m->iov[0].iov_base, p, c0);
-    if (c1 > 0) {
-        memcpy(m->iov[1].iov_base, p + c0, c1);
-    }
-    m->len     = c0 + c1;
-    m->trunc   = (c0 + c1 < len);
+    m->iov[0].iov_base = (void*)p;
+    m->iov[0].iov_len  = (len < room) ? len : room;
+    m->len     = m->iov[0].iov_len;
+    m->trunc   = (len > room);
     m->unreach = 0;
     m->src     = *src;
 }
@@ -337,7 +334,7 @@ static int udz_udp_ctl_drain(udz_udp_t *u, udz_rxmsg_t *msgs, int j, int n)
     size_t len, seg, d;
 
     while ((j < n) && (u->ctl_i < u->ctl_n)) {
-        buf = u->ctl_buf + (size_t)u->ctl_i * UDZ_UDP_RUN_BYTES;
+        buf = u->ctl_buf + (size_t)u->ctl_i * UDZ_UDP_CTL_STRIDE;
         len = u->ctl_len[u->ctl_i];
         seg = u->ctl_seg[u->ctl_i];
         if (u->ctl_off < len) {
@@ -375,8 +372,9 @@ static void udz_udp_pend_signal(udz_udp_t *u)
 }
 
 /* The control socket with UDP_GRO: a recvmmsg into the wire's buffers (a coalesced run whole
- * in one, a small datagram alone in one), cut into the core's slots; what does not fit stays
- * for the next call, which receives nothing new until it is handed out. */
+ * in one, a small datagram alone in one), cut into the core's slots, each lent the datagram in
+ * place (no copy: it stays valid until the next call, which receives nothing new until what
+ * the buffers hold is handed out); what does not fit stays for the next call. */
 /* One recvmmsg of up to k datagrams on the control socket, with the idle and readiness
  * bookkeeping. 0: *rc datagrams came (0..k); 1: *rc is what recv returns (an ICMP error
  * reported into msgs, 0 for nothing now, or -errno). */
@@ -422,7 +420,7 @@ static int udz_udp_recv_runs(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
     k = (n < UDZ_UDP_CTL_BUFS) ? n : UDZ_UDP_CTL_BUFS;
     for (i = 0; i < k; ++i) {
         memset(&u->ctl_mm[i], 0, sizeof(u->ctl_mm[i]));
-        u->ctl_iov[i].iov_base = u->ctl_buf + (size_t)i * UDZ_UDP_RUN_BYTES;
+        u->ctl_iov[i].iov_base = u->ctl_buf + (size_t)i * UDZ_UDP_CTL_STRIDE;
         u->ctl_iov[i].iov_len  = UDZ_UDP_RUN_BYTES;
         u->ctl_mm[i].msg_hdr.msg_name       = &u->ctl_names[i];
         u->ctl_mm[i].msg_hdr.msg_namelen    = sizeof(u->ctl_names[i]);

@@ -40,6 +40,10 @@ extern "C" {
  * touches one page); RX_BATCH (64) of them would be 4 MiB. Small datagrams are still batched,
  * up to 16 per call (the core offers RX_BATCH, 32 by default). */
 #define UDZ_UDP_CTL_BUFS   16
+/* Their stride: a run's size and four cache lines, so that the buffers' first lines (where
+ * small datagrams and every run's first header land) fall into different cache sets; at a
+ * stride of 64 KiB all sixteen mapped to one set of L1 and of L2, more than their ways. */
+#define UDZ_UDP_CTL_STRIDE (UDZ_UDP_RUN_BYTES + 256u)
 
 /* Empty receives in a row after which the control socket counts as idle: from then on a poll
  * asks the readiness ring first (udz_udp_ready.c). About 30 us of polling at the ~0.5 us of
@@ -120,7 +124,7 @@ typedef struct udz_udp {
      * receives dropped as odd (truncated, gso_size 0 or beyond the run). pend_efd: an eventfd
      * in the epoll set (-1 until event_fd), readable while datagrams are held here. */
     int             ctl_gro;
-    unsigned char   *ctl_buf;                   /* UDZ_UDP_CTL_BUFS x UDZ_UDP_RUN_BYTES */
+    unsigned char   *ctl_buf;                   /* UDZ_UDP_CTL_BUFS x UDZ_UDP_CTL_STRIDE */
     int             ctl_n, ctl_i;
     size_t          ctl_off;
     size_t          ctl_len[UDZ_UDP_CTL_BUFS];

@@ -152,8 +152,10 @@ typedef struct udz_wire_ops {
      * send: n datagrams to the control endpoint dst. Returns how many went (0..n), or a
      * negative errno; a datagram that did not go is treated as lost (a timer resends it).
      * recv: up to n datagrams from peers, each scattered into msgs[i].iov as in chan_recv
-     * (the core gives the control endpoint one area per datagram). Returns how many arrived
-     * (0: none now), or a negative errno. */
+     * (the core gives the control endpoint one area per datagram), or lent: the wire points
+     * iov[0] at the whole datagram in a buffer of its own, valid until its next recv call
+     * (UDP with GRO: the run it came in; no copy), and the core gives its areas again before
+     * that call. Returns how many arrived (0: none now), or a negative errno. */
     int (*send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
     int (*recv)(void *wire, udz_rxmsg_t *msgs, int n);
     /* rx_idle (optional, NULL: never known): 1 when a recv now would certainly find nothing
