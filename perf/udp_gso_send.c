@@ -1,0 +1,199 @@
+/*
+ * udp_gso_send: what the kernel's send path costs ud_zcopy's eager messages across a network,
+ * without UCX. The sender sends N messages of 12 datagrams of 1,472 bytes (a 16 KiB eager
+ * message on a 1500-byte MTU, as ud_zcopy's send coalescing hands it to the kernel: one UDP GSO
+ * send) or the same bytes by TCP; the receiver reads them (UDP with UDP_GRO, as ud_zcopy's
+ * control socket does). Run each side in its own network namespace (tests/mpi/hosts.sh) and
+ * the sender under `perf record` to see where its time goes.
+ *
+ *   udp_gso_send recv  udp|tcp N
+ *   udp_gso_send send  DST_IPV4 gso|iov|tcp N [--pace US]
+ *
+ *   gso   one sendmsg per message from one contiguous buffer (UDP_SEGMENT 1472)
+ *   iov   the same from 12 buffers of a pool of 1,024 (ud_zcopy's packets), written first
+ *   tcp   non-blocking sends of the message's bytes, retried until all went
+ *   --pace  sleep US microseconds after every message (the receiver keeps up); otherwise
+ *           UDP pauses 200 us every 64 messages only (the receiver lags by up to 64)
+ *
+ * Prints the sender's microseconds in send calls per message and the rate; the receiver its
+ * rate and its largest single receive (a GSO run that crossed whole: 17,664).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define SEG   1472
+#define NSEG  12
+#define MSG   (SEG * NSEG)
+#define POOL  1024
+#define PORT  7777
+
+static double now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: udp_gso_send recv udp|tcp N\n"
+                    "       udp_gso_send send DST_IPV4 gso|iov|tcp N [--pace US]\n");
+    return 2;
+}
+
+static int do_recv(int tcp, long n)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PORT)};
+    int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0), one = 1, big = 8 << 20;
+    long bytes = 0, want = n * (long)MSG, maxr = 0;
+    static char buf[65536];
+    double t0 = 0;
+    ssize_t r;
+
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
+        perror("udp_gso_send: bind");
+        return 1;
+    }
+    if (tcp) {
+        listen(fd, 1);
+        fd = accept(fd, NULL, NULL);
+    } else if (setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
+        perror("udp_gso_send: UDP_GRO");
+        return 1;
+    }
+    while (bytes < want) {
+        r = recv(fd, buf, sizeof(buf), 0);
+        if (r <= 0) {
+            break;
+        }
+        if (t0 == 0) {
+            t0 = now();
+        }
+        bytes += r;
+        maxr = (r > maxr) ? r : maxr;
+    }
+    printf("recv %ld bytes, %.1f MB/s, largest receive %ld\n", bytes,
+           (double)bytes / (now() - t0) / 1e6, maxr);
+    return 0;
+}
+
+static int do_send(const char *dst, const char *mode, long n, long pace)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PORT)};
+    int tcp = !strcmp(mode, "tcp"), iov_mode = !strcmp(mode, "iov"), gso = SEG;
+    int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0), big = 4 << 20, k, next = 0;
+    static char contig[MSG];
+    char *pool[POOL];
+    struct iovec iov[NSEG];
+    struct msghdr mh;
+    double t_send = 0, t0, a0, d;
+    size_t off;
+    ssize_t r;
+    long i;
+
+    if ((inet_pton(AF_INET, dst, &a.sin_addr) != 1) ||
+        (!tcp && !iov_mode && strcmp(mode, "gso"))) {
+        return usage();
+    }
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+    if (connect(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
+        perror("udp_gso_send: connect");
+        return 1;
+    }
+    if (!tcp && (setsockopt(fd, SOL_UDP, UDP_SEGMENT, &gso, sizeof(gso)) != 0)) {
+        perror("udp_gso_send: UDP_SEGMENT");
+        return 1;
+    }
+    for (k = 0; k < POOL; ++k) {
+        pool[k] = malloc(SEG + 128);
+        memset(pool[k], 2, SEG + 128);
+    }
+    t0 = now();
+    for (i = 0; i < n; ++i) {
+        memset(&mh, 0, sizeof(mh));
+        if (iov_mode) {
+            for (k = 0; k < NSEG; ++k) {
+                memset(pool[next], (int)i, SEG);     /* UCP packs into the packet */
+                iov[k].iov_base = pool[next];
+                iov[k].iov_len  = SEG;
+                next            = (next + 1) % POOL;
+            }
+            mh.msg_iovlen = NSEG;
+        } else {
+            memset(contig, (int)i, MSG);
+            iov[0].iov_base = contig;
+            iov[0].iov_len  = MSG;
+            mh.msg_iovlen   = 1;
+        }
+        mh.msg_iov = iov;
+        if (tcp) {
+            for (off = 0; off < MSG;) {
+                a0 = now();
+                r  = send(fd, contig + off, MSG - off, MSG_DONTWAIT);
+                d  = now() - a0;
+                if (r > 0) {
+                    off    += (size_t)r;
+                    t_send += d;
+                } else if (errno != EAGAIN) {
+                    perror("udp_gso_send: send");
+                    return 1;
+                }
+            }
+        } else {
+            a0 = now();
+            do {
+                r = sendmsg(fd, &mh, 0);
+            } while ((r < 0) && ((errno == EAGAIN) || (errno == ENOBUFS)));
+            if (r < 0) {
+                perror("udp_gso_send: sendmsg");
+                return 1;
+            }
+            t_send += now() - a0;
+        }
+        if (pace > 0) {
+            usleep((useconds_t)pace);
+        } else if (!tcp && ((i % 64) == 63)) {
+            usleep(200);    /* no flow control: let the receiver drain */
+        }
+    }
+    printf("%s: %.2f us in send calls per %d-byte message, %.1f MB/s\n", mode,
+           t_send / (double)n * 1e6, MSG, (double)n * MSG / (now() - t0) / 1e6);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if ((argc == 4) && !strcmp(argv[1], "recv")) {
+        return do_recv(!strcmp(argv[2], "tcp"), atol(argv[3]));
+    }
+    if ((argc == 5) && !strcmp(argv[1], "send")) {
+        return do_send(argv[2], argv[3], atol(argv[4]), 0);
+    }
+    if ((argc == 7) && !strcmp(argv[1], "send") && !strcmp(argv[5], "--pace")) {
+        return do_send(argv[2], argv[3], atol(argv[4]), atol(argv[6]));
+    }
+    return usage();
+}
