@@ -948,6 +948,54 @@ TEST(RdmachWireShm, AGetPostedBehindAnotherGoesWhole)
     EXPECT_EQ(0, op2.err);
 }
 
+// Both read from each other at once (bi-directional traffic): a process with posted copies of
+// its own does those and leaves the peer's jobs on its desk to the peer, which copies them
+// itself; with none left it helps again.
+TEST(RdmachWireShm, AnOwnerWithCopiesOfItsOwnDoesThoseFirst)
+{
+    CopyPair c;                                   // b reads from a
+    rdmach_wire_peer_t *to_b = nullptr;           // and a from b
+    rdmach_tx_t tx{};
+    rdmach_rx_t rx{};
+    uint32_t id;
+    ASSERT_EQ(0, c.a.ops->attach(c.a.w, c.b.addr.data(), &to_b));
+    ASSERT_EQ(0, c.a.ops->claim(c.a.w, to_b, &tx, &id));
+    ASSERT_EQ(1, c.b.ops->activate(c.b.w, id, &rx));
+
+    const size_t len = 1024 * 1024;
+    std::vector<uint8_t> in_a = pattern(len, 11), in_b = pattern(len, 12), to_a(len), to_b_buf(len);
+    rdmach_wire_iov_t iov_b = {to_b_buf.data(), len, nullptr}, iov_a = {to_a.data(), len, nullptr};
+    Done b_get, a_get, b_get2;
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // b's job on a's desk
+              c.b.ops->rma(c.b.w, c.peer, &iov_b, 1, reinterpret_cast<uintptr_t>(in_a.data()), 0,
+                           len, 0, nullptr, &b_get));
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // a's own job on b's desk
+              c.a.ops->rma(c.a.w, to_b, &iov_a, 1, reinterpret_cast<uintptr_t>(in_b.data()), 0,
+                           len, 0, nullptr, &a_get));
+    EXPECT_EQ(1u, c.a.ops->progress(c.a.w)) << "a copies its own get, whole";
+    EXPECT_EQ(1, a_get.calls);
+    EXPECT_EQ(0, a_get.err);
+    EXPECT_EQ(in_b, to_a);
+    EXPECT_EQ(0u, c.a.wire_stats.copy_helped) << "b's job was left to b";
+    EXPECT_EQ(0, b_get.calls);
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w)) << "b copies its own";
+    EXPECT_EQ(1, b_get.calls);
+    EXPECT_EQ(0, b_get.err);
+    EXPECT_EQ(in_a, to_b_buf);
+    EXPECT_EQ(0u, c.b.wire_stats.copy_helped);
+
+    // a has nothing of its own now: it helps b's next job again
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov_b, 1, reinterpret_cast<uintptr_t>(in_b.data()), 0,
+                           len, 0, nullptr, &b_get2));
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.ops->progress(c.a.w));
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.wire_stats.copy_helped);
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(1, b_get2.calls);
+    EXPECT_EQ(in_b, to_b_buf);
+}
+
 // An owner that never looks: the reader's progress copies everything, both ways.
 TEST(RdmachWireShm, APostedRmaIsCopiedByTheReaderAloneWhenTheOwnerDoesNotLook)
 {

@@ -521,17 +521,22 @@ static int rdmach_shm_known_peer(void *arg, pid_t pid, uint64_t seg_id)
     return 0;
 }
 
-/* Chunks of the cooperative copies peers opened on our desk. */
+/* Our own posted copies first; chunks of the cooperative copies peers opened on our desk only
+ * when we have none. Help is worth a core that would otherwise wait (a rendezvous sender until
+ * the ATS, a passive target); a process with reads of its own (bi-directional traffic: both
+ * read at once) only adds the claim traffic, and the reader it would have helped copies the
+ * chunks itself anyway. */
 static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
 {
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
-    unsigned count       = rdmach_shm_copy_help(&w->seg, rdmach_shm_known_peer, w);
+    unsigned count;
 
+    if (w->posted_busy != 0) {
+        return rdmach_shm_posted_progress(w);
+    }
+    count = rdmach_shm_copy_help(&w->seg, rdmach_shm_known_peer, w);
     if (count != 0) {
         RDMACH_WIRE_STATS(wire)->copy_helped += count;
-    }
-    if (w->posted_busy != 0) {
-        count += rdmach_shm_posted_progress(w);
     }
     return count;
 }
