@@ -8,6 +8,8 @@
  *
  *   udp_gso_send recv  udp|tcp N
  *   udp_gso_send send  DST_IPV4 gso|iov|tcp N [--pace US]
+ *   udp_gso_send echo  udp|tcp SIZE N
+ *   udp_gso_send ping  DST_IPV4 udp|tcp SIZE N
  *
  *   gso   one sendmsg per message from one contiguous buffer (UDP_SEGMENT 1472)
  *   iov   the same from 12 buffers of a pool of 1,024 (ud_zcopy's packets), written first
@@ -17,6 +19,11 @@
  *
  * Prints the sender's microseconds in send calls per message and the rate; the receiver its
  * rate and its largest single receive (a GSO run that crossed whole: 17,664).
+ *
+ * ping / echo: a ping-pong of SIZE-byte messages, both sides spinning on non-blocking calls as
+ * UCX's progress does; UDP sends a message as one GSO send of 1,472-byte datagrams (a 2 KiB
+ * message: two) and receives it with UDP_GRO, TCP with one send and recv until whole. ping
+ * prints the median and 90th percentile of half the round trip.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,6 +37,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/tcp.h>
 
 #ifndef SOL_UDP
 #define SOL_UDP 17
@@ -58,7 +66,9 @@ static double now(void)
 static int usage(void)
 {
     fprintf(stderr, "usage: udp_gso_send recv udp|tcp N\n"
-                    "       udp_gso_send send DST_IPV4 gso|iov|tcp N [--pace US]\n");
+                    "       udp_gso_send send DST_IPV4 gso|iov|tcp N [--pace US]\n"
+                    "       udp_gso_send echo udp|tcp SIZE N\n"
+                    "       udp_gso_send ping DST_IPV4 udp|tcp SIZE N\n");
     return 2;
 }
 
@@ -184,8 +194,121 @@ static int do_send(const char *dst, const char *mode, long n, long pace)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x > y) - (x < y);
+}
+
+/* One message of size bytes: UDP one GSO send, TCP sends until all went (spinning). */
+static int pp_send(int fd, int tcp, const char *buf, size_t size)
+{
+    size_t off = 0;
+    ssize_t r;
+
+    while (off < size) {
+        r = send(fd, buf + off, size - off, MSG_DONTWAIT);
+        if (r > 0) {
+            off += tcp ? (size_t)r : size;
+        } else if ((errno != EAGAIN) && (errno != ENOBUFS)) {
+            perror("udp_gso_send: send");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Spins until size bytes came (UDP: the run, or its datagrams one by one without GRO). */
+static int pp_recv(int fd, char *buf, size_t size)
+{
+    size_t have = 0;
+    ssize_t r;
+
+    while (have < size) {
+        r = recv(fd, buf + have, 65536, MSG_DONTWAIT);
+        if (r > 0) {
+            have += (size_t)r;
+        } else if ((r == 0) || (errno != EAGAIN)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int do_pingpong(const char *dst, int tcp, size_t size, long n)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PORT)};
+    int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0), one = 1, gso = SEG;
+    char *buf = calloc(1, size + 65536);
+    double *t = calloc((size_t)n, sizeof(double)), t0;
+    long i;
+
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (dst == NULL) {      /* echo */
+        if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
+            perror("udp_gso_send: bind");
+            return 1;
+        }
+        if (tcp) {
+            listen(fd, 1);
+            fd = accept(fd, NULL, NULL);
+        } else {
+            struct sockaddr_in from;
+            socklen_t fl = sizeof(from);
+            char c;
+            /* the pinger's first datagram names it */
+            if (recvfrom(fd, &c, 1, 0, (struct sockaddr*)&from, &fl) < 0) {
+                return 1;
+            }
+            connect(fd, (struct sockaddr*)&from, fl);
+        }
+    } else {
+        inet_pton(AF_INET, dst, &a.sin_addr);
+        if (connect(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
+            perror("udp_gso_send: connect");
+            return 1;
+        }
+        if (!tcp) {
+            (void)!send(fd, "h", 1, 0);
+        }
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (!tcp && ((setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) ||
+                 ((size > SEG) && (setsockopt(fd, SOL_UDP, UDP_SEGMENT, &gso, sizeof(gso)) != 0)))) {
+        perror("udp_gso_send: UDP_GRO / UDP_SEGMENT");
+        return 1;
+    }
+    for (i = 0; i < n; ++i) {
+        if (dst == NULL) {
+            if ((pp_recv(fd, buf, size) != 0) || (pp_send(fd, tcp, buf, size) != 0)) {
+                return 1;
+            }
+            continue;
+        }
+        t0 = now();
+        if ((pp_send(fd, tcp, buf, size) != 0) || (pp_recv(fd, buf, size) != 0)) {
+            return 1;
+        }
+        t[i] = (now() - t0) / 2 * 1e6;
+    }
+    if (dst != NULL) {
+        qsort(t, (size_t)n, sizeof(double), cmp_double);
+        printf("%s %zu: half round trip median %.2f us, p90 %.2f us\n", tcp ? "tcp" : "udp", size,
+               t[n / 2], t[n * 9 / 10]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if ((argc == 5) && !strcmp(argv[1], "echo")) {
+        return do_pingpong(NULL, !strcmp(argv[2], "tcp"), (size_t)atol(argv[3]), atol(argv[4]));
+    }
+    if ((argc == 6) && !strcmp(argv[1], "ping")) {
+        return do_pingpong(argv[2], !strcmp(argv[3], "tcp"), (size_t)atol(argv[4]),
+                           atol(argv[5]));
+    }
     if ((argc == 4) && !strcmp(argv[1], "recv")) {
         return do_recv(!strcmp(argv[2], "tcp"), atol(argv[3]));
     }
