@@ -72,25 +72,39 @@ static int usage(void)
     return 2;
 }
 
-static int do_recv(int tcp, long n)
+/* The receiving side's socket on PORT: TCP's accepted connection, or UDP's bound socket. */
+static int serve_socket(int tcp, int rcvbuf)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0), one = 1, big = 8 << 20;
+    int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0), one = 1;
+
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (rcvbuf > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    }
+    if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
+        perror("udp_gso_send: bind");
+        return -1;
+    }
+    if (tcp) {
+        listen(fd, 1);
+        fd = accept(fd, NULL, NULL);
+    }
+    return fd;
+}
+
+static int do_recv(int tcp, long n)
+{
+    int fd = serve_socket(tcp, 8 << 20), one = 1;
     long bytes = 0, want = n * (long)MSG, maxr = 0;
     static char buf[65536];
     double t0 = 0;
     ssize_t r;
 
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-    if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
-        perror("udp_gso_send: bind");
+    if (fd < 0) {
         return 1;
     }
-    if (tcp) {
-        listen(fd, 1);
-        fd = accept(fd, NULL, NULL);
-    } else if (setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
+    if (!tcp && (setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0)) {
         perror("udp_gso_send: UDP_GRO");
         return 1;
     }
@@ -239,21 +253,16 @@ static int pp_recv(int fd, char *buf, size_t size)
 static int do_pingpong(const char *dst, int tcp, size_t size, long n)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0), one = 1, gso = SEG;
+    int fd, one = 1, gso = SEG;
     char *buf = calloc(1, size + 65536);
     double *t = calloc((size_t)n, sizeof(double)), t0;
     long i;
 
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (dst == NULL) {      /* echo */
-        if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
-            perror("udp_gso_send: bind");
+        if ((fd = serve_socket(tcp, 0)) < 0) {
             return 1;
         }
-        if (tcp) {
-            listen(fd, 1);
-            fd = accept(fd, NULL, NULL);
-        } else {
+        if (!tcp) {
             struct sockaddr_in from;
             socklen_t fl = sizeof(from);
             char c;
@@ -264,6 +273,7 @@ static int do_pingpong(const char *dst, int tcp, size_t size, long n)
             connect(fd, (struct sockaddr*)&from, fl);
         }
     } else {
+        fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
         inet_pton(AF_INET, dst, &a.sin_addr);
         if (connect(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
             perror("udp_gso_send: connect");
@@ -273,9 +283,11 @@ static int do_pingpong(const char *dst, int tcp, size_t size, long n)
             (void)!send(fd, "h", 1, 0);
         }
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (!tcp && ((setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) ||
-                 ((size > SEG) && (setsockopt(fd, SOL_UDP, UDP_SEGMENT, &gso, sizeof(gso)) != 0)))) {
+    if (tcp) {
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    } else if ((setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) ||
+               ((size > SEG) &&
+                (setsockopt(fd, SOL_UDP, UDP_SEGMENT, &gso, sizeof(gso)) != 0))) {
         perror("udp_gso_send: UDP_GRO / UDP_SEGMENT");
         return 1;
     }
