@@ -8,6 +8,8 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
+#include <ucs/sys/string.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -29,6 +31,7 @@ ucs_status_t ucx_ext_config_check(const char *tl, const char *prefix, const void
                                   const ucx_ext_knob_t *knobs, unsigned count)
 {
     const char *base = config;
+    unsigned long ul;
     double value;
     unsigned i;
 
@@ -43,12 +46,24 @@ ucs_status_t ucx_ext_config_check(const char *tl, const char *prefix, const void
         case UCX_EXT_KNOB_ULONG:
             value = (double)*(const unsigned long*)(base + knobs[i].offset);
             break;
+        case UCX_EXT_KNOB_ULUNITS:
+            ul = *(const unsigned long*)(base + knobs[i].offset);
+            if (ul == UCS_ULUNITS_AUTO) {
+                continue;   /* the transport derives it */
+            }
+            value = (ul == UCS_ULUNITS_INF) ? INFINITY : (double)ul;
+            break;
         default:
             value = *(const double*)(base + knobs[i].offset);
             break;
         }
         if ((value >= knobs[i].min) && (value <= knobs[i].max)) {
             continue;
+        }
+        if (knobs[i].type == UCX_EXT_KNOB_ULUNITS) {
+            return ucx_ext_config_error(tl, prefix, "%s=%.0f must be auto or between %.0f "
+                                        "and %.0f", knobs[i].name, value, knobs[i].min,
+                                        knobs[i].max);
         }
         if (knobs[i].type == UCX_EXT_KNOB_DOUBLE) {
             return ucx_ext_config_error(tl, prefix, "%s=%g must be between %g and %g",

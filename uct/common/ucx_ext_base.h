@@ -55,6 +55,7 @@ typedef enum {
     UCX_EXT_KNOB_UINT,      /* unsigned */
     UCX_EXT_KNOB_SIZE,      /* size_t (MEMUNITS) */
     UCX_EXT_KNOB_ULONG,     /* unsigned long */
+    UCX_EXT_KNOB_ULUNITS,   /* unsigned long (ULUNITS): "auto" passes, the rest is ranged */
     UCX_EXT_KNOB_DOUBLE     /* double (TIME, fractions) */
 } ucx_ext_knob_type_t;
 

@@ -367,6 +367,7 @@ static ucs_status_t uct_udz_iface_flush(uct_iface_h tl_iface, unsigned flags,
 /* Knob ranges; the limits from the wire and the rules between knobs follow in
  * uct_udz_config_check. Sizes stay below 1e18: "auto" is not a size here. */
 static const ucx_ext_knob_t uct_udz_knobs[] = {
+    UCX_EXT_KNOB(uct_udz_iface_config_t, "TX_WINDOW", tx_window, ULUNITS, 1, 32768),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "RTO", rto, DOUBLE, 1e-6, 60),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "CHANNELS", channels, UINT, 1, UDZ_MAX_CHANNELS),
     UCX_EXT_KNOB(uct_udz_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, 1e18),
@@ -413,9 +414,6 @@ static ucs_status_t uct_udz_config_check(const uct_udz_iface_config_t *c, size_t
         return ucx_ext_config_error(UCT_UDZ_NAME, UCT_UDZ_PREFIX,
                                     "CHUNK_SIZE must be auto or between 256 and %zu",
                                     max_dgram - UDZ_HDR_LEN);
-    }
-    if ((c->tx_window != UCS_ULUNITS_AUTO) && ((c->tx_window < 1) || (c->tx_window > 32768))) {
-        return uct_udz_config_error("TX_WINDOW", "must be auto or between 1 and 32768");
     }
     if ((c->tx_window != UCS_ULUNITS_AUTO) && (c->tx_pool < c->tx_window)) {
         return uct_udz_config_error("TX_POOL", "must be at least TX_WINDOW");

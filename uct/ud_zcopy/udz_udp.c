@@ -371,10 +371,6 @@ static void udz_udp_pend_signal(udz_udp_t *u)
     u->pend_sig = pend;
 }
 
-/* The control socket with UDP_GRO: a recvmmsg into the wire's buffers (a coalesced run whole
- * in one, a small datagram alone in one), cut into the core's slots, each lent the datagram in
- * place (no copy: it stays valid until the next call, which receives nothing new until what
- * the buffers hold is handed out); what does not fit stays for the next call. */
 /* One recvmmsg of up to k datagrams on the control socket, with the idle and readiness
  * bookkeeping. 0: *rc datagrams came (0..k); 1: *rc is what recv returns (an ICMP error
  * reported into msgs, 0 for nothing now, or -errno). */
@@ -399,6 +395,10 @@ static int udz_udp_ctl_recvmmsg(udz_udp_t *u, struct mmsghdr *mm, int k, udz_rxm
     return 1;
 }
 
+/* The control socket with UDP_GRO: a recvmmsg into the wire's buffers (a coalesced run whole
+ * in one, a small datagram alone in one), cut into the core's slots, each lent the datagram in
+ * place (no copy: it stays valid until the next call, which receives nothing new until what
+ * the buffers hold is handed out); what does not fit stays for the next call. */
 static int udz_udp_recv_runs(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
 {
     int rc, i, k, j;
