@@ -2,7 +2,8 @@
  * Writes the seed corpora of the decoder fuzzers: gen_corpus <dir> fills <dir>/udz (ud_zcopy:
  * one valid datagram of every type, in the scene udz_fuzz.cc builds, plus a few sequences),
  * <dir>/rdmach (rdmach ring records: honest traffic, pipelined chunks, wrap-around with pads,
- * corrupt headers and marks, the peer's control words) and <dir>/unimem (mailbox messages:
+ * corrupt headers and marks, the peer's control words), <dir>/rdmach_serve (served atomics,
+ * puts and gets aimed at a target's registrations, and raw ones) and <dir>/unimem (mailbox messages:
  * SHORT, fragmented, interleaved senders, corrupt ones). The files are checked in under
  * tests/fuzz/corpus; rerun this after a wire format change.
  */
@@ -10,6 +11,7 @@
 #include "udz_fuzz.h"
 #include "rdmach_ring.h"
 #include "rdmach_fuzz.h"
+#include "rdmach_serve.h"
 #include "unimem_proto.h"
 #include "unimem_fuzz.h"
 
@@ -466,6 +468,39 @@ static int gen_unimem(const std::string &dir)
     return rc;
 }
 
+/* rdmach's served requests (rdmach_serve_fuzz.cc reads an op byte, then the step's bytes):
+ * aimed atomics and puts/gets at each registration's edges, and raw records of both kinds. */
+static int gen_rdmach_serve(const std::string &dir)
+{
+    Bytes b;
+    int rc = 0;
+
+    /* aimed: op, region, how, delta (2 bytes), then the op's own bytes */
+    for (uint8_t region = 0; region < 3; ++region) {
+        for (uint8_t how = 0; how < 6; ++how) {
+            Bytes amo = {0, region, how, 0, 0};
+            amo.resize(amo.size() + 16 + 5, (uint8_t)(how + 1));
+            b.insert(b.end(), amo.begin(), amo.end());
+            Bytes rma = {1, region, (uint8_t)(how | 0x80), 1, 0, 64, 1, 2, 1};
+            b.insert(b.end(), rma.begin(), rma.end());
+        }
+    }
+    rc |= put(dir, "aimed", b);
+    /* raw records of the right size, all bytes one value, and of a wrong size */
+    b.clear();
+    for (uint8_t v : {0x00, 0x01, 0xff}) {
+        b.push_back(2);
+        b.insert(b.end(), 80, v);
+        b.push_back(1);
+        b.push_back(3);
+        b.insert(b.end(), 72, v);
+        b.push_back(0);
+        b.push_back(71);
+    }
+    rc |= put(dir, "raw", b);
+    return rc;
+}
+
 static int in_dir(const std::string &dir, const char *sub, int (*gen)(const std::string &))
 {
     std::string d = dir + "/" + sub;
@@ -486,6 +521,7 @@ int main(int argc, char **argv)
     int rc = 0;
     rc |= in_dir(dir, "udz", gen_udz);
     rc |= in_dir(dir, "rdmach", gen_rdmach);
+    rc |= in_dir(dir, "rdmach_serve", gen_rdmach_serve);
     rc |= in_dir(dir, "unimem", gen_unimem);
     return rc;
 }

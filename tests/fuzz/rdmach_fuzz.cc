@@ -86,7 +86,7 @@ void check(bool ok, const char *what)
 uint8_t pattern(uint32_t seq, uint32_t i) { return (uint8_t)(seq * 131u + i * 7u + 1u); }
 
 /* The glue's deliver (uct_rdmach_iface_deliver), with checks of what the core hands over. */
-void f_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
+void f_deliver(void *arg, const rdmach_rx_t *, uint8_t am_id, void *data, uint32_t length)
 {
     Scene *s                    = (Scene*)arg;
     const uint8_t *d            = (const uint8_t*)data;

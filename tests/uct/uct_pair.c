@@ -112,6 +112,7 @@ static pair_case_t cases[] = {
     CASE(pending, "tx_no_resource>0,pending_add>0,rx_corrupt==0"),
     CASE(pending_order, "tx_no_resource>0,pending_add>0,rx_corrupt==0"),
     CASE(ep_churn, "rx_am>0,rx_corrupt==0"),
+    CASE(hostile_serve, "serve_dropped>=2,serve_refused>=3,served>=2"),
     {"peer_death", run_case, (void*)case_peer_death, "peer_failed>0", NULL, 40, 1},
     {"peer_death_full", run_case, (void*)case_peer_death_full, "peer_failed>0,pending_add>0",
      NULL, 40, 1},

@@ -62,7 +62,7 @@ class Conn {
         return rdmach_rx_poll(&rx, budget, &Conn::on_am, this, &stats);
     }
 
-    static void on_am(void *arg, uint8_t am_id, void *data, uint32_t len)
+    static void on_am(void *arg, const rdmach_rx_t *, uint8_t am_id, void *data, uint32_t len)
     {
         auto *c = static_cast<Conn*>(arg);
         const uint8_t *p = static_cast<const uint8_t*>(data);
@@ -269,7 +269,7 @@ TEST(RdmachRing, PipelinedChunksReassembleAcrossThreads)
     });
     struct Sink {
         std::vector<uint8_t> *dst;
-        static void cb(void *arg, uint8_t, void *data, uint32_t len)
+        static void cb(void *arg, const rdmach_rx_t *, uint8_t, void *data, uint32_t len)
         {
             auto *d = static_cast<Sink*>(arg)->dst;
             d->insert(d->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + len);
@@ -381,7 +381,7 @@ struct Fleet {
         rdmach_rx_init(&f->rx[id], &c->geom, c->ring, c->ctl, &c->tail_copy, &c->ops, c);
         return 1;
     }
-    static void cb(void *arg, uint8_t, void *data, uint32_t)
+    static void cb(void *arg, const rdmach_rx_t *, uint8_t, void *data, uint32_t)
     {
         static_cast<Fleet*>(arg)->got.push_back(*static_cast<uint8_t*>(data));
     }

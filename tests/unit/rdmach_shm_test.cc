@@ -141,7 +141,7 @@ struct Wire {
 
 struct Got {
     std::vector<std::string> msgs;
-    static void cb(void *arg, uint8_t, void *data, uint32_t len)
+    static void cb(void *arg, const rdmach_rx_t *, uint8_t, void *data, uint32_t len)
     {
         static_cast<Got*>(arg)->msgs.emplace_back(static_cast<char*>(data), len);
     }
@@ -221,7 +221,14 @@ TEST(RdmachWireShm, ConnectSendActivateReceiveAndReturnCredit)
     ASSERT_TRUE(send(&tx, "world"));
     EXPECT_EQ(1, rx_side.w->doorbells[0]) << "a new ring is cold: the sender rings";
 
+    int32_t sender = 0;
+    EXPECT_EQ(-ENOENT, rx_side.ops->ring_sender(rx_side.w, 0, &sender)) << "not activated";
     ASSERT_EQ(1, rx_side.ops->activate(rx_side.w, 0, &rx));
+    // served requests reply only to the ring's owner, as the wire mapped it
+    ASSERT_EQ(0, rx_side.ops->ring_sender(rx_side.w, 0, &sender));
+    EXPECT_EQ(getpid(), sender);
+    EXPECT_EQ(-ENOENT, rx_side.ops->ring_sender(rx_side.w, 1, &sender)) << "never claimed";
+    EXPECT_EQ(-ENOENT, rx_side.ops->ring_sender(rx_side.w, UINT32_MAX, &sender));
     EXPECT_EQ(2u, rdmach_rx_poll(&rx, 16, &Got::cb, &got,
                                  &rx_side.stats));
     EXPECT_EQ((std::vector<std::string>{"hello", "world"}), got.msgs);

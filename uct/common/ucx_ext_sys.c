@@ -10,6 +10,41 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int ucx_ext_open_own_file(const char *path, char *why, size_t why_len)
+{
+    struct stat st;
+    int fd, err;
+
+    fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, S_IRUSR);
+    if (fd < 0) {
+        err = -errno;
+        snprintf(why, why_len, "%s: %s", path,
+                 (err == -ELOOP) ? "a symbolic link: refused" : strerror(-err));
+        return err;
+    }
+    err = 0;
+    if (fstat(fd, &st) != 0) {
+        err = -errno;
+        snprintf(why, why_len, "%s: %s", path, strerror(-err));
+    } else if (!S_ISREG(st.st_mode)) {
+        err = -EINVAL;
+        snprintf(why, why_len, "%s: not a regular file: refused", path);
+    } else if (st.st_uid != geteuid()) {
+        err = -EPERM;
+        snprintf(why, why_len, "%s is owned by uid %u, not by us (uid %u): refused", path,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+    } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        err = -EPERM;
+        snprintf(why, why_len, "%s is writable by others (mode %03o): refused", path,
+                 (unsigned)(st.st_mode & 0777));
+    }
+    if (err != 0) {
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
 int ucx_ext_seg_create(const char *name, size_t size, int *fd_p, void **base_p)
 {
     void *base;

@@ -18,6 +18,16 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+/* 1 if [address, address + length) lies inside [base, base + size), neither range wrapping
+ * past 2^64: the check of every address a peer names (a sum address + length would wrap
+ * and pass). */
+static inline int ucx_ext_range_within(uint64_t address, uint64_t length, uint64_t base,
+                                       uint64_t size)
+{
+    return (size <= UINT64_MAX - base) && (address >= base) && (length <= size) &&
+           (address - base <= size - length);
+}
+
 /* Creates a memfd segment of size bytes (named name in /proc/<pid>/fd) and maps it shared.
  * 0 or -errno. */
 int ucx_ext_seg_create(const char *name, size_t size, int *fd_p, void **base_p);
@@ -37,6 +47,14 @@ int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, voi
  * -EINVAL if the local list is shorter than len). */
 int ucx_ext_process_vm(pid_t pid, struct iovec *local, size_t cnt, uint64_t remote_addr,
                        size_t len, int write);
+
+/* Opens (creating it, mode 0400, when it does not exist) a file that lives in a directory
+ * other users can write (/dev/shm) and that must be ours alone: not a symbolic link
+ * (O_NOFOLLOW), a regular file owned by our effective user, writable by nobody else. Another
+ * user who created it first would otherwise share what it names or deny it. The descriptor,
+ * or -errno with why (a sentence, why_len bytes) saying what was wrong: -ELOOP a link,
+ * -EPERM another owner or mode, -EINVAL not a regular file. */
+int ucx_ext_open_own_file(const char *path, char *why, size_t why_len);
 
 /* The start time of process pid (field 22 of /proc/<pid>/stat), 0 if it has none. */
 unsigned long long ucx_ext_proc_start_time(pid_t pid);

@@ -88,8 +88,8 @@ ucx_ext_rkey_map(uintptr_t rkey, size_t packed_size)
 static UCS_F_ALWAYS_INLINE void *
 ucx_ext_rkey_local(const ucx_ext_rkey_map_t *map, uint64_t remote_addr, size_t length)
 {
-    if ((map->local == NULL) || (remote_addr < map->base) ||
-        (remote_addr + length > map->end)) {
+    if ((map->local == NULL) || (remote_addr < map->base) || (remote_addr > map->end) ||
+        (length > map->end - remote_addr)) {
         return NULL;
     }
     return map->local + (remote_addr - map->base);

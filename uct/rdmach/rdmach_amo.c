@@ -319,7 +319,7 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
     if (iface->amo_cpu) {
         ptr = uct_rdmach_ep_mapped(rkey, remote_addr, bits / 8);
         if (ucs_likely(ptr != NULL) && !uct_rdmach_ep_serving(ep, iface)) {
-            old = uct_rdmach_amo_cpu(ptr, op, bits, value, compare);
+            old = rdmach_serve_amo_apply(ptr, op, bits, value, compare);
             if (result != NULL) {
                 if (bits == 64) {
                     *(uint64_t*)result = old;
@@ -342,6 +342,8 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
     req             = uct_rdmach_amo_take(iface, ep, UCT_RDMACH_AMO_ATOMIC, comp, result);
     req->word       = word;
     req->rkey       = key->key;
+    req->reg.address = key->address;
+    req->reg.length  = key->length;
     req->op         = (uint8_t)op;
     req->bits       = (uint8_t)bits;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

@@ -10,19 +10,15 @@
 
 #include <uct/api/uct.h>
 
-#define UCT_RDMACH_AMO_POOL 256   /* atomics in flight per iface (the wire holds 64 of them) */
+#define UCT_RDMACH_AMO_POOL RDMACH_SERVE_POOL   /* atomics in flight per iface (the wire
+                                                * holds 64 of them) */
 
-/* A reply slot: the old value, the token word, then a served put's or get's bytes. */
-#define UCT_RDMACH_SERVE_SLOT_WORDS (2 + UCT_RDMACH_SERVE_RMA_MAX / 8)
-
-/* The token word of a reply slot. A token is below UCT_RDMACH_SERVE_OPEN; the word holds
- * token | OPEN while a served put or get may still be claimed, token | CLAIMED once its
- * target took it, token (| REFUSED) when it is done, and 0 for an atomic in flight or a
- * request its requester took back (rdmach_serve_rma.c). */
-#define UCT_RDMACH_SERVE_REFUSED (1ull << 63)   /* nothing was done */
-#define UCT_RDMACH_SERVE_CLAIMED (1ull << 62)
-#define UCT_RDMACH_SERVE_OPEN    (1ull << 61)
-#define UCT_RDMACH_SERVE_TOKENS  (UCT_RDMACH_SERVE_OPEN - 1)
+/* A reply slot, and its token word (rdmach_serve.h). */
+#define UCT_RDMACH_SERVE_SLOT_WORDS RDMACH_SERVE_SLOT_WORDS
+#define UCT_RDMACH_SERVE_REFUSED    RDMACH_SERVE_REFUSED
+#define UCT_RDMACH_SERVE_CLAIMED    RDMACH_SERVE_CLAIMED
+#define UCT_RDMACH_SERVE_OPEN       RDMACH_SERVE_OPEN
+#define UCT_RDMACH_SERVE_TOKENS     RDMACH_SERVE_TOKENS
 
 /* What a request of the pool carries out. */
 enum { UCT_RDMACH_AMO_ATOMIC = 0, UCT_RDMACH_AMO_PUT = 1, UCT_RDMACH_AMO_GET = 2 };
@@ -41,6 +37,7 @@ struct uct_rdmach_amo {
     uct_completion_t  *user_comp;
     void              *result;    /* uint32_t* or uint64_t*; NULL for a posted op */
     uint64_t          word;       /* remote address of the 8-byte word (served: the operand) */
+    rdmach_serve_reg_t reg;       /* served: the registration the key names */
     uint32_t          rkey;
     uint8_t           op;         /* UCT_ATOMIC_OP_* */
     uint8_t           bits;       /* 32 or 64 */
@@ -83,10 +80,28 @@ void uct_rdmach_serve_rma_done(uct_rdmach_amo_t *req, uint64_t t);
 int uct_rdmach_serve_rma_revoke(uct_rdmach_amo_t *req);
 /* The ep of req goes away: req ends as canceled. */
 void uct_rdmach_serve_rma_cancel(uct_rdmach_amo_t *req);
-/* A record's reply segment and slot are ones a requester of ours can have (the segment
- * as large as ours), so a reply stays inside it. */
-int uct_rdmach_serve_reply_valid(const ucx_ext_xmem_desc_t *replies, uint32_t slot);
-/* The requester's reply segment of a record, mapped here (rdmach_amo_cpu.c), or NULL. */
-uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, const ucx_ext_xmem_desc_t *desc);
+/* The next token of a served request (never 0: a token word of 0 is no reply). */
+static UCS_F_ALWAYS_INLINE uint64_t uct_rdmach_serve_token(uct_rdmach_iface_t *iface)
+{
+    uint64_t token;
+
+    do {
+        token = ++iface->amo_token & UCT_RDMACH_SERVE_TOKENS;
+    } while (token == 0);
+    return token;
+}
+
+/* What a record names of the requester's reply segment (rdmach_serve.h): ours. */
+void uct_rdmach_serve_replies_of(const uct_rdmach_iface_t *iface,
+                                 rdmach_serve_replies_t *replies);
+/* The reply segment of a record whose ring's sender is process sender, mapped here
+ * (rdmach_amo_cpu.c), or NULL: reached by process_vm on sender. */
+uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, int32_t sender,
+                                 const rdmach_serve_replies_t *replies);
+/* Writes words [word, word + count) of reply slot slot into the reply segment of
+ * process sender, through the kernel (a requester that cannot be mapped here). */
+int uct_rdmach_serve_reply_vm(int32_t sender, const rdmach_serve_replies_t *replies,
+                              uint32_t slot, uint32_t word, const uint64_t *values,
+                              uint32_t count);
 
 #endif

@@ -11,7 +11,9 @@
  *    its progress to run the same instruction on its memory and to write the old value,
  *    then the request's token, back into the request's reply slot. The slots are a segment
  *    of the requester's that the target maps once (ucx_ext_xmem.h), so a reply is two
- *    stores (process_vm_writev where it cannot be mapped). UCP's CPU atomic
+ *    stores (process_vm_writev where it cannot be mapped). The target decides what a
+ *    record may do in rdmach_serve.c: the reply goes only into the process its wire knows
+ *    as the ring's sender, the word only inside a registration of its own. UCP's CPU atomic
  *    mode promises atomicity against every other CPU atomic on that memory; both ways keep
  *    it, since each is one locked instruction on the one physical word. Like UCP's
  *    emulation, a served atomic needs the target's progress.
@@ -28,46 +30,17 @@
 #include <ucs/arch/atomic.h>
 #include <ucs/time/time.h>
 
-/* What a served atomic's record carries. */
-typedef struct uct_rdmach_serve_rec {
-    uint64_t            address;
-    uint64_t            value;
-    uint64_t            compare;
-    uint64_t            token;
-    ucx_ext_xmem_desc_t replies;   /* the requester's reply segment (pid: the requester) */
-    uint32_t            slot;      /* the request's reply slot in it */
-    uint8_t             op;
-    uint8_t             bits;
-} UCS_S_PACKED uct_rdmach_serve_rec_t;
-
-#define UCT_RDMACH_AMO_CPU_OP(_type, _ptr, _op, _value, _compare) \
-    ({ \
-        _type *_p = (_type*)(_ptr), _v = (_type)(_value), _c = (_type)(_compare); \
-        _type _old; \
-        switch (_op) { \
-        case UCT_ATOMIC_OP_ADD:  _old = __atomic_fetch_add(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_AND:  _old = __atomic_fetch_and(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_OR:   _old = __atomic_fetch_or(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_XOR:  _old = __atomic_fetch_xor(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_SWAP: _old = __atomic_exchange_n(_p, _v, __ATOMIC_SEQ_CST); break; \
-        default: /* CSWAP: the word as it was, swapped or not */ \
-            _old = _c; \
-            __atomic_compare_exchange_n(_p, &_old, _v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-            break; \
-        } \
-        (uint64_t)_old; \
-    })
-
-uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t value,
-                            uint64_t compare)
-{
-    return (bits == 64) ? UCT_RDMACH_AMO_CPU_OP(uint64_t, ptr, op, value, compare) :
-                          UCT_RDMACH_AMO_CPU_OP(uint32_t, ptr, op, value, compare);
-}
+_Static_assert(((int)RDMACH_SERVE_OP_ADD == (int)UCT_ATOMIC_OP_ADD) &&
+               ((int)RDMACH_SERVE_OP_AND == (int)UCT_ATOMIC_OP_AND) &&
+               ((int)RDMACH_SERVE_OP_OR == (int)UCT_ATOMIC_OP_OR) &&
+               ((int)RDMACH_SERVE_OP_XOR == (int)UCT_ATOMIC_OP_XOR) &&
+               ((int)RDMACH_SERVE_OP_SWAP == (int)UCT_ATOMIC_OP_SWAP) &&
+               ((int)RDMACH_SERVE_OP_CSWAP == (int)UCT_ATOMIC_OP_CSWAP),
+               "rdmach_serve.h numbers atomics as UCT does");
 
 ucs_status_t uct_rdmach_amo_serve_init(uct_rdmach_iface_t *iface)
 {
-    size_t length = UCT_RDMACH_AMO_POOL * UCT_RDMACH_SERVE_SLOT_WORDS * sizeof(uint64_t);
+    size_t length = RDMACH_SERVE_REPLY_BYTES;
     ucs_status_t status;
     void *replies;
     unsigned i;
@@ -98,31 +71,73 @@ void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface)
     ucx_ext_xmem_free(iface->amo_replies);
 }
 
-int uct_rdmach_serve_reply_valid(const ucx_ext_xmem_desc_t *replies, uint32_t slot)
+void uct_rdmach_serve_replies_of(const uct_rdmach_iface_t *iface,
+                                 rdmach_serve_replies_t *replies)
 {
-    return (replies->pid > 0) && (slot < UCT_RDMACH_AMO_POOL) &&
-           (replies->length >=
-            UCT_RDMACH_AMO_POOL * UCT_RDMACH_SERVE_SLOT_WORDS * sizeof(uint64_t));
+    memset(replies, 0, sizeof(*replies));
+    replies->fd   = iface->amo_replies_desc.fd;
+    replies->ino  = iface->amo_replies_desc.ino;
+    replies->base = iface->amo_replies_desc.base;
 }
 
-/* The requester's reply segment, mapped here (kept for its next atomics), or NULL. */
-uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, const ucx_ext_xmem_desc_t *desc)
+/* A requester in our own process (an ep of ours to an iface of ours): its reply segment must
+ * be one of our own allocations, whole, with that memfd: never an address a record names. */
+static uint64_t *uct_rdmach_amo_replies_own(const rdmach_serve_replies_t *replies)
 {
+    ucx_ext_xmem_desc_t own;
+
+    ucx_ext_xmem_describe(replies->base, RDMACH_SERVE_REPLY_BYTES, &own);
+    if ((own.pid != getpid()) || (own.fd != replies->fd) || (own.ino != replies->ino) ||
+        (own.base != replies->base) || (own.length < RDMACH_SERVE_REPLY_BYTES)) {
+        return NULL;
+    }
+    return (uint64_t*)(uintptr_t)replies->base;
+}
+
+/* The requester's reply segment, mapped here (kept for its next requests), or NULL. The
+ * process is sender, the one the wire knows; the record names only the segment in it. */
+uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, int32_t sender,
+                                 const rdmach_serve_replies_t *replies)
+{
+    ucx_ext_xmem_desc_t desc = {
+        .pid    = sender,
+        .fd     = replies->fd,
+        .ino    = replies->ino,
+        .base   = replies->base,
+        .length = RDMACH_SERVE_REPLY_BYTES
+    };
     unsigned i;
 
     for (i = 0; i < ucs_static_array_size(iface->serve_peers); ++i) {
         if ((iface->serve_peers[i].local != NULL) &&
-            !memcmp(&iface->serve_peers[i].desc, desc, sizeof(*desc))) {
+            !memcmp(&iface->serve_peers[i].desc, &desc, sizeof(desc))) {
             return (uint64_t*)iface->serve_peers[i].local;
         }
+    }
+    if (sender == getpid()) {
+        return uct_rdmach_amo_replies_own(replies);   /* nothing to map or cache */
     }
     i = iface->serve_next++ % ucs_static_array_size(iface->serve_peers);
     if (iface->serve_peers[i].local != NULL) {
         ucx_ext_xmem_detach(iface->serve_peers[i].local);
     }
-    iface->serve_peers[i].desc  = *desc;
-    iface->serve_peers[i].local = ucx_ext_xmem_attach(desc);
+    iface->serve_peers[i].desc  = desc;
+    iface->serve_peers[i].local = ucx_ext_xmem_attach(&desc);
     return (uint64_t*)iface->serve_peers[i].local;
+}
+
+int uct_rdmach_serve_reply_vm(int32_t sender, const rdmach_serve_replies_t *replies,
+                              uint32_t slot, uint32_t word, const uint64_t *values,
+                              uint32_t count)
+{
+    struct iovec iov = {(void*)values, count * sizeof(uint64_t)};
+
+    if (sender == getpid()) {
+        return -EPERM;   /* our own segment is always mapped: never write a named address */
+    }
+    return ucx_ext_process_vm(sender, &iov, 1,
+                              replies->base + rdmach_serve_reply_offset(slot, word),
+                              iov.iov_len, 1);
 }
 
 /* Sends req's record into the ring; the request waits in amo_served for the reply. */
@@ -130,7 +145,7 @@ ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
 {
     uct_rdmach_ep_t *ep       = req->ep;
     uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
-    uct_rdmach_serve_rec_t *rec;
+    rdmach_serve_amo_rec_t *rec;
     rdmach_rec_hdr_t *hdr;
 
     hdr = rdmach_tx_reserve(ep->tx, sizeof(*rec));
@@ -138,19 +153,21 @@ ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
         uct_rdmach_amo_release(iface, req);
         return ucx_ext_ep_no_resource(&ep->super, 0);
     }
-    req->token    = ++iface->amo_token & UCT_RDMACH_SERVE_TOKENS;
+    req->token    = uct_rdmach_serve_token(iface);
     req->reply[0] = 0;
     req->reply[1] = 0;
     req->sent     = ucs_get_time();
-    rec           = (uct_rdmach_serve_rec_t*)(hdr + 1);
+    rec           = (rdmach_serve_amo_rec_t*)(hdr + 1);
     rec->address  = req->word;
     rec->value    = req->value;
     rec->compare  = req->compare;
     rec->token    = req->token;
+    rec->reg      = req->reg;
     rec->slot     = (uint32_t)(req - iface->amo_pool);
     rec->op       = req->op;
-    rec->replies  = iface->amo_replies_desc;
     rec->bits     = req->bits;
+    rec->reserved[0] = rec->reserved[1] = 0;
+    uct_rdmach_serve_replies_of(iface, &rec->replies);
     rdmach_tx_commit(ep->tx, hdr, UCT_RDMACH_AM_SERVE, sizeof(*rec));
     ucs_queue_push(&iface->amo_served, &req->stalled);
     UCT_RDMACH_COUNT_OWN(atomic_served);
@@ -158,60 +175,46 @@ ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req)
     return (req->result == NULL) ? UCS_OK : UCS_INPROGRESS;
 }
 
-void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length)
+void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, int32_t sender, const void *data,
+                          uint32_t length)
 {
-    uct_rdmach_serve_rec_t rec;
-    uint64_t old = 0, token, *replies;
-    struct iovec iov;
-    int ok;
+    rdmach_serve_amo_rec_t rec;
+    rdmach_serve_verdict_t verdict;
+    uint64_t reply[2], *replies;
 
-    if (length != sizeof(rec)) {
-        uct_rdmach_counters.rx.corrupt++;
-        return;
-    }
-    memcpy(&rec, data, sizeof(rec));
-    if (!uct_rdmach_serve_reply_valid(&rec.replies, rec.slot)) {
+    verdict = rdmach_serve_amo_decode(data, length, uct_rdmach_md_registered, NULL, &rec);
+    if (verdict == RDMACH_SERVE_DROP) {
         uct_rdmach_counters.rx.corrupt++;   /* nowhere to reply */
+        UCT_RDMACH_COUNT_OWN(serve_dropped);
         return;
     }
-    /* only memory this process registered, and a well-formed operation */
-    ok = ((rec.bits == 32) || (rec.bits == 64)) && (rec.op <= UCT_ATOMIC_OP_CSWAP) &&
-         !(rec.address & (rec.bits / 8 - 1)) && uct_rdmach_md_holds(rec.address, rec.bits / 8);
-    if (ok) {
-        old = uct_rdmach_amo_cpu((void*)(uintptr_t)rec.address, rec.op, rec.bits, rec.value,
-                                 rec.compare);
+    reply[0] = 0;
+    if (verdict == RDMACH_SERVE_DO) {
+        reply[0] = rdmach_serve_amo_apply((void*)(uintptr_t)rec.address, rec.op, rec.bits,
+                                          rec.value, rec.compare);
         UCT_RDMACH_COUNT_OWN(served);
     } else {
         uct_rdmach_counters.rx.corrupt++;
+        UCT_RDMACH_COUNT_OWN(serve_refused);
         ucs_diag("rdmach: refused to serve a %u-bit atomic at 0x%" PRIx64 " for process %d",
-                 rec.bits, rec.address, rec.replies.pid);
+                 rec.bits, rec.address, sender);
     }
     /* the value, then (ordered after it) the token the requester polls */
-    token   = rec.token | (ok ? 0 : UCT_RDMACH_SERVE_REFUSED);
-    replies = uct_rdmach_amo_replies(iface, &rec.replies);
+    reply[1] = rec.token | ((verdict == RDMACH_SERVE_DO) ? 0 : UCT_RDMACH_SERVE_REFUSED);
+    replies  = uct_rdmach_amo_replies(iface, sender, &rec.replies);
     if (replies != NULL) {
         replies += UCT_RDMACH_SERVE_SLOT_WORDS * rec.slot;
-        replies[0] = old;
-        __atomic_store_n(&replies[1], token, __ATOMIC_RELEASE);
+        replies[0] = reply[0];
+        __atomic_store_n(&replies[1], reply[1], __ATOMIC_RELEASE);
         return;
     }
     /* a requester we cannot map: its memory through the kernel (one that has gone is no
      * concern of ours) */
-    iov.iov_base = &old;
-    iov.iov_len  = sizeof(old);
-    if (ucx_ext_process_vm(rec.replies.pid, &iov, 1,
-                           rec.replies.base +
-                           UCT_RDMACH_SERVE_SLOT_WORDS * rec.slot * sizeof(uint64_t), sizeof(old),
-                           1) != 0) {
+    if (uct_rdmach_serve_reply_vm(sender, &rec.replies, rec.slot, 0, &reply[0], 1) != 0) {
         return;
     }
     ucs_memory_cpu_store_fence();
-    iov.iov_base = &token;
-    iov.iov_len  = sizeof(token);
-    ucx_ext_process_vm(rec.replies.pid, &iov, 1,
-                       rec.replies.base +
-                       (UCT_RDMACH_SERVE_SLOT_WORDS * rec.slot + 1) * sizeof(uint64_t),
-                       sizeof(token), 1);
+    uct_rdmach_serve_reply_vm(sender, &rec.replies, rec.slot, 1, &reply[1], 1);
 }
 
 /* Served atomics, puts and gets whose reply came; a put or get the target has not claimed

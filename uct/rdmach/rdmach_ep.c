@@ -357,7 +357,7 @@ uct_rdmach_ep_rma(uct_rdmach_ep_t *ep, const rdmach_wire_iov_t *local, size_t cn
          * (a put is done at return: its bytes are copied; a get copies at the reply). It
          * may follow the ep's served requests in flight: the target serves the ring's
          * records in order */
-        status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr,
+        status = uct_rdmach_serve_rma_start(ep, key, remote_addr,
                                             write ? local->base : NULL, length,
                                             uct_rdmach_ep_unpack_to, local->base, comp);
         if (status != UCS_ERR_UNSUPPORTED) {
@@ -518,7 +518,7 @@ ucs_status_t uct_rdmach_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
         /* a small one on memory we cannot map: the target's progress, if it serves (behind
          * the ep's served requests in flight, in the ring's order) */
         if ((mapped == NULL) && (comp != NULL) && uct_rdmach_serve_rma_fits(iface, length)) {
-            status = uct_rdmach_serve_rma_start(ep, key->key, remote_addr, NULL, length,
+            status = uct_rdmach_serve_rma_start(ep, key, remote_addr, NULL, length,
                                                 unpack_cb, arg, comp);
             if (status != UCS_ERR_UNSUPPORTED) {
                 return status;

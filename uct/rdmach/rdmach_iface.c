@@ -234,20 +234,37 @@ static int uct_rdmach_iface_activate(void *arg, uint32_t id)
     return iface->wire->ops->activate(iface->wire, id, &iface->poller.rx[id]);
 }
 
-static void uct_rdmach_iface_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
+/* A served request's record (rdmach_serve.h) from ring rx: served only on a wire that knows
+ * the ring's sender, for whom alone the reply is. */
+static UCS_F_NOINLINE void uct_rdmach_iface_serve(uct_rdmach_iface_t *iface,
+                                                  const rdmach_rx_t *rx, uint8_t am_id,
+                                                  const void *data, uint32_t length)
+{
+    rdmach_wire_t *wire = iface->wire;
+    int32_t sender;
+
+    if (((am_id != UCT_RDMACH_AM_SERVE) && (am_id != UCT_RDMACH_AM_SERVE_RMA)) ||
+        (wire->ops->ring_sender == NULL) || !iface->amo_cpu ||
+        (wire->ops->ring_sender(wire, (uint32_t)(rx - iface->poller.rx), &sender) != 0)) {
+        /* from a misbehaving peer, or one this wire does not serve: never index am[] */
+        uct_rdmach_counters.rx.corrupt++;
+        UCT_RDMACH_COUNT_OWN(serve_dropped);
+        return;
+    }
+    if (am_id == UCT_RDMACH_AM_SERVE) {
+        uct_rdmach_amo_serve(iface, sender, data, length);   /* rdmach_amo_cpu.c */
+    } else {
+        uct_rdmach_serve_rma(iface, sender, data, length);   /* rdmach_serve_rma.c */
+    }
+}
+
+static void uct_rdmach_iface_deliver(void *arg, const rdmach_rx_t *rx, uint8_t am_id,
+                                     void *data, uint32_t length)
 {
     uct_rdmach_iface_t *iface = arg;
 
     if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
-        if (am_id == UCT_RDMACH_AM_SERVE) {
-            uct_rdmach_amo_serve(iface, data, length);   /* rdmach_amo_cpu.c */
-            return;
-        }
-        if (am_id == UCT_RDMACH_AM_SERVE_RMA) {
-            uct_rdmach_serve_rma(iface, data, length);   /* rdmach_serve_rma.c */
-            return;
-        }
-        uct_rdmach_counters.rx.corrupt++;   /* from a misbehaving peer: never index am[] */
+        uct_rdmach_iface_serve(iface, rx, am_id, data, length);
         return;
     }
     uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id, data, length,

@@ -26,19 +26,19 @@
  * and module all count into it, and none of them depends on another for it. */
 uct_rdmach_counters_t uct_rdmach_counters;
 
-/* The shm md's registrations: a served atomic (rdmach_amo_cpu.c) touches only these. */
+/* The shm md's registrations: a served request (rdmach_serve.h) touches only these. */
 static pthread_mutex_t uct_rdmach_shm_regs_lock = PTHREAD_MUTEX_INITIALIZER;
 static UCS_LIST_HEAD(uct_rdmach_shm_regs);
 
-int uct_rdmach_md_holds(uint64_t address, size_t length)
+int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length)
 {
     uct_rdmach_memh_t *memh;
     int found = 0;
 
+    (void)arg;
     pthread_mutex_lock(&uct_rdmach_shm_regs_lock);
     ucs_list_for_each(memh, &uct_rdmach_shm_regs, list) {
-        if ((address >= memh->super.address) &&
-            (address + length <= memh->super.address + memh->super.length)) {
+        if ((address == memh->super.address) && (length == memh->super.length)) {
             found = 1;
             break;
         }

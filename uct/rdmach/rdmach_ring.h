@@ -142,8 +142,10 @@ typedef struct rdmach_rx_stats {
 
 #define RDMACH_RX_COUNTERS(_) _(rx_am) _(rx_bytes) _(rx_corrupt) _(tail_updates) _(doorbells)
 
-/* Called for each valid AM record; data is valid only during the call. */
-typedef void (*rdmach_am_cb_t)(void *arg, uint8_t am_id, void *data, uint32_t length);
+/* Called for each valid AM record of ring rx; data is valid only during the call. rx tells
+ * the glue which ring, and so which sender as its wire knows it, wrote the record. */
+typedef void (*rdmach_am_cb_t)(void *arg, const rdmach_rx_t *rx, uint8_t am_id, void *data,
+                               uint32_t length);
 
 /* ---- geometry ---- */
 
@@ -318,7 +320,7 @@ static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, unsigned budget, rdmach_a
                 rx->pos += rdmach_rx_skip_corrupt(rx, hdr, stats);
             }
         } else {
-            cb(arg, hdr->am_id, hdr + 1, length);
+            cb(arg, rx, hdr->am_id, hdr + 1, length);
             rx->pos += span;
             stats->msgs++;
             stats->bytes += length;

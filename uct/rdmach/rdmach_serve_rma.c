@@ -33,28 +33,18 @@
 
 #include <ucs/time/time.h>
 
-/* What a served put's or get's record carries (its bytes are in the reply slot). */
-typedef struct uct_rdmach_serve_rma_rec {
-    uint64_t            address;
-    uint64_t            token;
-    ucx_ext_xmem_desc_t replies;   /* the requester's reply segment (pid: the requester) */
-    uint32_t            slot;      /* the request's slot in it */
-    uint32_t            length;
-    uint8_t             write;     /* 1: a put, 0: a get */
-} UCS_S_PACKED uct_rdmach_serve_rma_rec_t;
-
 static UCS_F_ALWAYS_INLINE void *uct_rdmach_serve_rma_data(volatile uint64_t *slot)
 {
     return (void*)(slot + 2);
 }
 
-ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, uint32_t rkey,
+ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, const uct_rdmach_rkey_t *key,
                                         uint64_t remote_addr, const void *put_data,
                                         size_t length, uct_unpack_callback_t unpack_cb,
                                         void *unpack_arg, uct_completion_t *comp)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
-    uct_rdmach_serve_rma_rec_t *rec;
+    rdmach_serve_rma_rec_t *rec;
     rdmach_rec_hdr_t *hdr;
     uct_rdmach_amo_t *req;
     ucs_time_t now;
@@ -74,47 +64,45 @@ ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, uint32_t rkey,
                                                                           UCT_RDMACH_AMO_GET,
                                           comp, NULL);
     req->word       = remote_addr;
-    req->rkey       = rkey;
+    req->rkey       = key->key;
     req->length     = (uint32_t)length;
     req->unpack_cb  = unpack_cb;
     req->unpack_arg = unpack_arg;
-    req->token      = ++iface->amo_token & UCT_RDMACH_SERVE_TOKENS;
+    req->token      = uct_rdmach_serve_token(iface);
     req->sent       = now;
     if (put_data != NULL) {
         memcpy(uct_rdmach_serve_rma_data(req->reply), put_data, length);
     }
     /* published with the record (the commit's release store) */
     req->reply[1]   = req->token | UCT_RDMACH_SERVE_OPEN;
-    rec             = (uct_rdmach_serve_rma_rec_t*)(hdr + 1);
-    rec->address    = remote_addr;
-    rec->token      = req->token;
-    rec->replies    = iface->amo_replies_desc;
-    rec->slot       = (uint32_t)(req - iface->amo_pool);
-    rec->length     = (uint32_t)length;
-    rec->write      = (put_data != NULL);
+    rec             = (rdmach_serve_rma_rec_t*)(hdr + 1);
+    memset(rec, 0, sizeof(*rec));
+    rec->address     = remote_addr;
+    rec->token       = req->token;
+    rec->reg.address = key->address;
+    rec->reg.length  = key->length;
+    rec->slot        = (uint32_t)(req - iface->amo_pool);
+    rec->length      = (uint32_t)length;
+    rec->write       = (put_data != NULL);
+    uct_rdmach_serve_replies_of(iface, &rec->replies);
     rdmach_tx_commit(ep->tx, hdr, UCT_RDMACH_AM_SERVE_RMA, sizeof(*rec));
     ucs_queue_push(&iface->amo_served, &req->stalled);
     return (put_data != NULL) ? UCS_OK : UCS_INPROGRESS;
 }
 
-void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, const void *data, uint32_t length)
+void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, int32_t sender, const void *data,
+                          uint32_t length)
 {
-    uct_rdmach_serve_rma_rec_t rec;
+    rdmach_serve_rma_rec_t rec;
     uint64_t *replies, open;
     volatile uint64_t *slot;
 
-    if (length != sizeof(rec)) {
+    if (rdmach_serve_rma_decode(data, length, &rec) == RDMACH_SERVE_DROP) {
         uct_rdmach_counters.rx.corrupt++;
+        UCT_RDMACH_COUNT_OWN(serve_dropped);
         return;
     }
-    memcpy(&rec, data, sizeof(rec));
-    if (!uct_rdmach_serve_reply_valid(&rec.replies, rec.slot) || (rec.length == 0) ||
-        (rec.length > UCT_RDMACH_SERVE_RMA_MAX) || (rec.write > 1) ||
-        (rec.token & ~UCT_RDMACH_SERVE_TOKENS)) {
-        uct_rdmach_counters.rx.corrupt++;
-        return;
-    }
-    replies = uct_rdmach_amo_replies(iface, &rec.replies);
+    replies = uct_rdmach_amo_replies(iface, sender, &rec.replies);
     if (replies == NULL) {
         return;   /* its requester takes it back when its wait is over */
     }
@@ -124,11 +112,12 @@ void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, const void *data, uint32_t 
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
         return;   /* taken back, or a record of the slot's earlier use */
     }
-    /* only memory this process registered */
-    if (!uct_rdmach_md_holds(rec.address, rec.length)) {
+    /* only inside a registration of this process, the one the requester's key names */
+    if (rdmach_serve_rma_allowed(&rec, uct_rdmach_md_registered, NULL) != RDMACH_SERVE_DO) {
         uct_rdmach_counters.rx.corrupt++;
+        UCT_RDMACH_COUNT_OWN(serve_refused);
         ucs_diag("rdmach: refused to serve a %u-byte %s at 0x%" PRIx64 " for process %d",
-                 rec.length, rec.write ? "put" : "get", rec.address, rec.replies.pid);
+                 rec.length, rec.write ? "put" : "get", rec.address, sender);
         __atomic_store_n(slot + 1, rec.token | UCT_RDMACH_SERVE_REFUSED, __ATOMIC_RELEASE);
         return;
     }

@@ -10,6 +10,7 @@
 #endif
 
 #include "rdmach_ring.h"
+#include "rdmach_serve.h"
 #include "rdmach_wire.h"
 #include "ucx_ext_base.h"
 #include "ucx_ext_md.h"
@@ -38,10 +39,13 @@
  * done here, atomics on memory we cannot map that the target served for us, and those we
  * served as the target (atomics, puts and gets); small puts and gets on memory we cannot
  * map that the target served for us, and those we took back from a target that did not
- * serve them in time and did ourselves (rdmach_serve_rma.c). */
+ * serve them in time and did ourselves (rdmach_serve_rma.c); served records we dropped
+ * (malformed, or on a wire that serves none) and refused (memory outside the registration
+ * they name: rdmach_serve.h). */
 #define UCT_RDMACH_OWN_COUNTERS(_) _(rings_reaped) _(rings_unclaimed) _(sleeps) \
                                    _(rma_mapped) _(atomic_cpu) _(atomic_served) _(served) \
-                                   _(rma_served) _(rma_revoked)
+                                   _(rma_served) _(rma_revoked) _(serve_dropped) \
+                                   _(serve_refused)
 #define UCT_RDMACH_COUNTERS(_) RDMACH_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
                                RDMACH_WIRE_COUNTERS(_) UCT_RDMACH_OWN_COUNTERS(_)
 
@@ -51,7 +55,7 @@ typedef struct uct_rdmach_counters {
     rdmach_wire_stats_t   wire;
     uint64_t              rings_reaped, rings_unclaimed, sleeps;
     uint64_t              rma_mapped, atomic_cpu, atomic_served, served;
-    uint64_t              rma_served, rma_revoked;
+    uint64_t              rma_served, rma_revoked, serve_dropped, serve_refused;
 } uct_rdmach_counters_t;
 
 extern uct_rdmach_counters_t uct_rdmach_counters;
@@ -94,9 +98,9 @@ typedef struct uct_rdmach_rkey {
     ucx_ext_xmem_desc_t xmem;
 } UCS_S_PACKED uct_rdmach_rkey_t;
 
-/* The shm md's registrations hold [address, address + length) (a served atomic's target
- * must be memory this process registered). */
-int uct_rdmach_md_holds(uint64_t address, size_t length);
+/* 1 if [address, address + length) is exactly a registration of the shm md (what a served
+ * request's key names must be: rdmach_serve.h). */
+int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length);
 
 #define UCT_RDMACH_RKEY_MAGIC 0x52444d52u   /* "RMDR" */
 
@@ -269,8 +273,7 @@ uct_rdmach_ep_key_holds(const uct_rdmach_ep_t *ep, uct_rkey_t rkey, uint64_t rem
     const uct_rdmach_rkey_t *key = (const uct_rdmach_rkey_t*)rkey;
 
     return (rkey != UCT_INVALID_RKEY) && (key->pid == ep->super.pid) &&
-           (remote_addr >= key->address) &&
-           (remote_addr + length <= key->address + key->length);
+           ucx_ext_range_within(remote_addr, length, key->address, key->length);
 }
 
 /* The remote key of an access of length bytes at remote_addr, or NULL (logged) unless it
@@ -317,16 +320,15 @@ unsigned uct_rdmach_ep_fence_progress(uct_rdmach_iface_t *iface);
 #define UCT_RDMACH_AM_SERVE     UCT_AM_ID_MAX
 #define UCT_RDMACH_AM_SERVE_RMA (UCT_AM_ID_MAX + 1)
 /* Served puts and gets: at most this many bytes, carried in the request's reply slot. */
-#define UCT_RDMACH_SERVE_RMA_MAX 8192
+#define UCT_RDMACH_SERVE_RMA_MAX RDMACH_SERVE_RMA_MAX
 
-/* The CPU atomic, on memory mapped here: the old value (of bits 32 or 64). */
-uint64_t uct_rdmach_amo_cpu(void *ptr, unsigned op, unsigned bits, uint64_t value,
-                            uint64_t compare);
 ucs_status_t uct_rdmach_amo_serve_start(uct_rdmach_amo_t *req);
 ucs_status_t uct_rdmach_amo_serve_init(uct_rdmach_iface_t *iface);
 void uct_rdmach_amo_serve_cleanup(uct_rdmach_iface_t *iface);
-/* A served atomic's record, at the target. */
-void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, const void *data, uint32_t length);
+/* A served atomic's record, at the target, from the process the wire knows as its ring's
+ * sender. */
+void uct_rdmach_amo_serve(uct_rdmach_iface_t *iface, int32_t sender, const void *data,
+                          uint32_t length);
 unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface);
 /* A put or get of length bytes (> 0) on a key we cannot map may be served by the target
  * (rdmach_serve_rma.c): on shared memory (CPU atomics: the served requests' pool and reply
@@ -342,12 +344,14 @@ static UCS_F_ALWAYS_INLINE int uct_rdmach_serve_rma_fits(const uct_rdmach_iface_
  * UCS_OK (a put: done as far as the caller goes; the ep's flush waits for it),
  * UCS_INPROGRESS (a get: comp follows, after unpack_cb), or UCS_ERR_UNSUPPORTED when it
  * goes the one-sided way instead (process_vm). */
-ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, uint32_t rkey,
+ucs_status_t uct_rdmach_serve_rma_start(uct_rdmach_ep_t *ep, const uct_rdmach_rkey_t *key,
                                         uint64_t remote_addr, const void *put_data,
                                         size_t length, uct_unpack_callback_t unpack_cb,
                                         void *unpack_arg, uct_completion_t *comp);
-/* A served put's or get's record, at the target. */
-void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, const void *data, uint32_t length);
+/* A served put's or get's record, at the target, from the process the wire knows as its
+ * ring's sender. */
+void uct_rdmach_serve_rma(uct_rdmach_iface_t *iface, int32_t sender, const void *data,
+                          uint32_t length);
 void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status);
 void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req);
 

@@ -283,6 +283,14 @@ struct rdmach_wire_ops {
      * RC: the ring of a connected connection; post_tail writes its sender's credit line. */
     int  (*activate)(rdmach_wire_t *wire, uint32_t ring_id, rdmach_rx_t *rx);
 
+    /* Served requests (rdmach_serve.h): the process that sends into ring ring_id, as the
+     * wire established it, into *pid; 0, or -ENOENT when the ring has no sender known.
+     * Replies go only there, whatever a record says.
+     * shm: the ring's owner, whose segment activate mapped through /proc/<pid>/fd.
+     * RC: NULL: its peers are on other hosts, and their served records are dropped and
+     * counted (a target never writes where a record points). */
+    int  (*ring_sender)(const rdmach_wire_t *wire, uint32_t ring_id, int32_t *pid);
+
     /* The ring core's per-message hooks (rdmach_ring.h) for this wire's connections.
      * shm: both NULL: stores into the mapped ring and credit line are the writes.
      * RC: post_record = WRITE of fields and payload, then mark: inline when small, selective

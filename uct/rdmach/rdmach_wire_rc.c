@@ -1612,6 +1612,7 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .ep_connect     = rdmach_rc_ep_connect,
     .ep_close       = rdmach_rc_ep_close,
     .activate       = rdmach_rc_activate,
+    .ring_sender    = NULL,   /* serves no requests: its peers are on other hosts */
     .ring           = {rdmach_rc_post_record, rdmach_rc_post_tail, rdmach_rc_post_hot, NULL},
     .rma            = rdmach_rc_rma,
     .get_unpack     = rdmach_rc_get_unpack,

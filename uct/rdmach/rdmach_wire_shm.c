@@ -312,6 +312,19 @@ static int rdmach_shm_claim(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, 
     return 0;
 }
 
+/* The owner of ring id: the process whose segment activate mapped for it (its pid from
+ * the ring's control block, proven by /proc/<pid>/fd/<fd> being that rdmach segment). */
+static int rdmach_shm_ring_sender(const rdmach_wire_t *wire, uint32_t id, int32_t *pid)
+{
+    const rdmach_shm_wire_t *w = (const rdmach_shm_wire_t*)wire;
+
+    if ((id >= wire->max_rings) || (w->rx_peer[id] == NULL)) {
+        return -ENOENT;
+    }
+    *pid = w->rx_peer[id]->seg.pid;
+    return 0;
+}
+
 static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx)
 {
     rdmach_shm_wire_t *w   = (rdmach_shm_wire_t*)wire;
@@ -650,6 +663,7 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .claim          = rdmach_shm_claim,
     .ep_addr_len    = 0,              /* connects to ifaces */
     .activate       = rdmach_shm_activate,
+    .ring_sender    = rdmach_shm_ring_sender,
     .ring           = {NULL, NULL, NULL,    /* stores are the writes */
                        rdmach_shm_wake},
     .rma            = rdmach_shm_rma,
