@@ -502,3 +502,90 @@ TEST_F(Xrc, BadInput)
 }
 
 } // namespace
+
+/* ---- the XRC domain file (rdmach_rc_xrc.c): in /dev/shm, where anyone may create it ---- */
+
+extern "C" {
+#include "ucx_ext_sys.h"
+}
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+struct OwnFile : ::testing::Test {
+    std::string dir, path;
+    char why[256] = {};
+
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/rdmach-xrcd-test.XXXXXX";
+        ASSERT_NE(nullptr, mkdtemp(tmpl));
+        dir  = tmpl;
+        path = dir + "/ucx-rdmach-xrcd.test";
+    }
+    void TearDown() override
+    {
+        unlink(path.c_str());
+        unlink((dir + "/target").c_str());
+        rmdir(dir.c_str());
+    }
+};
+
+} // namespace
+
+TEST_F(OwnFile, CreatedOrOursIsOpened)
+{
+    int fd = ucx_ext_open_own_file(path.c_str(), why, sizeof(why));
+    ASSERT_GE(fd, 0) << why;
+    struct stat st;
+    ASSERT_EQ(0, fstat(fd, &st));
+    EXPECT_EQ(geteuid(), st.st_uid);
+    EXPECT_EQ(0400u, st.st_mode & 0777u);
+    close(fd);
+    fd = ucx_ext_open_own_file(path.c_str(), why, sizeof(why));   /* again: ours */
+    EXPECT_GE(fd, 0) << why;
+    close(fd);
+}
+
+TEST_F(OwnFile, ASymbolicLinkIsRefused)
+{
+    int fd = open((dir + "/target").c_str(), O_CREAT | O_WRONLY, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    ASSERT_EQ(0, symlink((dir + "/target").c_str(), path.c_str()));
+    EXPECT_EQ(-ELOOP, ucx_ext_open_own_file(path.c_str(), why, sizeof(why)));
+    EXPECT_NE(nullptr, strstr(why, "a symbolic link: refused")) << why;
+}
+
+TEST_F(OwnFile, AFileWritableByOthersIsRefused)
+{
+    int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(0, fchmod(fd, 0666));
+    close(fd);
+    EXPECT_EQ(-EPERM, ucx_ext_open_own_file(path.c_str(), why, sizeof(why)));
+    EXPECT_NE(nullptr, strstr(why, "writable by others (mode 666): refused")) << why;
+}
+
+/* Another user made it first (root can make it so; as another user the test cannot). */
+TEST_F(OwnFile, AFileOfAnotherUserIsRefused)
+{
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root to give the file away";
+    }
+    int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0400);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(0, fchown(fd, 65534, 65534));
+    close(fd);
+    EXPECT_EQ(-EPERM, ucx_ext_open_own_file(path.c_str(), why, sizeof(why)));
+    EXPECT_NE(nullptr, strstr(why, "is owned by uid 65534, not by us (uid 0): refused")) << why;
+}
+
+TEST_F(OwnFile, ADirectoryIsRefused)
+{
+    ASSERT_EQ(0, mkdir(path.c_str(), 0700));
+    EXPECT_GT(0, ucx_ext_open_own_file(path.c_str(), why, sizeof(why)));
+    rmdir(path.c_str());
+}

@@ -10,6 +10,7 @@
  * tests can exercise (tests/verbs/cases: xrc).
  */
 #include "rdmach_rc_int.h"
+#include "ucx_ext_sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -142,14 +143,17 @@ static const rdmach_xrc_ops_t rdmach_rc_xrc_ops = {
 /* ---- the domain and the SRQ ---- */
 
 /* The processes of a host that open the same file share one XRC domain (the kernel keys it by
- * the file). One per user and device, in /dev/shm: per host, and per container. */
-static int rdmach_rc_xrcd_file(const rdmach_rc_wire_t *w)
+ * the file). One per user and device, in /dev/shm: per host, and per container. Its name is
+ * predictable and /dev/shm is everyone's, so the file must be ours alone
+ * (ucx_ext_open_own_file): another user who made it first would share our domain or deny it
+ * to us. */
+static int rdmach_rc_xrcd_file(const rdmach_rc_wire_t *w, char *why, size_t why_len)
 {
     char path[128];
 
-    snprintf(path, sizeof(path), "/dev/shm/ucx-rdmach-xrcd.%u.%s", (unsigned)getuid(),
+    snprintf(path, sizeof(path), "/dev/shm/ucx-rdmach-xrcd.%u.%s", (unsigned)geteuid(),
              w->dom->name);
-    return open(path, O_RDONLY | O_CREAT | O_CLOEXEC, S_IRUSR);
+    return ucx_ext_open_own_file(path, why, why_len);
 }
 
 /* Our XRC SRQ on the receive CQ, its WQEs posted, replacing the plain SRQ. */
@@ -188,18 +192,23 @@ int rdmach_rc_xrc_open(rdmach_rc_wire_t *w)
 {
     const rdmach_wire_params_t *params = &w->super.params;
     struct ibv_xrcd_init_attr attr;
-    char why[160];
+    char why[256];
     int ret;
 
     w->xrcd_fd = -1;
     if (params->net_xrc == RDMACH_WIRE_XRC_NO) {
         return 0;
     }
-    w->xrcd_fd = rdmach_rc_xrcd_file(w);
+    w->xrcd_fd = rdmach_rc_xrcd_file(w, why, sizeof(why));
     if (w->xrcd_fd < 0) {
-        snprintf(why, sizeof(why), "cannot open its XRC domain file in /dev/shm: %s",
-                 strerror(errno));
-        goto refused;
+        /* not the device's doing: said as an error whatever the mode, once */
+        RC_LOG(w, 1, "rdmach: %s: the XRC domain file %s", params->dev_name, why);
+        if (params->net_xrc == RDMACH_WIRE_XRC_YES) {
+            return -EPERM;
+        }
+        RC_LOG(w, RDMACH_WIRE_LOG_INFO, "rdmach: %s: RC, one QP per remote process",
+               params->dev_name);
+        return 0;
     }
     /* the device answers here: rdma_rxe has no open_xrcd (EOPNOTSUPP) */
     memset(&attr, 0, sizeof(attr));
