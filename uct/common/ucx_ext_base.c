@@ -257,7 +257,8 @@ UCS_CLASS_CLEANUP_FUNC(ucx_ext_ep_t)
     ucx_ext_ep_pending_purge(&self->super.super, NULL, NULL);
     ucs_arbiter_group_cleanup(&self->arb_group);
     if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
-        ucs_callbackq_remove_safe(&self->x->uct->worker->super.progress_q, self->err_cb_id);
+        ucx_ext_oneshot_remove(&self->x->uct->worker->super.progress_q, self,
+                               &self->err_cb_id);
         --self->x->err_pending;
     }
     ucs_list_del(&self->list);
@@ -286,9 +287,8 @@ void ucx_ext_ep_set_failed(ucx_ext_ep_t *ep, ucs_status_t status)
     if (ep->x->uct->err_handler == NULL) {
         return;
     }
-    ep->err_cb_id = ucs_callbackq_add_safe(&ep->x->uct->worker->super.progress_q,
-                                           ucx_ext_ep_err_progress, ep,
-                                           UCS_CALLBACKQ_FLAG_ONESHOT);
+    ucx_ext_oneshot_add(&ep->x->uct->worker->super.progress_q, ep, ucx_ext_ep_err_progress,
+                        ep, &ep->err_cb_id);
     ++ep->x->err_pending;
 }
 
@@ -359,7 +359,7 @@ void ucx_ext_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, v
 
 ucs_status_t ucx_ext_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCX_EXT_EP_CHECK_PARAMS(flags, comp);
     ucx_ext_ep_peer_alive(ucs_derived_of(tl_ep, ucx_ext_ep_t));
     return UCS_OK;
 }

@@ -17,6 +17,8 @@
 #ifndef UCX_EXT_BASE_H
 #define UCX_EXT_BASE_H
 
+#include "ucx_ext_compat.h"
+
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>

@@ -1,4 +1,9 @@
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
 #include "ucx_ext_counters.h"
+#include "ucx_ext_compat.h"
 
 #include <ucs/config/parser.h>
 #include <stddef.h>
@@ -44,8 +49,7 @@ void ucx_ext_counters_config_init(void)
     }
     ucs_list_add_tail(&ucs_config_global_list, &ucx_ext_counters_config_entry.list);
     /* parsing marks the variable as used, so UCX does not warn about it */
-    if (ucs_config_parser_fill_opts(&config, ucx_ext_counters_config_table, "UCX_", "EXT_",
-                                    1) == UCS_OK) {
+    if (ucx_ext_config_fill(&config, &ucx_ext_counters_config_entry, "UCX_", 1) == UCS_OK) {
         ucs_config_parser_release_opts(&config, ucx_ext_counters_config_table);
     }
 }

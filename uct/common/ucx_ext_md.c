@@ -14,24 +14,25 @@ static ucx_ext_component_t *ucx_ext_component(uct_component_t *component)
     return ucs_container_of(component, ucx_ext_component_t, super);
 }
 
-static ucs_status_t ucx_ext_md_query(uct_md_h md, uct_md_attr_t *attr)
+static ucs_status_t ucx_ext_md_query(uct_md_h md, ucx_ext_md_attr_t *attr)
 {
     const ucx_ext_component_t *comp = ucx_ext_component(md->component);
 
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.detect_mem_types = 0;
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = ULONG_MAX;
+    ucx_ext_md_attr_init(attr);
+    UCX_EXT_MD_CAP(attr, flags)            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    UCX_EXT_MD_CAP(attr, reg_mem_types)    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    UCX_EXT_MD_CAP(attr, alloc_mem_types)  = 0;
+    UCX_EXT_MD_CAP(attr, detect_mem_types) = 0;
+    UCX_EXT_MD_CAP(attr, access_mem_types) = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    UCX_EXT_MD_CAP(attr, max_alloc)        = 0;
+    UCX_EXT_MD_CAP(attr, max_reg)          = ULONG_MAX;
     if (comp->xmem) {
         /* not UCT_MD_FLAG_RKEY_PTR: UCP would then take the rkey_ptr rendezvous for every
          * key of this md, also those of registered memory, which no peer maps (it fails
          * them as unreachable); ucp_rkey_ptr still answers for mapped keys */
-        attr->cap.flags          |= UCT_MD_FLAG_ALLOC;
-        attr->cap.alloc_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-        attr->cap.max_alloc       = ULONG_MAX;
+        UCX_EXT_MD_CAP(attr, flags)          |= UCT_MD_FLAG_ALLOC;
+        UCX_EXT_MD_CAP(attr, alloc_mem_types) = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+        UCX_EXT_MD_CAP(attr, max_alloc)       = ULONG_MAX;
     }
     attr->rkey_packed_size     = comp->rkey_size;
     attr->reg_cost             = ucs_linear_func_make(comp->reg_cost, 0);
@@ -39,8 +40,9 @@ static ucs_status_t ucx_ext_md_query(uct_md_h md, uct_md_attr_t *attr)
     return UCS_OK;
 }
 
-static ucs_status_t ucx_ext_mem_reg(uct_md_h md, void *address, size_t length,
-                                    unsigned flags, uct_mem_h *memh_p)
+/* The md's registration, as both UCX versions call it (ucx_ext_compat.h). */
+static ucs_status_t ucx_ext_mem_reg_flags(uct_md_h md, void *address, size_t length,
+                                          unsigned flags, uct_mem_h *memh_p)
 {
     const ucx_ext_component_t *comp = ucx_ext_component(md->component);
     ucx_ext_memh_t *memh;
@@ -58,6 +60,12 @@ static ucs_status_t ucx_ext_mem_reg(uct_md_h md, void *address, size_t length,
     return UCS_OK;
 }
 
+static ucs_status_t ucx_ext_mem_reg(uct_md_h md, void *address, size_t length,
+                                    UCX_EXT_MEM_REG_ARGS, uct_mem_h *memh_p)
+{
+    return ucx_ext_mem_reg_flags(md, address, length, UCX_EXT_MEM_REG_FLAGS, memh_p);
+}
+
 static ucs_status_t ucx_ext_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
 {
     const ucx_ext_component_t *comp = ucx_ext_component(md->component);
@@ -72,7 +80,8 @@ static ucs_status_t ucx_ext_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
 
 /* Mapped memory, registered in this md as any other: peers map it through the key. */
 static ucs_status_t ucx_ext_mem_alloc(uct_md_h md, size_t *length_p, void **address_p,
-                                      ucs_memory_type_t mem_type, unsigned flags,
+                                      ucs_memory_type_t mem_type,
+                                      UCX_EXT_MEM_ALLOC_SYS_DEV_ARG unsigned flags,
                                       const char *alloc_name, uct_mem_h *memh_p)
 {
     ucs_status_t status;
@@ -85,7 +94,7 @@ static ucs_status_t ucx_ext_mem_alloc(uct_md_h md, size_t *length_p, void **addr
     if (status != UCS_OK) {
         return status;
     }
-    status = ucx_ext_mem_reg(md, *address_p, *length_p, flags, memh_p);
+    status = ucx_ext_mem_reg_flags(md, *address_p, *length_p, flags, memh_p);
     if (status != UCS_OK) {
         ucx_ext_xmem_free(*address_p);
     }
@@ -106,6 +115,7 @@ static ucs_status_t ucx_ext_mem_free(uct_md_h md, uct_mem_h memh)
 }
 
 static ucs_status_t ucx_ext_mkey_pack(uct_md_h md, uct_mem_h memh,
+                                      UCX_EXT_MKEY_PACK_RANGE_ARGS
                                       const uct_md_mkey_pack_params_t *params,
                                       void *rkey_buffer)
 {
@@ -125,8 +135,7 @@ void ucx_ext_md_ops_init(uct_md_ops_t *ops, void (*md_close)(uct_md_h md))
     ops->mem_dereg              = ucx_ext_mem_dereg;
     ops->mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported;
     ops->mkey_pack              = ucx_ext_mkey_pack;
-    ops->is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)
-                                  ucs_empty_function_return_zero_int;
+    ucx_ext_md_ops_version_init(ops);
     ops->detect_memory_type     = (uct_md_detect_memory_type_func_t)
                                   ucs_empty_function_return_unsupported;
 }
@@ -149,6 +158,7 @@ ucs_status_t ucx_ext_md_open_static(uct_component_t *component, const char *md_n
 }
 
 ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
+                                 UCX_EXT_RKEY_UNPACK_PARAMS_ARG
                                  uct_rkey_t *rkey_p, void **handle_p)
 {
     const ucx_ext_component_t *comp = ucx_ext_component(component);

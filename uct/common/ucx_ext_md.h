@@ -12,6 +12,7 @@
 #ifndef UCX_EXT_MD_H
 #define UCX_EXT_MD_H
 
+#include "ucx_ext_compat.h"
 #include "ucx_ext_xmem.h"
 
 #include <uct/base/uct_md.h>
@@ -48,6 +49,7 @@ ucs_status_t ucx_ext_md_open_static(uct_component_t *component, const char *md_n
                                     const uct_md_config_t *config, uct_md_h *md_p);
 
 ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
+                                 UCX_EXT_RKEY_UNPACK_PARAMS_ARG
                                  uct_rkey_t *rkey_p, void **handle_p);
 ucs_status_t ucx_ext_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle);
 ucs_status_t ucx_ext_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle,
@@ -69,6 +71,7 @@ ucs_status_t ucx_ext_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void 
         .rkey_unpack        = ucx_ext_rkey_unpack, \
         .rkey_ptr           = ucx_ext_rkey_ptr, \
         .rkey_release       = ucx_ext_rkey_release, \
+        UCX_EXT_COMPONENT_VERSION_OPS \
         .name               = (_name), \
         .md_config          = { \
             .name   = _name " memory domain", \

@@ -46,8 +46,7 @@ ucs_status_t ucx_ext_sm_get_device_address(uct_iface_h tl_iface, uct_device_addr
 
 int ucx_ext_sm_is_same_host(const uct_device_addr_t *dev_addr)
 {
-    return uct_iface_local_is_reachable((uct_iface_local_addr_ns_t*)dev_addr,
-                                        UCS_SYS_NS_TYPE_PID);
+    return ucx_ext_local_is_reachable(dev_addr, UCS_SYS_NS_TYPE_PID);
 }
 
 void ucx_ext_sm_iface_query(uct_sm_iface_t *iface, size_t iface_addr_len,

@@ -22,6 +22,8 @@
 #ifndef UCX_EXT_XMEM_H
 #define UCX_EXT_XMEM_H
 
+#include "ucx_ext_compat.h"
+
 #include <ucs/type/status.h>
 #include <ucs/sys/compiler_def.h>
 #include <ucs/sys/math.h>

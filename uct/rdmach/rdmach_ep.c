@@ -547,7 +547,7 @@ ucs_status_t uct_rdmach_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_
     if ((wire->ops->check == NULL) || (ep->peer == NULL)) {
         return ucx_ext_ep_check(tl_ep, flags, comp);
     }
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCX_EXT_EP_CHECK_PARAMS(flags, comp);
     return (wire->ops->check(wire, ep->peer) == -EAGAIN) ? UCS_ERR_NO_RESOURCE : UCS_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 static uct_iface_ops_t uct_rdmach_iface_ops;
+static ucx_ext_internal_ops_t uct_rdmach_internal_ops;
 
 ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_rdmach_iface_config_t, super),
@@ -518,7 +519,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     int ret;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_rdmach_iface_ops,
-                              &uct_base_iface_internal_ops, md, worker, params, tl_config);
+                              &uct_rdmach_internal_ops.super, md, worker, params, tl_config);
 
     status = ucx_ext_iface_check_params(params, UCT_RDMACH_NAME);
     if (status != UCS_OK) {
@@ -707,6 +708,15 @@ ucs_status_t uct_rdmach_query_devices(uct_md_h tl_md, uct_tl_device_resource_t *
     *num_devices_p = n;
     return UCS_OK;
 }
+
+/* What UCP asks besides the iface ops (ucx_ext_compat.h) */
+static const ucx_ext_iface_hooks_t uct_rdmach_iface_hooks = {
+    .is_reachable     = uct_rdmach_iface_is_reachable,
+    .ep_connect_to_ep = uct_rdmach_ep_connect_to_ep
+};
+
+static ucx_ext_internal_ops_t uct_rdmach_internal_ops =
+        UCX_EXT_INTERNAL_OPS(&uct_rdmach_iface_hooks);
 
 static uct_iface_ops_t uct_rdmach_iface_ops = {
     UCX_EXT_OPS_AM(uct_rdmach_ep),

@@ -50,7 +50,7 @@ int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length)
 typedef struct uct_rdmach_md_config {
     uct_md_config_t        super;
     int                    rcache;
-    uct_md_rcache_config_t rcache_config;
+    ucx_ext_rcache_config_t rcache_config;
 } uct_rdmach_md_config_t;
 
 static ucs_config_field_t uct_rdmach_md_config_table[] = {
@@ -62,7 +62,7 @@ static ucs_config_field_t uct_rdmach_md_config_table[] = {
      ucs_offsetof(uct_rdmach_md_config_t, rcache), UCS_CONFIG_TYPE_BOOL},
 
     {"", "", NULL, ucs_offsetof(uct_rdmach_md_config_t, rcache_config),
-     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+     UCS_CONFIG_TYPE_TABLE(UCX_EXT_RCACHE_CONFIG_TABLE)},
 
     {NULL}
 };
@@ -119,6 +119,7 @@ static void uct_rdmach_rcache_dump(void *context, ucs_rcache_t *rcache,
 }
 
 static ucs_rcache_ops_t uct_rdmach_rcache_ops = {
+    UCX_EXT_RCACHE_VERSION_OPS
     .mem_reg     = uct_rdmach_rcache_mem_reg,
     .mem_dereg   = uct_rdmach_rcache_mem_dereg,
     .dump_region = uct_rdmach_rcache_dump
@@ -135,9 +136,8 @@ static void uct_rdmach_md_rcache_init(uct_rdmach_md_t *md, const uct_rdmach_md_c
     if (!config->rcache) {
         return;
     }
-    uct_md_set_rcache_params(&params, &config->rcache_config);
+    ucx_ext_rcache_params(&params, &config->rcache_config, ucs_get_page_size());
     params.region_struct_size = sizeof(uct_rdmach_rcache_region_t);
-    params.max_alignment      = ucs_get_page_size();
     params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     params.context            = md;
     params.ops                = &uct_rdmach_rcache_ops;
@@ -147,7 +147,7 @@ static void uct_rdmach_md_rcache_init(uct_rdmach_md_t *md, const uct_rdmach_md_c
         md->rcache = NULL;
         return;
     }
-    md->rcache_overhead = uct_md_rcache_overhead(&config->rcache_config);
+    md->rcache_overhead = ucx_ext_rcache_overhead(&config->rcache_config);
 }
 
 #define UCT_RDMACH_MD_MAX 16
@@ -196,17 +196,17 @@ static ucs_status_t uct_rdmach_query_md_resources(uct_component_t *component,
 
 static uct_rdmach_md_t uct_rdmach_shm_md;
 
-static ucs_status_t uct_rdmach_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
+static ucs_status_t uct_rdmach_md_query(uct_md_h tl_md, ucx_ext_md_attr_t *attr)
 {
     uct_rdmach_md_t *md = ucs_derived_of(tl_md, uct_rdmach_md_t);
     ucs_status_t status = md->shm_query(tl_md, attr);
 
     /* zero copy needs the local buffer registered too (the lkey): UCP then passes memh;
      * mapped memory is the shm md's (a network peer cannot map it) */
-    attr->cap.flags |= UCT_MD_FLAG_NEED_MEMH;
-    attr->cap.flags &= ~(uint64_t)UCT_MD_FLAG_ALLOC;
-    attr->cap.alloc_mem_types = 0;
-    attr->cap.max_alloc       = 0;
+    UCX_EXT_MD_CAP(attr, flags) |= UCT_MD_FLAG_NEED_MEMH;
+    UCX_EXT_MD_CAP(attr, flags) &= ~(uint64_t)UCT_MD_FLAG_ALLOC;
+    UCX_EXT_MD_CAP(attr, alloc_mem_types) = 0;
+    UCX_EXT_MD_CAP(attr, max_alloc)       = 0;
     /* registration pins pages and programs the HCA (ib md: about 16 us + 0.06 ns/byte); a
      * cached one costs the lookup */
     attr->reg_cost = (md->rcache != NULL) ? ucs_linear_func_make(md->rcache_overhead, 0) :
@@ -287,8 +287,8 @@ static ucs_status_t uct_rdmach_mem_reg(uct_md_h tl_md, void *address, size_t len
     ucs_status_t status;
 
     if (md->rcache != NULL) {
-        status = ucs_rcache_get(md->rcache, address, length, PROT_READ | PROT_WRITE, NULL,
-                                &rregion);
+        status = ucx_ext_rcache_get(md->rcache, address, length, UCS_PGT_ADDR_ALIGN,
+                                    PROT_READ | PROT_WRITE, NULL, &rregion);
         if (status == UCS_OK) {
             *memh_p = &ucs_derived_of(rregion, uct_rdmach_rcache_region_t)->memh;
         }

@@ -97,7 +97,7 @@ ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
     int err;
 
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCX_EXT_EP_CHECK_PARAMS(flags, comp);
     if (ep->super.failed || udz_peer_is_failed(ep->peer)) {
         uct_udz_ep_set_failed(ep);
         return UCS_OK;

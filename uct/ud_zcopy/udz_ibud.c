@@ -26,8 +26,13 @@
  *  - Limits: a datagram is at most the port's active path MTU; queue depths are capped by the
  *    device's max_qp_wr and max_cqe.
  */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
 #include "udz_postq.h"
 #include "udz_proto.h"
+#include "ucx_ext_compat.h"
 #include "ucx_ext_verbs.h"
 
 #include <arpa/inet.h>
@@ -398,8 +403,8 @@ static ucs_rcache_region_t *ibud_src_reg(udz_ibud_t *w, const struct iovec *regi
     ucs_rcache_region_t *r;
 
     if ((w->rcache == NULL) || (region->iov_len == 0) ||
-        (ucs_rcache_get(w->rcache, region->iov_base, region->iov_len, PROT_READ, NULL,
-                        &r) != UCS_OK)) {
+        (ucx_ext_rcache_get(w->rcache, region->iov_base, region->iov_len, UCS_PGT_ADDR_ALIGN,
+                            PROT_READ, NULL, &r) != UCS_OK)) {
         return NULL;
     }
     return r;
@@ -693,6 +698,7 @@ static void ibud_rcache_dump(void *context, ucs_rcache_t *rcache, ucs_rcache_reg
 }
 
 static const ucs_rcache_ops_t ibud_rcache_ops = {
+    UCX_EXT_RCACHE_VERSION_OPS
     .mem_reg     = ibud_rcache_reg,
     .mem_dereg   = ibud_rcache_dereg,
     .dump_region = ibud_rcache_dump,
@@ -704,8 +710,7 @@ static void ibud_rcache_open(udz_ibud_t *w)
 
     memset(&p, 0, sizeof(p));
     p.region_struct_size = sizeof(ibud_rcache_region_t);
-    p.alignment          = UCS_PGT_ADDR_ALIGN;
-    p.max_alignment      = ucs_get_page_size();
+    ucx_ext_rcache_set_alignment(&p, ucs_get_page_size());
     p.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     p.ucm_event_priority = 1000;
     p.ops                = &ibud_rcache_ops;
@@ -734,8 +739,8 @@ static void ibud_chan_hold(udz_ibud_t *w, unsigned chan, const struct iovec *des
     r = &c->reg[c->nreg];
     memset(r, 0, sizeof(*r));
     if (w->rcache != NULL) {
-        if (ucs_rcache_get(w->rcache, dest->iov_base, dest->iov_len, PROT_READ | PROT_WRITE,
-                           NULL, &region) != UCS_OK) {
+        if (ucx_ext_rcache_get(w->rcache, dest->iov_base, dest->iov_len, UCS_PGT_ADDR_ALIGN,
+                               PROT_READ | PROT_WRITE, NULL, &region) != UCS_OK) {
             return;     /* its chunks go through bounce buffers */
         }
         r->region = region;

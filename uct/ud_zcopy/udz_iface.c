@@ -13,6 +13,7 @@
 #include <time.h>
 
 static uct_iface_ops_t uct_udz_iface_ops;
+static ucx_ext_internal_ops_t uct_udz_internal_ops;
 
 ucs_config_field_t uct_udz_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_udz_iface_config_t, super),
@@ -484,7 +485,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->async.timer_id = -1;
     self->async.in_timer = 0;
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_udz_iface_ops,
-                              &uct_base_iface_internal_ops, md, worker, params,
+                              &uct_udz_internal_ops.super, md, worker, params,
                               tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_UDZ_NAME));
 
     status = ucx_ext_iface_check_params(params, UCT_UDZ_NAME);
@@ -662,6 +663,13 @@ static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t 
     *num_devices_p = l.num;
     return UCS_OK;
 }
+
+/* What UCP asks besides the iface ops (ucx_ext_compat.h) */
+static const ucx_ext_iface_hooks_t uct_udz_iface_hooks = {
+    .is_reachable = uct_udz_iface_is_reachable
+};
+
+static ucx_ext_internal_ops_t uct_udz_internal_ops = UCX_EXT_INTERNAL_OPS(&uct_udz_iface_hooks);
 
 static uct_iface_ops_t uct_udz_iface_ops = {
     .ep_am_short              = uct_udz_ep_am_short,

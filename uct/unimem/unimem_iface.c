@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 static uct_iface_ops_t uct_unimem_iface_ops;
+static ucx_ext_internal_ops_t uct_unimem_internal_ops;
 
 ucs_config_field_t uct_unimem_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_unimem_iface_config_t, super),
@@ -326,7 +327,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     int ret;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_sm_iface_t, &uct_unimem_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker, params, tl_config);
+                              &uct_unimem_internal_ops.super, tl_md, worker, params, tl_config);
 
     status = ucx_ext_iface_check_params(params, UCT_UNIMEM_NAME);
     if (status != UCS_OK) {
@@ -364,8 +365,8 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     ucs_list_head_init(&self->stashed);
     ucs_list_head_init(&self->senders);
     /* one buffer per chunk: a stash is rare, and its buffers come back for the next one */
-    status = ucs_mpool_init(&self->stash_mp, 0, self->seg_size, 0, UCS_SYS_CACHE_LINE_SIZE,
-                            1, UINT_MAX, &uct_unimem_stash_mpool_ops, "unimem_stash");
+    status = ucx_ext_mpool_init(&self->stash_mp, self->seg_size, UCS_SYS_CACHE_LINE_SIZE, 1,
+                                &uct_unimem_stash_mpool_ops, "unimem_stash");
     if (status != UCS_OK) {
         return status;
     }
@@ -465,6 +466,14 @@ static ucs_status_t uct_unimem_query_devices(uct_md_h md,
     return uct_single_device_resource(md, unimem_hal_device_name(), UCT_DEVICE_TYPE_SHM,
                                       UCS_SYS_DEVICE_ID_UNKNOWN, devices_p, num_devices_p);
 }
+
+/* What UCP asks besides the iface ops (ucx_ext_compat.h) */
+static const ucx_ext_iface_hooks_t uct_unimem_iface_hooks = {
+    .is_reachable = uct_unimem_iface_is_reachable
+};
+
+static ucx_ext_internal_ops_t uct_unimem_internal_ops =
+        UCX_EXT_INTERNAL_OPS(&uct_unimem_iface_hooks);
 
 static uct_iface_ops_t uct_unimem_iface_ops = {
     UCX_EXT_OPS_AM(uct_unimem_ep),
