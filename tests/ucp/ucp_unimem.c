@@ -48,9 +48,20 @@ static int read_counters(pair_t *pair, uint64_t out[NSHAPE])
     const uint64_t *values;
     unsigned n, i, j;
 
+    void *module;
+
+    /* preloaded (UCX 1.13.1): in the global scope; a plugin (UCX 1.22.0, UCX_PLUGIN_PATH)
+     * is loaded RTLD_LOCAL, so it is asked for by its soname */
     *(void**)&get = dlsym(RTLD_DEFAULT, "uct_unimem_counters_get");
+    module        = (get == NULL) ? dlopen("libuct_unimem.so.0", RTLD_LAZY | RTLD_NOLOAD) :
+                                    NULL;
+    if (module != NULL) {
+        *(void**)&get = dlsym(module, "uct_unimem_counters_get");
+        dlclose(module);   /* the reference RTLD_NOLOAD took: UCX keeps its own */
+    }
     if (get == NULL) {
-        pair_log(pair, "uct_unimem_counters_get not found: is libuct_unimem.so preloaded?");
+        pair_log(pair, "uct_unimem_counters_get not found: is libuct_unimem loaded (preloaded, "
+                 "or a plugin from UCX_PLUGIN_PATH)?");
         return -1;
     }
     n = get(&names, &values);

@@ -31,6 +31,13 @@
 #  error "this project builds for UCX 1.13.1 or 1.22.0 only (UCT's internal ABI is unversioned)"
 #endif
 
+/* ---- loading ---- */
+
+/* 1.13 loads the modules preloaded, before UCP reads its configuration (a module may still
+ * set a UCX_ variable for it); 1.22 loads them as plugins from UCX_PLUGIN_PATH during
+ * ucp_init, after it (scripts/env sets such variables instead). */
+#define UCX_EXT_MODULE_BEFORE_CONFIG (!UCX_EXT_UCX_1_22)
+
 /* ---- md ---- */
 
 /* 1.22: an md's query fills uct_md_attr_v2_t, whose capabilities are its own fields (1.13:

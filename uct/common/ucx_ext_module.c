@@ -61,7 +61,8 @@ static void ucx_ext_abi_warn(const char *tl, const char *what)
  * before our md is asked. A transport whose md allocates mapped memory therefore puts
  * itself where the mm mds stand, when the user has not set the variable (or it is what
  * another of our modules wrote). The variable is read at ucp_config_read, after the
- * preloaded module's constructor; a module loaded later changes nothing.
+ * preloaded module's constructor; a module loaded later (UCX 1.22's plugins) changes
+ * nothing, and scripts/env sets it instead.
  */
 #define UCX_EXT_ALLOC_HEAD "md:sysv,md:posix,"
 #define UCX_EXT_ALLOC_TAIL "huge,thp,md:*,mmap,heap"
@@ -98,7 +99,8 @@ void ucx_ext_module_load(ucx_ext_module_t *m, const ucx_ext_class_size_t *classe
         return;
     }
     ucx_ext_counters_config_init();
-    if (ucs_container_of(m->component, ucx_ext_component_t, super)->xmem) {
+    if (UCX_EXT_MODULE_BEFORE_CONFIG &&
+        ucs_container_of(m->component, ucx_ext_component_t, super)->xmem) {
         ucx_ext_alloc_prio(m->component->name);
     }
     uct_component_register(m->component);
