@@ -1289,20 +1289,93 @@ TEST(UdzFail, RareProgressStillFailsDeadPeer)
     EXPECT_LT(calls, 1000);
 }
 
-TEST(UdzFail, UnreachableFailsAtOnce)
+/* A dead peer (ICMP port unreachable from its address) is still failed fast: within the
+ * probes' bound (well under the 2 s issue 38 allows), long before the peer timeout. */
+TEST(UdzFail, UnreachableDeadPeerFailedWithinProbeBound)
 {
-    Harness h(43);
+    udz_config_t c = default_cfg();
+    c.peer_timeout_ns = 30000000000ull;     /* the timeout is not what fails it */
+    Harness h(43, c);
     h.net.unreach_mode = true;
     Node *a = h.add(), *b = h.add();
     udz_peer_t *pab = h.peer(a, b);
     b->ep->dead = true;
     int err;
+    uint64_t t0 = h.now;
     ASSERT_NE(nullptr, udz_send_begin(a->core, pab, &err));
     ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 0, 1));
-    ASSERT_TRUE(h.run_until([&] { return !a->failed.empty(); }, h.cfg.rto_ns));
+    ASSERT_TRUE(h.run_until([&] { return !a->failed.empty(); }, 1000000000ull));
+    EXPECT_LE(h.now - t0, 600000000ull);
+    EXPECT_GE(h.now - t0, 200000000ull);    /* probed first: not failed on the report */
+    EXPECT_GE(a->cnt.icmp_hints, 1u);
+    EXPECT_EQ(3u, a->cnt.icmp_probes);
     EXPECT_EQ(pab, a->failed[0]);
     EXPECT_EQ(nullptr, udz_send_begin(a->core, pab, &err));
     EXPECT_EQ(-EPIPE, err);
+}
+
+/* ICMP is a hint, not proof (issue 38, item 4): anybody who can send this host an IP packet
+ * can forge a port unreachable that names a peer (the kernel matches only the addresses the
+ * ICMP quotes; no cookie is checked), and one such report failed a live peer. Now the core
+ * probes the peer and fails it only when no datagram with its cookie answers. Forged reports
+ * against an idle peer, then a storm of them while active messages flow both ways: nobody
+ * fails, everything arrives once and in order. */
+TEST(UdzFail, ForgedUnreachableDoesNotFailLivePeer)
+{
+    udz_config_t c = default_cfg();
+    c.peer_timeout_ns = 30000000000ull;
+    Harness h(49, c);
+    Node *a = h.add(), *b = h.add();
+    tag_peers(h);
+    udz_peer_t *pab = h.peer(a, b), *pba = h.peer(b, a);
+    const udz_addr_t baddr = MemNet::addr(b->idx), aaddr = MemNet::addr(a->idx);
+    /* idle: one report each way, then time for any probe to run its course */
+    h.net.inject_unreach(a->idx, baddr);
+    h.net.inject_unreach(b->idx, aaddr);
+    h.run_until([] { return false; }, 2000000000ull);
+    EXPECT_TRUE(a->failed.empty());
+    EXPECT_TRUE(b->failed.empty());
+    /* a storm: a report every 5 rounds (100 us) at both, for 2 s, under traffic both ways */
+    size_t maxp = udz_core_max_payload(a->core);
+    Stream ab{a, b, pab, plan(h.net, 3000, maxp)};
+    Stream ba{b, a, pba, plan(h.net, 3000, maxp)};
+    route(b, {&ab});
+    route(a, {&ba});
+    uint64_t t0 = h.now;
+    unsigned rounds = 0;
+    ASSERT_TRUE(h.run_until([&] {
+        if (++rounds % 5 == 0) {
+            h.net.inject_unreach(a->idx, baddr);
+            h.net.inject_unreach(b->idx, aaddr);
+        }
+        ab.pump();
+        ba.pump();
+        return ab.done() && ba.done() && (h.now - t0 >= 2000000000ull);
+    }, 10000000000ull));
+    EXPECT_FALSE(ab.bad) << ab.why;
+    EXPECT_FALSE(ba.bad) << ba.why;
+    EXPECT_EQ(3000u, ab.got);
+    EXPECT_EQ(3000u, ba.got);
+    EXPECT_TRUE(a->failed.empty());
+    EXPECT_TRUE(b->failed.empty());
+    EXPECT_FALSE(udz_peer_is_failed(pab));
+    EXPECT_FALSE(udz_peer_is_failed(pba));
+    EXPECT_EQ(0u, a->cnt.timeouts + b->cnt.timeouts);
+    /* each report was seen and probed (at most one probe per report: a forged report buys
+     * its sender one small datagram to the peer, no more than it could send it directly) */
+    EXPECT_GT(a->cnt.icmp_hints, 10000u);
+    EXPECT_GT(a->cnt.icmp_probes, 10u);
+    EXPECT_LE(a->cnt.icmp_probes, a->cnt.icmp_hints);
+    EXPECT_GT(b->cnt.icmp_probes, 10u);
+    /* and when b really dies now, a still fails it within the probes' bound */
+    h.net.unreach_mode = true;
+    b->ep->dead = true;
+    int err;
+    uint64_t t1 = h.now;
+    ASSERT_NE(nullptr, udz_send_begin(a->core, pab, &err));
+    ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 0, 1));
+    ASSERT_TRUE(h.run_until([&] { return !a->failed.empty(); }, 1000000000ull));
+    EXPECT_LE(h.now - t1, 600000000ull);
 }
 
 TEST(UdzFail, RestartedPeerIsNewIncarnation)

@@ -54,7 +54,8 @@ typedef struct udz_user_ops {
     void (*get_done)(void *user, void *ctx, int status);
     /* A zero-copy send (udz_send_iov) was acked (status 0), or failed/cancelled. */
     void (*send_done)(void *user, void *ctx, int status);
-    /* The peer stopped answering for peer_timeout, or came back as a new incarnation. */
+    /* The peer stopped answering for peer_timeout, did not answer the probes that an
+     * unreachable report of the wire started, or came back as a new incarnation. */
     void (*peer_failed)(void *user, udz_peer_t *peer);
     /* Send resources were freed (window, pool, channel): retry what was refused. */
     void (*resources)(void *user);
@@ -95,13 +96,17 @@ typedef struct udz_config {
  * several stream packets to one peer at once (send coalescing and go-back resends: one UDP GSO
  * run each), tx_coalesced: the packets that went in them; zpath_gets: gets whose chunks were
  * larger than chunk_size, as the path to the peer allows (chunk_max); window_cuts: go-backs
- * under an adaptive send window (each halves it, down to tx_window_min). */
+ * under an adaptive send window (each halves it, down to tx_window_min); icmp_hints: reports
+ * of the wire that a peer's address is unreachable (UDP: ICMP port unreachable, which anyone
+ * can forge), icmp_probes: the probes they made the core send (the peer fails only if none is
+ * answered: peer_probe_start in udz_peer.c). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
-    _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts)
+    _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
+    _(icmp_hints) _(icmp_probes)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;
