@@ -32,6 +32,9 @@ int case_peer_death(ut_t *t);      /* target SIGKILLed while idle: error within 
 int case_peer_death_full(ut_t *t); /* ... while the ep is out of resources with pending requests */
 int case_ep_churn(ut_t *t);    /* eps made, used, destroyed, again (UT_CHURN_CYCLES, default 40) */
 
+/* registrations (ud_zcopy's md: tests/uct/run runs these for it only) */
+int case_dereg_revokes(ut_t *t);   /* deregistration stops a get being served, with an error */
+
 /* Local helpers shared by the case files. */
 #define UT_GUARD 64    /* bytes checked untouched on both sides of every RMA target range */
 

@@ -46,6 +46,8 @@ struct Node {
     std::vector<std::pair<udz_peer_t*, std::vector<uint8_t>>> ams;  /* when on_am is empty */
     std::map<void*, int> gets_done, sends_done;
     std::vector<udz_peer_t*> failed;
+    /* the transfers being served from each region (by key byte), as the md links them */
+    std::vector<std::pair<uint8_t, udz_mem_hold_t*>> holds;
     unsigned        resources = 0;
     unsigned        get_done_calls = 0, send_done_calls = 0;
 };
@@ -73,6 +75,32 @@ void *cb_mem(void *u, uint64_t addr, uint64_t len, const uint8_t *rkey, int)
     return nullptr;
 }
 
+/* As the md: a read resolved for a transfer the core serves is linked to its region. */
+void *cb_mem_hold(void *u, uint64_t addr, uint64_t len, const uint8_t *rkey,
+                  udz_mem_hold_t *hold)
+{
+    Node *n = (Node*)u;
+    void *p = cb_mem(u, addr, len, rkey, 0);
+    if (p != nullptr) {
+        hold->revoked = 0;
+        hold->busy    = 0;
+        n->holds.emplace_back(rkey[0], hold);
+    }
+    return p;
+}
+
+void cb_mem_unhold(void *u, udz_mem_hold_t *hold)
+{
+    Node *n = (Node*)u;
+    for (auto it = n->holds.begin(); it != n->holds.end(); ++it) {
+        if (it->second == hold) {
+            n->holds.erase(it);
+            return;
+        }
+    }
+    /* a deregistration unlinked it already */
+}
+
 void cb_get_done(void *u, void *ctx, int status)
 {
     Node *n = (Node*)u;
@@ -94,7 +122,7 @@ void cb_resources(void *u) { ((Node*)u)->resources++; }
 uint64_t cb_now(void *u);
 
 const udz_user_ops_t user_ops = {cb_am, cb_mem, cb_get_done, cb_send_done, cb_peer_failed,
-                                 cb_resources, cb_now};
+                                 cb_resources, cb_now, cb_mem_hold, cb_mem_unhold};
 
 udz_config_t default_cfg()
 {
@@ -130,6 +158,8 @@ struct Harness {
     ~Harness() {
         for (auto &n : nodes) {
             udz_core_destroy(n->core);
+            /* every transfer let go of its registration */
+            EXPECT_TRUE(n->holds.empty()) << "node " << n->idx << " destroyed with holds";
             for (auto &r : n->regions) {
                 free(r.base);
             }
@@ -193,6 +223,28 @@ struct Harness {
             round();
         }
         return true;
+    }
+    /* Deregisters n's region with the key byte key, as the md does: accesses with its key are
+     * refused from now on, and its memory is freed at once (under ASan, a read of it by a
+     * transfer still being served is a use after free). */
+    void dereg(Node *n, uint8_t key) {
+        for (auto it = n->holds.begin(); it != n->holds.end();) {
+            if (it->first == key) {
+                EXPECT_EQ(0, it->second->busy);     /* one thread: never inside a send */
+                it->second->revoked = 1;
+                it = n->holds.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        for (auto it = n->regions.begin(); it != n->regions.end(); ++it) {
+            if (it->rkey[0] == key) {
+                free(it->base);
+                n->regions.erase(it);
+                return;
+            }
+        }
+        ADD_FAILURE() << "no region with key " << (unsigned)key;
     }
     Region &reg(Node *n, size_t len, uint8_t key) {
         Region r;
@@ -1235,6 +1287,47 @@ TEST(UdzFail, GetOwnerDiesMidTransfer)
     ASSERT_TRUE(h.run_until([&] { return a->gets_done.size() == 1; }, 2 * h.cfg.peer_timeout_ns));
     EXPECT_LT(a->gets_done[&dst], 0);
     EXPECT_EQ(1u, a->failed.size());
+}
+
+/* Deregistration revokes what is being served (issue 38, item 6): the owner resolved the rkey
+ * once, at the ZREQ, and kept streaming from the region after it was deregistered and freed.
+ * Now the md marks the transfers that read the region, the owner stops at its next send and
+ * refuses the transfer (ZERR), and nothing reads the memory afterwards (it is freed here: under
+ * ASan a read is a use after free). The requester's get fails with -EACCES; nobody fails. */
+TEST(UdzGet, DeregistrationRevokesServedTransfer)
+{
+    Harness h(36);
+    Node *a = h.add(), *b = h.add();
+    const size_t len = 4 << 20;
+    uint8_t *src = h.reg(b, len, 0x53).base;
+    for (size_t i = 0; i < len; ++i) {
+        src[i] = (uint8_t)(i * 7 + 3);
+    }
+    Region &other = h.reg(b, 100000, 0x54);
+    memset(other.base, 0x77, other.len);
+    uint8_t key[UDZ_RKEY_LEN], key2[UDZ_RKEY_LEN];
+    memset(key, 0x53, sizeof(key));
+    memset(key2, 0x54, sizeof(key2));
+    udz_peer_t *pab = h.peer(a, b);
+    std::vector<uint8_t> dst(len), dst2(other.len);
+    ASSERT_EQ(0, udz_get(a->core, pab, dst.data(), dst.size(), (uint64_t)(uintptr_t)src, key,
+                         &dst));
+    ASSERT_TRUE(h.run_until([&] { return a->cnt.rx_zchunks > 20; }));
+    ASSERT_EQ(0u, a->gets_done.size());
+    h.dereg(b, 0x53);
+    ASSERT_TRUE(h.run_until([&] { return a->gets_done.count(&dst) == 1; }, 200000000ull));
+    EXPECT_EQ(-EACCES, a->gets_done[&dst]);
+    /* the owner forgets the transfer (the requester's ZFIN) and serves the other region */
+    ASSERT_EQ(0, udz_get(a->core, pab, dst2.data(), dst2.size(),
+                         (uint64_t)(uintptr_t)other.base, key2, &dst2));
+    ASSERT_TRUE(h.run_until([&] { return a->gets_done.count(&dst2) == 1; }));
+    EXPECT_EQ(0, a->gets_done[&dst2]);
+    EXPECT_EQ(0, memcmp(dst2.data(), other.base, other.len));
+    EXPECT_TRUE(a->failed.empty());
+    EXPECT_TRUE(b->failed.empty());
+    EXPECT_TRUE(h.run_until([&] { return udz_core_idle(a->core) && udz_core_idle(b->core); }));
+    EXPECT_EQ(1u, b->cnt.ztx_revoked);
+    EXPECT_TRUE(b->holds.empty());  /* the other transfer let go of its region when done */
 }
 
 /* Both processes away from the core (blocked elsewhere, as MPICH ranks in PMI, or descheduled)

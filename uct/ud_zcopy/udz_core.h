@@ -44,6 +44,20 @@ extern "C" {
 typedef struct udz_peer udz_peer_t;
 typedef struct udz_core udz_core_t;
 
+/* A served transfer's hold on the registration it reads (udz_ztx.c), linked by the user's
+ * memory domain to that registration (mem_hold) so that deregistering it finds the transfers
+ * reading it and revokes them: O(holds of that region). The md sets revoked and then waits
+ * while busy; the core sets busy only while the wire reads the region (one send call) and
+ * looks at revoked after setting it (both sequentially consistent: the deregistration may come
+ * from another thread than the one serving, e.g. UCX's async timer). So once the md's
+ * deregistration returns, nothing reads the memory again. */
+typedef struct udz_mem_hold {
+    struct udz_mem_hold *next, *prev;   /* the md's: the holds on one registration */
+    uint64_t             region;        /* the md's: which one (0: not linked) */
+    int                  revoked;       /* set by the md: deregistered, stop reading */
+    int                  busy;          /* set by the core while the wire reads the region */
+} udz_mem_hold_t;
+
 typedef struct udz_user_ops {
     /* An active message, in order. data is valid during the call only. */
     void (*am)(void *user, udz_peer_t *peer, uint8_t am_id, void *data, size_t len);
@@ -62,6 +76,14 @@ typedef struct udz_user_ops {
     /* Optional: the current time in ns, read when a packet is sent between progress calls
      * (round-trip samples); NULL: the time of the last progress call. */
     uint64_t (*now)(void *user);
+    /* Optional, both or neither (NULL: mem(write 0), and a deregistration does not stop a
+     * transfer already being served). mem_hold resolves a read for a transfer the core serves,
+     * as mem(write 0), and on success links hold to the registration until mem_unhold:
+     * deregistering it sets hold->revoked (udz_mem_hold_t). mem_unhold is called once per
+     * successful mem_hold, also after a revocation. */
+    void *(*mem_hold)(void *user, uint64_t addr, uint64_t len, const uint8_t *rkey,
+                      udz_mem_hold_t *hold);
+    void (*mem_unhold)(void *user, udz_mem_hold_t *hold);
 } udz_user_ops_t;
 
 typedef struct udz_config {
@@ -99,14 +121,15 @@ typedef struct udz_config {
  * under an adaptive send window (each halves it, down to tx_window_min); icmp_hints: reports
  * of the wire that a peer's address is unreachable (UDP: ICMP port unreachable, which anyone
  * can forge), icmp_probes: the probes they made the core send (the peer fails only if none is
- * answered: peer_probe_start in udz_peer.c). */
+ * answered: peer_probe_start in udz_peer.c); ztx_revoked: transfers the owner was serving when their
+ * registration was deregistered (stopped, refused with ZERR). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
-    _(icmp_hints) _(icmp_probes)
+    _(icmp_hints) _(icmp_probes) _(ztx_revoked)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -166,6 +166,8 @@ typedef struct udz_ztx {
     uint32_t        rexmit_mark;    /* holes below were resent at rexmit_ns */
     uint32_t        backoff;
     int32_t         status;         /* <0: refused, answer ZERR */
+    int             held;           /* hold is linked to the registration (mem_hold) */
+    udz_mem_hold_t  hold;           /* revoked when the region is deregistered */
 } udz_ztx_t;
 
 struct udz_core {

@@ -66,8 +66,13 @@ typedef struct uct_udz_rkey {
 
 #define UCT_UDZ_RKEY_MAGIC 0x4b5a4455u   /* "UDZK" */
 
-/* The local memory a peer may access with rkey (NULL: refused). */
-void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey);
+/* The local memory a peer may access with rkey, for a put (write) or a get: NULL when
+ * refused (key, bounds). With hold,
+ * the get's transfer is linked to the registration until uct_udz_md_unhold, and deregistering
+ * it revokes the transfer (udz_mem_hold_t). */
+void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey, int write,
+                         udz_mem_hold_t *hold);
+void uct_udz_md_unhold(udz_mem_hold_t *hold);
 
 /* ---- iface ---- */
 
