@@ -1,4 +1,7 @@
 /* Registration cases (issue 38, item 6): what a registration grants is what a peer gets.
+ *  - rkey_access: a put into a region registered without remote-put access is refused (the
+ *    target's bytes stay as they were), a get from one without remote-get access fails, and
+ *    the access each grants still works;
  *  - dereg_revokes: a get being served when the owner deregisters the region stops with an
  *    error, long before any timeout, and never carries what the memory holds afterwards.
  * They test ud_zcopy's md, whose owner serves every access in software; tests/uct/run runs
@@ -11,6 +14,8 @@
 #include <unistd.h>
 
 #define REG_LEN       65536
+#define REG_PUT_SEED  0x3100u
+#define REG_ACCESS_LOCAL (UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE)
 
 static int reg_region(ut_t *t, uint8_t **addr, size_t len, unsigned flags, uct_mem_h *memh)
 {
@@ -84,6 +89,113 @@ static int reg_needs(ut_t *t)
         return 0;
     }
     return 1;
+}
+
+int case_rkey_access(ut_t *t)
+{
+    static const uint64_t puts[] = {UCT_IFACE_FLAG_PUT_SHORT, UCT_IFACE_FLAG_PUT_BCOPY,
+                                    UCT_IFACE_FLAG_PUT_ZCOPY};
+    uint8_t *regions[2];
+    uct_mem_h memhs[2];
+    uint64_t raddr[2];
+    uct_rkey_bundle_t rkeys[2];
+    ut_buf_t buf;
+    ut_comp_t comp;
+    ucs_status_t status;
+    ssize_t bad;
+    size_t i, len;
+    int ok = 1, puts_done = 0;
+
+    if (!reg_needs(t)) {
+        return PAIR_SKIP;
+    }
+    if (t->pair->role == PAIR_TARGET) {
+        /* region 0 may be read, not written; region 1 written, not read */
+        if ((reg_region(t, &regions[0], REG_LEN, UCT_MD_MEM_ACCESS_REMOTE_GET | REG_ACCESS_LOCAL,
+                        &memhs[0]) != 0) ||
+            (reg_region(t, &regions[1], REG_LEN, UCT_MD_MEM_ACCESS_REMOTE_PUT | REG_ACCESS_LOCAL,
+                        &memhs[1]) != 0) ||
+            (reg_send_keys(t, regions, memhs, 2) != 0)) {
+            return PAIR_FAIL;
+        }
+        if (pair_expect(t->pair, "check") == NULL) {   /* the initiator is done */
+            return PAIR_FAIL;
+        }
+        if ((bad = ut_bg_check(regions[0], 0, REG_LEN)) >= 0) {
+            pair_log(t->pair, "a put wrote byte %zd of a region registered without remote put",
+                     bad);
+            ok = 0;
+        }
+        if ((bad = pair_pattern_check(regions[1], 100, REG_PUT_SEED)) >= 0) {
+            pair_log(t->pair, "the put into the region registered for it missed byte %zd", bad);
+            ok = 0;
+        }
+        ok = (pair_sync(t->pair, ok) == 0) && ok;
+        for (i = 0; i < 2; ++i) {
+            uct_md_mem_dereg(t->md, memhs[i]);
+            free(regions[i]);
+        }
+        return ok ? PAIR_PASS : PAIR_FAIL;
+    }
+
+    if ((reg_recv_keys(t, raddr, rkeys, 2) != 0) || (ut_buf_alloc(t, &buf, REG_LEN) != 0)) {
+        return PAIR_FAIL;
+    }
+    pair_pattern_fill(buf.addr, REG_LEN, REG_PUT_SEED);
+    /* every put op into the read-only region: the transport takes them (the target refuses) */
+    for (i = 0; i < sizeof(puts) / sizeof(puts[0]); ++i) {
+        if (ut_put_max(t, puts[i]) == 0) {
+            continue;
+        }
+        len = ut_op_len(t, puts[i], 100);
+        ut_comp_init(&comp);
+        status = ut_comp_wait(t, &comp, ut_put(t, puts[i], &buf, 0, len, raddr[0] + 256 * i,
+                                               rkeys[0].rkey, &comp));
+        if ((status != UCS_OK) && (status != UCS_ERR_INVALID_ADDR)) {
+            pair_log(t->pair, "%s into the read-only region: %s", ut_op_name(puts[i]),
+                     ucs_status_string(status));
+            ok = 0;
+        }
+        puts_done++;
+    }
+    /* the write-only region takes a put, and the read-only one gives its bytes */
+    status = ut_put(t, UCT_IFACE_FLAG_PUT_BCOPY, &buf, 0, 100, raddr[1], rkeys[1].rkey, NULL);
+    if ((status != UCS_OK) || ((status = ut_flush(t, t->ep)) != UCS_OK)) {
+        pair_log(t->pair, "put_bcopy into the write-only region: %s", ucs_status_string(status));
+        ok = 0;
+    }
+    memset(buf.addr, 0, 100);
+    status = ut_get(t, UCT_IFACE_FLAG_GET_BCOPY, &buf, 0, 100, raddr[0] + 8192, rkeys[0].rkey);
+    if (status != UCS_OK) {
+        pair_log(t->pair, "get_bcopy from the read-only region: %s", ucs_status_string(status));
+        ok = 0;
+    } else {
+        for (i = 0; i < 100; ++i) {
+            if (buf.addr[i] != pair_pattern_byte(UT_BG_SEED, 8192 + i)) {
+                pair_log(t->pair, "get_bcopy from the read-only region: byte %zu differs", i);
+                ok = 0;
+                break;
+            }
+        }
+    }
+    /* a get from the write-only region fails */
+    status = ut_get(t, UCT_IFACE_FLAG_GET_BCOPY, &buf, 0, 100, raddr[1], rkeys[1].rkey);
+    if (status == UCS_OK) {
+        pair_log(t->pair, "get_bcopy from a region registered without remote get succeeded");
+        ok = 0;
+    }
+    if (puts_done == 0) {
+        pair_log(t->pair, "no put op to try");
+        ok = 0;
+    }
+    for (i = 0; i < 2; ++i) {
+        uct_rkey_release(t->component, &rkeys[i]);
+    }
+    ut_buf_free(t, &buf);
+    if (pair_sendf(t->pair, "check") != 0) {
+        return PAIR_FAIL;
+    }
+    return (pair_sync(t->pair, ok) == 0) && ok ? PAIR_PASS : PAIR_FAIL;
 }
 
 /* The owner serves a large get_zcopy; once the first bytes arrived the initiator stops

@@ -112,6 +112,7 @@ static pair_case_t cases[] = {
     CASE(pending, "tx_no_resource>0,pending_add>0,rx_corrupt==0"),
     CASE(pending_order, "tx_no_resource>0,pending_add>0,rx_corrupt==0"),
     CASE(ep_churn, "rx_am>0,rx_corrupt==0"),
+    CASE(rkey_access, "put_denied>0,get_denied>0"),
     {"dereg_revokes", run_case, (void*)case_dereg_revokes, "ztx_revoked>0",
      "UCX_UD_ZCOPY_ZC_WINDOW=256k", 0, 0},
     {"peer_death", run_case, (void*)case_peer_death, "peer_failed>0", NULL, 40, 1},

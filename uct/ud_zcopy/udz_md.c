@@ -2,8 +2,10 @@
  * ud_zcopy memory domain. The wire has no RDMA: a remote access is served by the owner's own
  * process (it sends the region for a get, it copies a put into it), so registration only records
  * what peers may touch. The packed rkey names a registration slot and its random key; the owner
- * checks slot, key and bounds on every access (uct_udz_md_resolve), the software analogue of
- * an InfiniBand rkey check. Nothing is pinned.
+ * checks slot, key, bounds and the access the registration grants (a put needs
+ * UCT_MD_MEM_ACCESS_REMOTE_PUT, a get UCT_MD_MEM_ACCESS_REMOTE_GET) on every access
+ * (uct_udz_md_resolve), the software analogue of an InfiniBand rkey check. Nothing is
+ * pinned.
  *
  * A get is served over time, from the owner's memory: the transfer holds the registration
  * (udz_mem_hold_t, linked into the region's list), and deregistration revokes every transfer
@@ -27,6 +29,7 @@ typedef struct uct_udz_region {
     uint64_t        length;
     uint64_t        key;        /* 0: free */
     uint32_t        next_free;
+    unsigned        access;     /* the registration's UCT_MD_MEM_ACCESS_REMOTE_* flags */
     udz_mem_hold_t *holds;      /* the transfers being served from it (revoked at dereg) */
 } uct_udz_region_t;
 
@@ -85,6 +88,7 @@ static ucs_status_t uct_udz_mem_reg(uct_md_h md, void *address, size_t length,
     r->address = (uintptr_t)address;
     r->length  = length;
     r->key     = uct_udz_random64();
+    r->access  = flags & (UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_REMOTE_GET);
     r->holds   = NULL;
     *memh_p    = (uct_mem_h)(uintptr_t)(id + 1);
     pthread_mutex_unlock(&uct_udz_regions_lock);
@@ -154,6 +158,7 @@ static void uct_udz_rkey_pack(uct_md_h md, uct_mem_h memh, void *rkey_buffer)
 void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey_bytes, int write,
                          udz_mem_hold_t *hold)
 {
+    unsigned need = write ? UCT_MD_MEM_ACCESS_REMOTE_PUT : UCT_MD_MEM_ACCESS_REMOTE_GET;
     uct_udz_rkey_t rkey;
     uct_udz_region_t *r;
     int ok;
@@ -168,6 +173,15 @@ void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey_bytes,
     r  = ok ? &uct_udz_regions[rkey.id] : NULL;     /* a peer's index: checked first */
     ok = ok && (r->key != 0) && (r->key == rkey.key) &&
          (addr >= r->address) && (len <= r->length) && (addr - r->address <= r->length - len);
+    if (ok && !(r->access & need)) {
+        /* the right key, an access the registration does not grant */
+        ok = 0;
+        if (write) {
+            UCT_UDZ_COUNT_OWN(put_denied, 1);
+        } else {
+            UCT_UDZ_COUNT_OWN(get_denied, 1);
+        }
+    }
     if (ok && (hold != NULL)) {
         /* the transfer is on the region's list until unhold or a deregistration */
         hold->revoked = 0;
