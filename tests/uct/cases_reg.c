@@ -3,7 +3,10 @@
  *    target's bytes stay as they were), a get from one without remote-get access fails, and
  *    the access each grants still works;
  *  - dereg_revokes: a get being served when the owner deregisters the region stops with an
- *    error, long before any timeout, and never carries what the memory holds afterwards.
+ *    error, long before any timeout, and never carries what the memory holds afterwards;
+ *  - keys_getrandom: the key in a packed rkey comes from getrandom(2), the kernel's CSPRNG (a
+ *    key is all that stands between a peer who learned a region's id and address and its
+ *    memory; ucs_generate_uuid mixes the time, the pid and an address).
  * They test ud_zcopy's md, whose owner serves every access in software; tests/uct/run runs
  * them for ud_zcopy only. */
 #include "cases.h"
@@ -11,11 +14,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define REG_LEN       65536
 #define REG_PUT_SEED  0x3100u
 #define REG_ACCESS_LOCAL (UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE)
+
+/* ---- getrandom(2), seen from the test: uct_pair exports this definition (meson.build), so
+ * the transports' calls land here first ---- */
+
+static volatile int reg_rand_watch;
+static unsigned     reg_rand_calls;
+static uint8_t      reg_rand_last[64];
+static size_t       reg_rand_last_len;
+
+ssize_t getrandom(void *buf, size_t len, unsigned int flags)
+{
+    long n = syscall(SYS_getrandom, buf, len, flags);
+
+    if (reg_rand_watch && (n > 0)) {
+        reg_rand_calls++;
+        reg_rand_last_len = ((size_t)n < sizeof(reg_rand_last)) ? (size_t)n : sizeof(reg_rand_last);
+        memcpy(reg_rand_last, buf, reg_rand_last_len);
+    }
+    return n;
+}
 
 static int reg_region(ut_t *t, uint8_t **addr, size_t len, unsigned flags, uct_mem_h *memh)
 {
@@ -306,4 +330,50 @@ int case_dereg_revokes(ut_t *t)
     uct_rkey_release(t->component, &rkey);
     ut_buf_free(t, &buf);
     return (pair_sync(t->pair, ok) == 0) && ok ? PAIR_PASS : PAIR_FAIL;
+}
+
+int case_keys_getrandom(ut_t *t)
+{
+    size_t rkey_len = t->md_attr.rkey_packed_size, i;
+    uint8_t rkey_buf[1024], *region;
+    uct_mem_h memh;
+    unsigned calls;
+    int ok = 1, found = 0;
+
+    if (!reg_needs(t)) {
+        return PAIR_SKIP;
+    }
+    if (t->pair->role == PAIR_TARGET) {
+        return PAIR_PASS;   /* one process is enough */
+    }
+    if (posix_memalign((void**)&region, 4096, 4096) != 0) {
+        return PAIR_FAIL;
+    }
+    reg_rand_calls    = 0;
+    reg_rand_last_len = 0;
+    reg_rand_watch    = 1;
+    if (uct_md_mem_reg(t->md, region, 4096, UCT_MD_MEM_ACCESS_ALL, &memh) != UCS_OK) {
+        reg_rand_watch = 0;
+        free(region);
+        return PAIR_FAIL;
+    }
+    reg_rand_watch = 0;
+    calls = reg_rand_calls;
+    if (rkey_len > sizeof(rkey_buf) || (uct_md_mkey_pack(t->md, memh, rkey_buf) != UCS_OK)) {
+        ok = 0;
+    }
+    /* the bytes getrandom gave are the key in the packed rkey */
+    for (i = 0; ok && (reg_rand_last_len >= 8) && (i + 8 <= rkey_len); ++i) {
+        found |= !memcmp(rkey_buf + i, reg_rand_last, 8);
+    }
+    if (calls == 0) {
+        pair_log(t->pair, "uct_md_mem_reg made its key without getrandom(2)");
+        ok = 0;
+    } else if (!found) {
+        pair_log(t->pair, "the packed rkey does not carry the bytes getrandom(2) gave");
+        ok = 0;
+    }
+    uct_md_mem_dereg(t->md, memh);
+    free(region);
+    return ok ? PAIR_PASS : PAIR_FAIL;
 }

@@ -115,6 +115,7 @@ static pair_case_t cases[] = {
     CASE(rkey_access, "put_denied>0,get_denied>0"),
     {"dereg_revokes", run_case, (void*)case_dereg_revokes, "ztx_revoked>0",
      "UCX_UD_ZCOPY_ZC_WINDOW=256k", 0, 0},
+    CASE(keys_getrandom, NULL),
     {"peer_death", run_case, (void*)case_peer_death, "peer_failed>0", NULL, 40, 1},
     {"peer_death_full", run_case, (void*)case_peer_death_full, "peer_failed>0,pending_add>0",
      NULL, 40, 1},

@@ -4,8 +4,8 @@
  * what peers may touch. The packed rkey names a registration slot and its random key; the owner
  * checks slot, key, bounds and the access the registration grants (a put needs
  * UCT_MD_MEM_ACCESS_REMOTE_PUT, a get UCT_MD_MEM_ACCESS_REMOTE_GET) on every access
- * (uct_udz_md_resolve), the software analogue of an InfiniBand rkey check. Nothing is
- * pinned.
+ * (uct_udz_md_resolve), the software analogue of an InfiniBand rkey check. Keys come from
+ * getrandom(2). Nothing is pinned.
  *
  * A get is served over time, from the owner's memory: the transfer holds the registration
  * (udz_mem_hold_t, linked into the region's list), and deregistration revokes every transfer
@@ -18,8 +18,10 @@
  */
 #include "udz_uct.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/random.h>
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -47,22 +49,41 @@ static ucs_config_field_t uct_udz_md_config_table[] = {
     {NULL}
 };
 
-static uint64_t uct_udz_random64(void)
+/* A key is all that stands between a peer that learned a region's slot and address and its
+ * memory, so it comes from the kernel's CSPRNG: ucs_generate_uuid, used before, mixes the
+ * time, the pid and an address, which a peer can guess. 0 means a free slot: never a key. */
+static ucs_status_t uct_udz_random64(uint64_t *key_p)
 {
-    uint64_t key;
+    uint64_t key = 0;
+    ssize_t n;
 
-    do {
-        key = ucs_generate_uuid((uintptr_t)&key);
-    } while (key == 0);
-    return key;
+    while (key == 0) {
+        n = getrandom(&key, sizeof(key), 0);
+        if ((n < 0) && (errno == EINTR)) {
+            key = 0;
+            continue;
+        }
+        if (n != (ssize_t)sizeof(key)) {
+            ucs_error("ud_zcopy: getrandom(2) for a memory key: %m");
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    *key_p = key;
+    return UCS_OK;
 }
 
 static ucs_status_t uct_udz_mem_reg(uct_md_h md, void *address, size_t length,
                                     unsigned flags, uct_mem_h *memh_p)
 {
     uct_udz_region_t *r;
+    ucs_status_t status;
+    uint64_t key;
     uint32_t id;
 
+    status = uct_udz_random64(&key);    /* outside the lock: it may be a system call */
+    if (status != UCS_OK) {
+        return status;
+    }
     pthread_mutex_lock(&uct_udz_regions_lock);
     if (uct_udz_free_head != UINT32_MAX) {
         id = uct_udz_free_head;
@@ -87,7 +108,7 @@ static ucs_status_t uct_udz_mem_reg(uct_md_h md, void *address, size_t length,
     r = &uct_udz_regions[id];
     r->address = (uintptr_t)address;
     r->length  = length;
-    r->key     = uct_udz_random64();
+    r->key     = key;
     r->access  = flags & (UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_REMOTE_GET);
     r->holds   = NULL;
     *memh_p    = (uct_mem_h)(uintptr_t)(id + 1);
