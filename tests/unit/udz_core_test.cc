@@ -1407,6 +1407,35 @@ TEST(UdzFail, UnreachableDeadPeerFailedWithinProbeBound)
     EXPECT_EQ(-EPIPE, err);
 }
 
+/* While a probe runs, the core says so (udz_core_probing): a worker without async progress
+ * must not sleep then, or nobody would fail the peer when the probes go unanswered. The answer
+ * of a live peer ends it; a dead peer's failure ends it too. Not idle-relevant: flush does not
+ * wait for a probe (a forged report must not hold it up). */
+TEST(UdzFail, ProbingIsToldUntilAnsweredOrFailed)
+{
+    udz_config_t c = default_cfg();
+    c.peer_timeout_ns = 30000000000ull;
+    Harness h(50, c);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    EXPECT_EQ(0, udz_core_probing(a->core));
+    h.net.inject_unreach(a->idx, MemNet::addr(b->idx));
+    udz_core_progress(a->core, h.now += h.step);   /* a takes the report, probes */
+    EXPECT_EQ(1, udz_core_probing(a->core));
+    EXPECT_EQ(1, udz_core_idle(a->core));
+    EXPECT_EQ(1u, a->cnt.icmp_probes);
+    ASSERT_TRUE(h.run_until([&] { return !udz_core_probing(a->core); }, 10000000ull));
+    EXPECT_TRUE(a->failed.empty());
+    /* b dies: reported, probed, failed, and then nothing is probed any more */
+    b->ep->dead = true;
+    h.net.inject_unreach(a->idx, MemNet::addr(b->idx));
+    h.round();
+    EXPECT_EQ(1, udz_core_probing(a->core));
+    ASSERT_TRUE(h.run_until([&] { return !a->failed.empty(); }, 1000000000ull));
+    EXPECT_EQ(pab, a->failed[0]);
+    EXPECT_EQ(0, udz_core_probing(a->core));
+}
+
 /* ICMP is a hint, not proof (issue 38, item 4): anybody who can send this host an IP packet
  * can forge a port unreachable that names a peer (the kernel matches only the addresses the
  * ICMP quotes; no cookie is checked), and one such report failed a live peer. Now the core

@@ -107,7 +107,7 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         core->cnt->rx_foreign++;
         return;
     }
-    peer_heard(p);      /* our cookie and the peer's: it is alive (answers a probe) */
+    peer_heard(core, p);    /* our cookie and the peer's: it is alive (answers a probe) */
     stream_acked(core, p, h->ack, h->type == UDZ_T_ACK ? h->flags : 0);
     if (p->failed) {
         return;
@@ -243,6 +243,11 @@ int udz_core_idle(const udz_core_t *core)
         }
     }
     return 1;
+}
+
+int udz_core_probing(const udz_core_t *core)
+{
+    return core->probing != 0;
 }
 
 int udz_core_quiet(const udz_core_t *core)

@@ -207,6 +207,11 @@ unsigned udz_core_gets_in_flight(const udz_core_t *core);
 /* Everything sent to any peer acked and every get done. */
 int udz_core_idle(const udz_core_t *core);
 
+/* 1 while a peer is being probed after an unreachable report (udz_peer.c): its probe timer
+ * must run, so a worker without async progress must not sleep (udz_wakeup.c). Not part of
+ * udz_core_idle: a forged report must not hold up a flush. */
+int udz_core_probing(const udz_core_t *core);
+
 /* 1 when a progress call now would do nothing: no transfer, no peer with a timer running, and
  * the wire knows that nothing arrived (its rx_idle). Changes nothing and reads no clock: the
  * glue calls it without its lock before each progress, where a stale answer only moves the

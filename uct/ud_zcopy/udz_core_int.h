@@ -187,6 +187,7 @@ struct udz_core {
     unsigned              npeers;
     udz_peer_t           *all;
     udz_dlist_t           active;       /* peers with stream timers to run */
+    unsigned              probing;      /* peers whose unreachable report is being probed */
 
     /* reliable stream: send buffers (udz_stream.c) */
     udz_skb_t            *skb_free;
@@ -343,10 +344,11 @@ void peer_fail(udz_core_t *core, udz_peer_t *p);
  * p is probed, and fails only if no datagram with its cookie answers (udz_peer.c). */
 void peer_probe_start(udz_core_t *core, udz_peer_t *p);
 /* A datagram with p's cookie came: p is alive, its probe (if any) is answered. */
-static inline void peer_heard(udz_peer_t *p)
+static inline void peer_heard(udz_core_t *core, udz_peer_t *p)
 {
     if (__builtin_expect(p->probes != 0, 0)) {
         p->probes = 0;
+        core->probing--;
     }
 }
 /* The probe timer of p (probes != 0): the next probe, or p's failure when the last one went

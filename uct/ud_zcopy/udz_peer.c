@@ -97,7 +97,10 @@ void peer_fail(udz_core_t *core, udz_peer_t *p)
         return;
     }
     p->failed = 1;
-    p->probes = 0;
+    if (p->probes != 0) {
+        p->probes = 0;
+        core->probing--;
+    }
     core->cnt->timeouts++;
     stream_peer_failed(core, p);
     zrx_peer_failed(core, p);
@@ -147,6 +150,7 @@ void peer_probe_start(udz_core_t *core, udz_peer_t *p)
         return;     /* a probe is out already: this report adds nothing */
     }
     p->probes = UDZ_PROBES;
+    core->probing++;
     probe_send(core, p);
     peer_activate(core, p);     /* the stream timers run the probe's */
 }
