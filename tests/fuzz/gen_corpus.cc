@@ -132,6 +132,16 @@ static int gen_udz(const std::string &dir)
     rec(b, 0x00, r);
     rec(b, 0x00, dg(UDZ_T_AM, 0, 9, 1, "old", 3));
     rc |= put(dir, "restart", b);
+    /* events: the region deregistered while a transfer is served from it (revoked: ZERR),
+     * and unreachable reports about P (probed) and Q */
+    b.clear(); rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 1, 4, &zr, sizeof(zr)));
+    rec(b, 0x10 | UDZF_CTL_EVENT | 1, Bytes());
+    rec(b, 0x20, dg(UDZ_T_ZACK, UDZ_F_STUCK, 77, 4, &za, UDZ_ZACK_LEN(1)));
+    rec(b, 0x10, dg(UDZ_T_ZFIN, 0, 2, 4, &zf, sizeof(zf))); rc |= put(dir, "zreq_dereg", b);
+    b.clear(); rec(b, 0x10 | UDZF_CTL_EVENT, Bytes());
+    rec(b, 0x10, dg(UDZ_T_ACK, 0, 0, 1, NULL, 0));
+    rec(b, 0x10 | UDZF_CTL_EVENT | 3, Bytes());
+    rec(b, 0xf0 | UDZF_CTL_EVENT, Bytes()); rc |= put(dir, "unreach", b);
     return rc;
 }
 

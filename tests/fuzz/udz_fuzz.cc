@@ -27,7 +27,8 @@ using udzmem::MemNet;
 namespace {
 
 struct Scene {
-    uint8_t *region;
+    uint8_t *region;                    /* NULL once deregistered (freed) */
+    std::set<udz_mem_hold_t*> holds;    /* transfers served from it, as the md links them */
     std::set<void*> done;
     uint64_t now;
     uint64_t sink;
@@ -45,6 +46,9 @@ void f_am(void *u, udz_peer_t *, uint8_t, void *data, size_t len)
 void *f_mem(void *u, uint64_t addr, uint64_t len, const uint8_t *rkey, int)
 {
     Scene *s = (Scene*)u;
+    if (s->region == nullptr) {
+        return nullptr;     /* deregistered */
+    }
     for (int i = 0; i < UDZ_RKEY_LEN; ++i) {
         if (rkey[i] != UDZF_RKEY_BYTE) {
             return nullptr;
@@ -55,6 +59,37 @@ void *f_mem(void *u, uint64_t addr, uint64_t len, const uint8_t *rkey, int)
         return nullptr;
     }
     return s->region + (addr - UDZF_REGION_ADDR);
+}
+
+void *f_mem_hold(void *u, uint64_t addr, uint64_t len, const uint8_t *rkey,
+                 udz_mem_hold_t *hold)
+{
+    void *p = f_mem(u, addr, len, rkey, 0);
+    if (p != nullptr) {
+        hold->revoked = 0;
+        hold->busy    = 0;
+        ((Scene*)u)->holds.insert(hold);
+    }
+    return p;
+}
+
+void f_mem_unhold(void *u, udz_mem_hold_t *hold) { ((Scene*)u)->holds.erase(hold); }
+
+/* As the md's deregistration: revoke what is served from the region, then free it. */
+void f_dereg(Scene *s)
+{
+    if (s->region == nullptr) {
+        return;
+    }
+    for (udz_mem_hold_t *h : s->holds) {
+        if (h->busy) {
+            __builtin_trap();   /* one thread: never inside a send */
+        }
+        h->revoked = 1;
+    }
+    s->holds.clear();
+    free(s->region);
+    s->region = nullptr;
 }
 
 void complete_once(Scene *s, void *ctx)
@@ -71,7 +106,7 @@ void f_resources(void *) {}
 uint64_t f_now(void *u) { return ((Scene*)u)->now; }
 
 const udz_user_ops_t ops = {f_am, f_mem, f_get_done, f_send_done, f_peer_failed, f_resources,
-                            f_now};
+                            f_now, f_mem_hold, f_mem_unhold};
 
 }  // namespace
 
@@ -144,6 +179,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t buf[65536];
         memcpy(buf, data + off, len);
         off += len;
+        if (ctl & UDZF_CTL_EVENT) {
+            if (UDZF_CTL_TARGET(ctl) == 1) {
+                f_dereg(&s);
+            } else {
+                net.inject_unreach(0, UDZF_CTL_TARGET(ctl) == 0 ? pa : qa);
+            }
+            s.now += (uint64_t)UDZF_CTL_DT(ctl) * 100000;
+            udz_core_progress(core, s.now);
+            net.clear(1);
+            net.clear(2);
+            continue;
+        }
         if ((ctl & UDZF_CTL_FIXUP) && (len >= 24)) {
             uint64_t a = UDZF_COOKIE_A, pc = UDZF_COOKIE_P;
             memcpy(buf + 8, &a, 8);
@@ -176,6 +223,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)udz_flush_done(core, p, &s.sink, 1);
     (void)udz_core_idle(core);
     udz_core_destroy(core);
+    if (!s.holds.empty()) {
+        __builtin_trap();   /* a transfer kept its registration past the core */
+    }
     free(g1);
     free(g2);
     free(s.region);

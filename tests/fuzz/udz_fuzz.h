@@ -7,6 +7,10 @@
  *                 in flight), 2 data channel 2 (another get from P), 3 control channel from an
  *                 unknown address Q
  *   ctl bit 2:    fix up the cookies (dst = the core's, src = P's) so that the decoder goes deep
+ *   ctl bit 3:    not a datagram but an event (the record's bytes are skipped): with bits 0-1
+ *                 0 the wire reports P unreachable (ICMP: the core probes P), 1 the region
+ *                 is deregistered (the transfers served from it are revoked; its memory is
+ *                 freed, so ASan sees any later read), 2 or 3 a report about Q
  *   ctl bits 4-7: simulated time that passes before the datagram arrives (n * 100 us)
  * A short last record takes what is left.
  */
@@ -26,6 +30,7 @@
 
 #define UDZF_CTL_TARGET(_c) ((_c) & 3)
 #define UDZF_CTL_FIXUP      0x04
+#define UDZF_CTL_EVENT      0x08
 #define UDZF_CTL_DT(_c)     ((_c) >> 4)
 
 #endif

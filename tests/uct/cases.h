@@ -33,6 +33,11 @@ int case_peer_death_full(ut_t *t); /* ... while the ep is out of resources with 
 int case_hostile_serve(ut_t *t); /* rdmach: forged served requests (cases_hostile.c) */
 int case_ep_churn(ut_t *t);    /* eps made, used, destroyed, again (UT_CHURN_CYCLES, default 40) */
 
+/* registrations (ud_zcopy's md: tests/uct/run runs these for it only) */
+int case_rkey_access(ut_t *t);     /* puts/gets refused where the registration grants no access */
+int case_dereg_revokes(ut_t *t);   /* deregistration stops a get being served, with an error */
+int case_keys_getrandom(ut_t *t);  /* the rkey's key comes from getrandom(2) */
+
 /* Local helpers shared by the case files. */
 #define UT_GUARD 64    /* bytes checked untouched on both sides of every RMA target range */
 

@@ -162,6 +162,15 @@ public:
         d.src = src;
         eps_[(size_t)dst]->chan[chan].q.push_back(std::move(d));
     }
+    /* Puts an 'unreach' report naming about into dst's control queue, as the UDP wire turns an
+     * ICMP port unreachable into one: a real one (a send to a dead endpoint in unreach_mode)
+     * or a forged one, which anybody on the path can send (tests). */
+    void inject_unreach(int dst, const udz_addr_t &about) {
+        Dgram d;
+        d.src     = about;
+        d.unreach = 1;
+        eps_[(size_t)dst]->chan[0].q.push_back(std::move(d));
+    }
     /* Drops everything queued or held for an endpoint (a restarted process has empty sockets). */
     void clear(int idx) {
         for (auto &c : eps_[(size_t)idx]->chan) {

@@ -70,10 +70,12 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     udz_peer_t *p;
 
     if (m->unreach) {
-        /* nothing listens at that address any more: whoever was there is gone */
+        /* nothing listens at that address any more, says the wire: a hint, not proof (it
+         * carries no cookie, anybody can forge it), so the peer is probed (udz_peer.c) */
+        core->cnt->icmp_hints++;
         p = peer_lookup(core, &m->src);
-        if ((p != NULL) && !p->failed) {
-            peer_fail(core, p);
+        if (p != NULL) {
+            peer_probe_start(core, p);
         }
         return;
     }
@@ -105,6 +107,7 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         core->cnt->rx_foreign++;
         return;
     }
+    peer_heard(core, p);    /* our cookie and the peer's: it is alive (answers a probe) */
     stream_acked(core, p, h->ack, h->type == UDZ_T_ACK ? h->flags : 0);
     if (p->failed) {
         return;
@@ -240,6 +243,11 @@ int udz_core_idle(const udz_core_t *core)
         }
     }
     return 1;
+}
+
+int udz_core_probing(const udz_core_t *core)
+{
+    return core->probing != 0;
 }
 
 int udz_core_quiet(const udz_core_t *core)

@@ -44,6 +44,20 @@ extern "C" {
 typedef struct udz_peer udz_peer_t;
 typedef struct udz_core udz_core_t;
 
+/* A served transfer's hold on the registration it reads (udz_ztx.c), linked by the user's
+ * memory domain to that registration (mem_hold) so that deregistering it finds the transfers
+ * reading it and revokes them: O(holds of that region). The md sets revoked and then waits
+ * while busy; the core sets busy only while the wire reads the region (one send call) and
+ * looks at revoked after setting it (both sequentially consistent: the deregistration may come
+ * from another thread than the one serving, e.g. UCX's async timer). So once the md's
+ * deregistration returns, nothing reads the memory again. */
+typedef struct udz_mem_hold {
+    struct udz_mem_hold *next, *prev;   /* the md's: the holds on one registration */
+    uint64_t             region;        /* the md's: which one (0: not linked) */
+    int                  revoked;       /* set by the md: deregistered, stop reading */
+    int                  busy;          /* set by the core while the wire reads the region */
+} udz_mem_hold_t;
+
 typedef struct udz_user_ops {
     /* An active message, in order. data is valid during the call only. */
     void (*am)(void *user, udz_peer_t *peer, uint8_t am_id, void *data, size_t len);
@@ -54,13 +68,22 @@ typedef struct udz_user_ops {
     void (*get_done)(void *user, void *ctx, int status);
     /* A zero-copy send (udz_send_iov) was acked (status 0), or failed/cancelled. */
     void (*send_done)(void *user, void *ctx, int status);
-    /* The peer stopped answering for peer_timeout, or came back as a new incarnation. */
+    /* The peer stopped answering for peer_timeout, did not answer the probes that an
+     * unreachable report of the wire started, or came back as a new incarnation. */
     void (*peer_failed)(void *user, udz_peer_t *peer);
     /* Send resources were freed (window, pool, channel): retry what was refused. */
     void (*resources)(void *user);
     /* Optional: the current time in ns, read when a packet is sent between progress calls
      * (round-trip samples); NULL: the time of the last progress call. */
     uint64_t (*now)(void *user);
+    /* Optional, both or neither (NULL: mem(write 0), and a deregistration does not stop a
+     * transfer already being served). mem_hold resolves a read for a transfer the core serves,
+     * as mem(write 0), and on success links hold to the registration until mem_unhold:
+     * deregistering it sets hold->revoked (udz_mem_hold_t). mem_unhold is called once per
+     * successful mem_hold, also after a revocation. */
+    void *(*mem_hold)(void *user, uint64_t addr, uint64_t len, const uint8_t *rkey,
+                      udz_mem_hold_t *hold);
+    void (*mem_unhold)(void *user, udz_mem_hold_t *hold);
 } udz_user_ops_t;
 
 typedef struct udz_config {
@@ -95,13 +118,18 @@ typedef struct udz_config {
  * several stream packets to one peer at once (send coalescing and go-back resends: one UDP GSO
  * run each), tx_coalesced: the packets that went in them; zpath_gets: gets whose chunks were
  * larger than chunk_size, as the path to the peer allows (chunk_max); window_cuts: go-backs
- * under an adaptive send window (each halves it, down to tx_window_min). */
+ * under an adaptive send window (each halves it, down to tx_window_min); icmp_hints: reports
+ * of the wire that a peer's address is unreachable (UDP: ICMP port unreachable, which anyone
+ * can forge), icmp_probes: the probes they made the core send (the peer fails only if none is
+ * answered: peer_probe_start in udz_peer.c); ztx_revoked: transfers the owner was serving when their
+ * registration was deregistered (stopped, refused with ZERR). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
-    _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts)
+    _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
+    _(icmp_hints) _(icmp_probes) _(ztx_revoked)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;
@@ -178,6 +206,11 @@ int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int star
 unsigned udz_core_gets_in_flight(const udz_core_t *core);
 /* Everything sent to any peer acked and every get done. */
 int udz_core_idle(const udz_core_t *core);
+
+/* 1 while a peer is being probed after an unreachable report (udz_peer.c): its probe timer
+ * must run, so a worker without async progress must not sleep (udz_wakeup.c). Not part of
+ * udz_core_idle: a forged report must not hold up a flush. */
+int udz_core_probing(const udz_core_t *core);
 
 /* 1 when a progress call now would do nothing: no transfer, no peer with a timer running, and
  * the wire knows that nothing arrived (its rx_idle). Changes nothing and reads no clock: the

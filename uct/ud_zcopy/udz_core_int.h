@@ -102,9 +102,15 @@ struct udz_peer {
     uint16_t     unacked_count;
     uint16_t     ack_owed;          /* delivered packets not yet acked */
     uint8_t      backoff;
-    uint8_t      failed;
-    uint8_t      ack_now;
-    uint8_t      hashed;
+    uint8_t      failed  : 1;
+    uint8_t      ack_now : 1;
+    uint8_t      hashed  : 1;
+    uint8_t      probes  : 2;       /* probes left while an unreachable report is checked
+                                     * (0: none running; peer_probe_start in udz_peer.c) */
+    uint16_t     probe_ms;          /* live clock of the last probe, milliseconds, wrapping
+                                     * (only differences up to a few gaps matter): flags and
+                                     * stamp take the 3 bytes the flags had, so the record
+                                     * keeps its 160 bytes */
     uint32_t     zchunk;            /* payload bytes of our gets' chunks from this peer, as
                                      * the path allows (0: not asked yet; zrx_peer_chunk) */
 };
@@ -160,6 +166,8 @@ typedef struct udz_ztx {
     uint32_t        rexmit_mark;    /* holes below were resent at rexmit_ns */
     uint32_t        backoff;
     int32_t         status;         /* <0: refused, answer ZERR */
+    int             held;           /* hold is linked to the registration (mem_hold) */
+    udz_mem_hold_t  hold;           /* revoked when the region is deregistered */
 } udz_ztx_t;
 
 struct udz_core {
@@ -179,6 +187,7 @@ struct udz_core {
     unsigned              npeers;
     udz_peer_t           *all;
     udz_dlist_t           active;       /* peers with stream timers to run */
+    unsigned              probing;      /* peers whose unreachable report is being probed */
 
     /* reliable stream: send buffers (udz_stream.c) */
     udz_skb_t            *skb_free;
@@ -331,6 +340,20 @@ int peer_table_init(udz_core_t *core);
 void peer_table_cleanup(udz_core_t *core);
 /* The peer is gone: every part drops what it holds for it, the user is told once. */
 void peer_fail(udz_core_t *core, udz_peer_t *p);
+/* The wire says p's address is unreachable (UDP: ICMP port unreachable). A hint, not proof:
+ * p is probed, and fails only if no datagram with its cookie answers (udz_peer.c). */
+void peer_probe_start(udz_core_t *core, udz_peer_t *p);
+/* A datagram with p's cookie came: p is alive, its probe (if any) is answered. */
+static inline void peer_heard(udz_core_t *core, udz_peer_t *p)
+{
+    if (__builtin_expect(p->probes != 0, 0)) {
+        p->probes = 0;
+        core->probing--;
+    }
+}
+/* The probe timer of p (probes != 0): the next probe, or p's failure when the last one went
+ * unanswered. Returns 1 when p failed. */
+int peer_probe_timer(udz_core_t *core, udz_peer_t *p);
 
 /* ---- sending (every part sends through these) ---- */
 

@@ -233,7 +233,18 @@ static void uct_udz_iface_am(void *user, udz_peer_t *peer, uint8_t am_id, void *
 static void *uct_udz_iface_mem(void *user, uint64_t addr, uint64_t len, const uint8_t *rkey,
                                int write)
 {
-    return uct_udz_md_resolve(addr, len, rkey);
+    return uct_udz_md_resolve(addr, len, rkey, write, NULL);
+}
+
+static void *uct_udz_iface_mem_hold(void *user, uint64_t addr, uint64_t len,
+                                    const uint8_t *rkey, udz_mem_hold_t *hold)
+{
+    return uct_udz_md_resolve(addr, len, rkey, 0, hold);
+}
+
+static void uct_udz_iface_mem_unhold(void *user, udz_mem_hold_t *hold)
+{
+    uct_udz_md_unhold(hold);
 }
 
 void uct_udz_iface_get_done(void *user, void *ctx, int status)
@@ -305,6 +316,8 @@ static const udz_user_ops_t uct_udz_user_ops = {
     .now         = uct_udz_iface_now,
     .am          = uct_udz_iface_am,
     .mem         = uct_udz_iface_mem,
+    .mem_hold    = uct_udz_iface_mem_hold,
+    .mem_unhold  = uct_udz_iface_mem_unhold,
     .get_done    = uct_udz_iface_get_done,
     .send_done   = uct_udz_iface_send_done,
     .peer_failed = uct_udz_iface_core_peer_failed,

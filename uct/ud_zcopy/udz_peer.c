@@ -97,6 +97,10 @@ void peer_fail(udz_core_t *core, udz_peer_t *p)
         return;
     }
     p->failed = 1;
+    if (p->probes != 0) {
+        p->probes = 0;
+        core->probing--;
+    }
     core->cnt->timeouts++;
     stream_peer_failed(core, p);
     zrx_peer_failed(core, p);
@@ -106,6 +110,65 @@ void peer_fail(udz_core_t *core, udz_peer_t *p)
     }
     core->uops->peer_failed(core->user, p);
     core->uops->resources(core->user);
+}
+
+/* ---- unreachable reports: probed, not believed ----
+ *
+ * The UDP wire reports an ICMP port unreachable that names a peer's address. Anybody who can
+ * send this host an IP packet can forge one: the kernel matches only the addresses the ICMP
+ * quotes, and no cookie is in it. One forged report used to fail a live peer (a 2-rank MPICH
+ * job under 3,240 of them never finished). So a report only starts a probe: an ACK asking for
+ * an ack (UDZ_F_ACK_REQ), which a live peer answers at once (from its async timer when the
+ * application is away), with its cookie; any datagram with the cookie answers it (peer_heard
+ * in rx_ctrl). Unanswered, the probe is repeated UDZ_PROBES times, a gap apart on the live
+ * clock (a silence this process did not listen to is no evidence), and the peer fails after
+ * the last gap: a peer that is really gone still fails in UDZ_PROBES gaps (300 ms; under one
+ * second as before, where the peer timeout is 30 s). Reports during a probe are counted only,
+ * so a storm of them costs the peer one small datagram per answered probe at most. */
+#define UDZ_PROBES         3
+#define UDZ_PROBE_GAP_NS   (100ull * 1000 * 1000)
+
+/* The gap between probes: UDZ_PROBE_GAP_NS, or the peer's retransmission timeout if longer
+ * (a slow path must get its round trip). */
+static uint64_t probe_gap(const udz_core_t *core, const udz_peer_t *p)
+{
+    uint64_t t = rto(core, p, 0);
+
+    return (t > UDZ_PROBE_GAP_NS) ? t : UDZ_PROBE_GAP_NS;
+}
+
+static void probe_send(udz_core_t *core, udz_peer_t *p)
+{
+    p->probe_ms = (uint16_t)(core->live / 1000000);
+    send_ack(core, p, UDZ_F_ACK_REQ);
+    core->cnt->icmp_probes++;
+}
+
+void peer_probe_start(udz_core_t *core, udz_peer_t *p)
+{
+    if (p->failed || (p->probes != 0)) {
+        return;     /* a probe is out already: this report adds nothing */
+    }
+    p->probes = UDZ_PROBES;
+    core->probing++;
+    probe_send(core, p);
+    peer_activate(core, p);     /* the stream timers run the probe's */
+}
+
+int peer_probe_timer(udz_core_t *core, udz_peer_t *p)
+{
+    uint16_t now_ms = (uint16_t)(core->live / 1000000);
+
+    if ((uint64_t)(uint16_t)(now_ms - p->probe_ms) * 1000000 < probe_gap(core, p)) {
+        return 0;
+    }
+    if (p->probes == 1) {
+        peer_fail(core, p);     /* the last probe went unanswered too */
+        return 1;
+    }
+    p->probes--;
+    probe_send(core, p);
+    return 0;
 }
 
 udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)

@@ -602,10 +602,10 @@ void udz_peer_absorb(udz_core_t *core, udz_peer_t *p)
  * any transfer is being served (udz_core_progress), so this check is O(1) per peer. */
 static int peer_busy(const udz_peer_t *p)
 {
-    return (p->unacked != NULL) || (p->ack_owed != 0);
+    return (p->unacked != NULL) || (p->ack_owed != 0) || (p->probes != 0);
 }
 
-/* Peer timeout, retransmission and delayed acks of the peers on the active list. */
+/* Peer timeout, retransmission, delayed acks and probes of the peers on the active list. */
 void stream_timers(udz_core_t *core)
 {
     udz_dlist_t *e, *n;
@@ -615,6 +615,9 @@ void stream_timers(udz_core_t *core)
     for (e = core->active.next; e != &core->active; e = n) {
         n = e->next;
         p = container_of_(e, udz_peer_t, active);
+        if ((p->probes != 0) && peer_probe_timer(core, p)) {
+            continue;   /* failed: off the list */
+        }
         if (p->unacked != NULL) {
             if (live_since(core, p->last_progress_live) >= core->cfg.peer_timeout_ns) {
                 peer_fail(core, p);

@@ -34,8 +34,10 @@
 
 /* ---- counters (uct/common: the file contract and the standard send-side block) ---- */
 
+/* put_denied / get_denied: peers' puts and gets with a valid key that the registration does
+ * not allow (registered without UCT_MD_MEM_ACCESS_REMOTE_PUT / _GET), refused */
 #define UCT_UDZ_OWN_COUNTERS(_) _(get_failed) _(async_ticks) _(async_deferred) _(sleeps) \
-                                _(async_wakeups)
+                                _(async_wakeups) _(put_denied) _(get_denied)
 
 #define UCT_UDZ_COUNTERS(_) UDZ_CORE_COUNTERS(_) UDZ_WIRE_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
                             UCT_UDZ_OWN_COUNTERS(_)
@@ -66,8 +68,13 @@ typedef struct uct_udz_rkey {
 
 #define UCT_UDZ_RKEY_MAGIC 0x4b5a4455u   /* "UDZK" */
 
-/* The local memory a peer may access with rkey (NULL: refused). */
-void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey);
+/* The local memory a peer may access with rkey, for a put (write) or a get: NULL when
+ * refused (key, bounds, or an access the registration does not grant: counted). With hold,
+ * the get's transfer is linked to the registration until uct_udz_md_unhold, and deregistering
+ * it revokes the transfer (udz_mem_hold_t). */
+void *uct_udz_md_resolve(uint64_t addr, uint64_t len, const uint8_t *rkey, int write,
+                         udz_mem_hold_t *hold);
+void uct_udz_md_unhold(udz_mem_hold_t *hold);
 
 /* ---- iface ---- */
 

@@ -10,7 +10,8 @@
  *
  * Arm refuses (UCS_ERR_BUSY) while something needs the application's progress rather than an
  * event: events the timer kept, ep flushes awaiting their acks (checked by progress), and,
- * without async progress (ASYNC_TICK=0), anything in flight: nobody would retransmit it.
+ * without async progress (ASYNC_TICK=0), anything in flight: nobody would retransmit it; nor
+ * a probe of a peer reported unreachable: nobody would fail the peer when it goes unanswered.
  * Nothing of this is on the message path: progress only clears a flag.
  */
 #include "udz_uct.h"
@@ -105,7 +106,8 @@ static ucs_status_t uct_udz_wakeup_arm(uct_udz_iface_t *iface, unsigned events)
         return UCS_ERR_UNSUPPORTED;   /* armed before its fd was asked for */
     }
     if (!ucs_queue_is_empty(&iface->async.deferred) ||
-        ((iface->async.timer_id < 0) && !udz_core_idle(iface->core))) {
+        ((iface->async.timer_id < 0) &&
+         (!udz_core_idle(iface->core) || udz_core_probing(iface->core)))) {
         return UCS_ERR_BUSY;
     }
     ucx_ext_wake_fd_drain(iface->wakeup.wake_fd);

@@ -55,7 +55,9 @@ typedef struct udz_rxmsg {
     size_t       len;       /* out: bytes the datagram had */
     int          trunc;     /* out: it did not fit into iov[0] + iov[1] */
     int          unreach;   /* out: not a datagram but the wire's report that src cannot be
-                             * reached (UDP: ICMP port unreachable: no iface is there any more) */
+                             * reached (UDP: ICMP port unreachable: no iface is there any more,
+                             * or somebody forged one: the core probes the peer before it
+                             * believes it) */
     udz_addr_t   src;       /* out: the sender's control address (also for data that came to
                              * a data channel: the owner sends it from its control endpoint) */
 } udz_rxmsg_t;

@@ -6,13 +6,26 @@
  * ZACKs move the window and name holes, which are resent at most once per repair gate; a
  * STUCK ZACK, or no ZACK for an RTO (a probe), brings back what the requester lacks. A refused
  * ZREQ is answered with ZERR (again on every ZACK); ZDONE or ZFIN ends a transfer.
+ * A transfer holds its registration (mem_hold): deregistering the region revokes it, and the
+ * owner stops before its next send (ztx_send) and answers ZERR from then on.
  */
 #include "udz_core_int.h"
+
+/* The transfer lets go of its registration (the md unlinks its hold, if not done already by
+ * a deregistration). */
+static void ztx_unhold(udz_core_t *core, udz_ztx_t *t)
+{
+    if (t->held) {
+        t->held = 0;
+        core->uops->mem_unhold(core->user, &t->hold);
+    }
+}
 
 static void ztx_free(udz_core_t *core, udz_ztx_t **pp)
 {
     udz_ztx_t *t = *pp;
 
+    ztx_unhold(core, t);
     *pp = t->next;
     t->next = core->ztx_free;
     core->ztx_free = t;
@@ -30,7 +43,20 @@ static udz_ztx_t **ztx_find(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
     return NULL;
 }
 
-/* Sends the n listed chunks of t as one batch. */
+/* The region of t was deregistered while being served: t stops for good (its source is
+ * forgotten) and is refused as a bad key at the ZREQ would have been; the ZERR is resent on
+ * every ZACK until the requester ends the transfer. */
+static void ztx_revoke(udz_core_t *core, udz_ztx_t *t)
+{
+    udz_zerr_t e = {t->xfer_id, -EACCES};
+
+    t->status = -EACCES;
+    t->src    = NULL;
+    core->cnt->ztx_revoked++;
+    send_zctl(core, t->peer, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+}
+
+/* Sends the n listed chunks of t as one batch (none once t is revoked). */
 static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, unsigned n)
 {
     udz_txmsg_t *msg = core->ztxmsgs;
@@ -38,6 +64,19 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
     uint32_t c;
     int rc;
 
+    if (t->src == NULL) {
+        return 0;       /* revoked */
+    }
+    if (t->held) {
+        /* Dekker with the md's deregistration (udz_mem_hold_t): busy first, then revoked; the
+         * md sets revoked, then waits for busy to clear. One exchange per batch of chunks. */
+        __atomic_store_n(&t->hold.busy, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&t->hold.revoked, __ATOMIC_SEQ_CST)) {
+            __atomic_store_n(&t->hold.busy, 0, __ATOMIC_RELEASE);
+            ztx_revoke(core, t);
+            return 0;
+        }
+    }
     hold_flush(core);   /* the stream's held packets go first */
     for (i = 0; i < n; ++i) {
         c = list[i];
@@ -56,6 +95,9 @@ static unsigned ztx_send(udz_core_t *core, udz_ztx_t *t, const uint32_t *list, u
         msg[i].region.iov_len  = t->len;
     }
     rc = core->wops->chan_send(core->wire, &t->dst, msg, (int)n);
+    if (t->held) {
+        __atomic_store_n(&t->hold.busy, 0, __ATOMIC_RELEASE);   /* the wire is done reading */
+    }
     if (rc < (int)n) {
         core->cnt->tx_eagain++;
     }
@@ -94,6 +136,9 @@ unsigned ztx_pump(udz_core_t *core)
             sent = ztx_send(core, t, list, n);
             t->sent += sent;
             total += sent;
+            if (t->status != 0) {
+                break;          /* revoked: the others go on */
+            }
             if (sent < n) {
                 return total;   /* the wire is full: next progress */
             }
@@ -181,7 +226,14 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
         (req->len == 0) || (req->window == 0) ||
         ((req->len + req->chunk - 1) / req->chunk > 0xffffffffull)) {
         t->status = -EINVAL;
-    } else if ((src = core->uops->mem(core->user, req->addr, req->len, req->rkey, 0)) == NULL) {
+    } else if (core->uops->mem_hold != NULL) {
+        /* the md links the transfer to the registration, to revoke it at deregistration */
+        src = core->uops->mem_hold(core->user, req->addr, req->len, req->rkey, &t->hold);
+        t->held = (src != NULL);
+    } else {
+        src = core->uops->mem(core->user, req->addr, req->len, req->rkey, 0);
+    }
+    if ((t->status == 0) && (src == NULL)) {
         t->status = -EACCES;
     }
     if (t->status != 0) {
@@ -312,6 +364,7 @@ void ztx_cleanup(udz_core_t *core)
 
     for (t = core->ztx_active; t != NULL; t = tn) {
         tn = t->next;
+        ztx_unhold(core, t);    /* before its memory goes: the md may still point at it */
         free(t);
     }
     for (t = core->ztx_free; t != NULL; t = tn) {
