@@ -79,7 +79,7 @@ def run(args):
     bw_iters = 100 if args.quick else 300
     ctx = Ctx(args, "unimem", only=["unimem"])
     ctx.meta["pingpong"] = find_pingpong(ctx)
-    lib = os.path.join(ctx.build, "uct", "unimem", "libuct_unimem.so")
+    lib = os.path.join(ctx.build, "uct", "libuct_unimem.so")
     for f in (lib, ctx.meta["pingpong"] or os.path.join(ctx.build, "mpi_glue", "pingpong.mpich")):
         if not os.path.exists(f):
             ctx.discard()
