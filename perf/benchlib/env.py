@@ -42,7 +42,7 @@ def ext_preload(build):
         if rc == 0:
             pre = out.strip()
     if not pre:  # same rule as scripts/env, in case it is missing
-        libs = [os.path.join(build, "uct", t, "libuct_%s.so" % t)
+        libs = [os.path.join(build, "uct", "libuct_%s.so" % t)
                 for t in ("rdmach", "udzcopy", "unimem")]
         pre = ":".join(l for l in libs if os.path.isfile(l))
     _PRELOAD_CACHE[build] = pre
