@@ -125,6 +125,14 @@ void ucx_ext_rcache_merge(void *context, ucs_rcache_t *rcache, void *arg,
 
 /* ---- iface and ep ---- */
 
+/* 1.22: a transport that reaches other hosts says so (UCP 1.22 counts every lane without it
+ * as intra-node, and packs only such lanes into a network-only address); 1.13 has no flag. */
+#ifdef UCT_IFACE_FLAG_INTER_NODE
+#  define UCX_EXT_IFACE_FLAG_INTER_NODE UCT_IFACE_FLAG_INTER_NODE
+#else
+#  define UCX_EXT_IFACE_FLAG_INTER_NODE 0
+#endif
+
 /* A callback that runs once from the worker's progress (the failed ep's error handler). 1.22
  * has keyed oneshot callbacks (add_safe lost its flags and repeats until removed); 1.13 has
  * add_safe with UCS_CALLBACKQ_FLAG_ONESHOT. *id_p: UCS_CALLBACKQ_ID_NULL when none. */

@@ -170,7 +170,8 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         /* a network wire (RC): ep to ep; put_short is an inline WRITE; zero copy from
          * ZCOPY_THRESH (auto: any size, as UCP finds worth it against registration) */
         attr->cap.flags          &= ~(uint64_t)UCT_IFACE_FLAG_CONNECT_TO_IFACE;
-        attr->cap.flags          |= UCT_IFACE_FLAG_CONNECT_TO_EP;
+        attr->cap.flags          |= UCT_IFACE_FLAG_CONNECT_TO_EP |
+                                    UCX_EXT_IFACE_FLAG_INTER_NODE;
         attr->ep_addr_len         = wire->ops->ep_addr_len;
         attr->cap.put.min_zcopy   = iface->zcopy_thresh;
         attr->cap.get.min_zcopy   = iface->zcopy_thresh;

@@ -132,7 +132,8 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
                             UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
                             UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
                             UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
-                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                            UCX_EXT_IFACE_FLAG_INTER_NODE;   /* any IP network, or UD */
     if (iface->async.timer_id >= 0) {
         /* the async timer delivers UCT_CB_FLAG_ASYNC handlers (udz_async.c) */
         attr->cap.flags |= UCT_IFACE_FLAG_CB_ASYNC;
