@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---- knobs ---- */
 
@@ -243,6 +244,8 @@ UCS_CLASS_INIT_FUNC(ucx_ext_ep_t, uct_base_iface_t *iface, ucx_ext_iface_t *x, p
     self->blocked    = 0;
     self->err_cb_id  = UCS_CALLBACKQ_ID_NULL;
     self->err_status = UCS_OK;
+    self->peer_addr_kind = 0;
+    self->peer_addr_len  = 0;
     if ((pid != 0) && (self->start_time == 0)) {
         ucs_diag("%s: peer process %d is not running", x->tl, (int)pid);
         return UCS_ERR_UNREACHABLE;
@@ -355,6 +358,33 @@ void ucx_ext_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, v
     uct_purge_cb_args_t args = {cb, arg};
 
     ucs_arbiter_group_purge(&ep->x->arbiter, &ep->arb_group, ucx_ext_pending_purge_cb, &args);
+}
+
+void ucx_ext_ep_set_peer_addr(ucx_ext_ep_t *ep, int kind, const void *addr, size_t len)
+{
+    if ((addr == NULL) || (len == 0) || (len > sizeof(ep->peer_addr))) {
+        ep->peer_addr_len = 0;
+        return;
+    }
+    memcpy(ep->peer_addr, addr, len);
+    ep->peer_addr_kind = (uint8_t)kind;
+    ep->peer_addr_len  = (uint8_t)len;
+}
+
+int ucx_ext_ep_is_connected(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
+                            const uct_iface_addr_t *iface_addr, const uct_ep_addr_t *ep_addr)
+{
+    const ucx_ext_ep_t *ep = ucs_derived_of(tl_ep, ucx_ext_ep_t);
+    const void *named      = (ep_addr != NULL) ? (const void*)ep_addr : (const void*)iface_addr;
+    int kind               = (ep_addr != NULL) ? UCX_EXT_PEER_EP : UCX_EXT_PEER_IFACE;
+
+    if (ep->peer_addr_len == 0) {
+        /* nothing kept: what UCT's base answers, whether the peer is reachable at all */
+        return (dev_addr != NULL) &&
+               tl_ep->iface->ops.iface_is_reachable(tl_ep->iface, dev_addr, iface_addr);
+    }
+    return (named != NULL) && (ep->peer_addr_kind == kind) &&
+           !memcmp(named, ep->peer_addr, ep->peer_addr_len);
 }
 
 ucs_status_t ucx_ext_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)

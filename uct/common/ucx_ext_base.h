@@ -193,6 +193,9 @@ static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_iface_arm_check(ucx_ext_iface_t 
 
 /* ---- ep ---- */
 
+#define UCX_EXT_PEER_ADDR_MAX 96
+enum { UCX_EXT_PEER_IFACE = 1, UCX_EXT_PEER_EP = 2 };
+
 struct ucx_ext_ep {
     uct_base_ep_t        super;
     ucx_ext_iface_t      *x;
@@ -204,6 +207,12 @@ struct ucx_ext_ep {
     uint8_t              blocked;       /* waits on its peer outside the pending queue */
     int                  err_cb_id;
     ucs_status_t         err_status;
+    /* the address it connected to, which ucx_ext_ep_is_connected compares (UCP 1.22 asks
+     * whether an ep reaches a peer): the peer iface's, or on an ep-to-ep transport the peer
+     * ep's; 0 bytes: none known */
+    uint8_t              peer_addr_kind;
+    uint8_t              peer_addr_len;
+    uint8_t              peer_addr[UCX_EXT_PEER_ADDR_MAX];
 };
 
 /* pid: the peer's process on this host, watched while the ep waits on it; 0 for none. */
@@ -240,6 +249,17 @@ static UCS_F_ALWAYS_INLINE ucs_status_t ucx_ext_ep_flush_queued(ucx_ext_ep_t *ep
     ucs_memory_cpu_store_fence();
     return UCS_OK;
 }
+
+/* The peer address ep connected to (kind: UCX_EXT_PEER_IFACE or _EP), len bytes; one longer
+ * than UCX_EXT_PEER_ADDR_MAX is not kept (ucx_ext_ep_is_connected then answers as UCT's base
+ * does: by reachability). */
+void ucx_ext_ep_set_peer_addr(ucx_ext_ep_t *ep, int kind, const void *addr, size_t len);
+
+/* The ucx_ext_iface_hooks_t.ep_is_connected of a transport that set its eps' peer addresses:
+ * the ep's own peer is the one named (its ep address when one is given, else its iface
+ * address). */
+int ucx_ext_ep_is_connected(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
+                            const uct_iface_addr_t *iface_addr, const uct_ep_addr_t *ep_addr);
 
 /* uct_iface_ops_t entries. */
 ucs_status_t ucx_ext_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags);

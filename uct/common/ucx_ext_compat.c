@@ -175,7 +175,7 @@ int ucx_ext_iface_is_reachable_v2(const uct_iface_h iface,
     return uct_iface_scope_is_reachable(iface, params);
 }
 
-int ucx_ext_ep_is_connected(uct_ep_h ep, const uct_ep_is_connected_params_t *params)
+int ucx_ext_ep_is_connected_v2(uct_ep_h ep, const uct_ep_is_connected_params_t *params)
 {
     const ucx_ext_iface_hooks_t *hooks = ucx_ext_hooks(ep->iface);
 

@@ -196,7 +196,7 @@ ucs_status_t ucx_ext_iface_estimate_perf(uct_iface_h iface, uct_perf_attr_t *per
 #if UCX_EXT_UCX_1_22
 int ucx_ext_iface_is_reachable_v2(const uct_iface_h iface,
                                   const uct_iface_is_reachable_params_t *params);
-int ucx_ext_ep_is_connected(uct_ep_h ep, const uct_ep_is_connected_params_t *params);
+int ucx_ext_ep_is_connected_v2(uct_ep_h ep, const uct_ep_is_connected_params_t *params);
 ucs_status_t ucx_ext_ep_connect_to_ep_v2(uct_ep_h ep, const uct_device_addr_t *dev_addr,
                                          const uct_ep_addr_t *ep_addr,
                                          const uct_ep_connect_to_ep_params_t *params);
@@ -204,7 +204,7 @@ ucs_status_t ucx_ext_ep_connect_to_ep_v2(uct_ep_h ep, const uct_device_addr_t *d
        .iface_query_v2        = uct_iface_base_query_v2, \
        .ep_connect_to_ep_v2   = ucx_ext_ep_connect_to_ep_v2, \
        .iface_is_reachable_v2 = ucx_ext_iface_is_reachable_v2, \
-       .ep_is_connected       = ucx_ext_ep_is_connected, \
+       .ep_is_connected       = ucx_ext_ep_is_connected_v2, \
        .ep_get_device_ep      = (uct_ep_get_device_ep_func_t) \
                                 ucs_empty_function_return_unsupported, \
        .ep_put_sgl_zcopy      = (uct_ep_put_sgl_zcopy_func_t) \

@@ -80,6 +80,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNREACHABLE;
     }
     UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x, info.pid);
+    ucx_ext_ep_set_peer_addr(&self->super, UCX_EXT_PEER_IFACE, params->iface_addr,
+                             wire->ops->iface_addr_len);
 
     ret = wire->ops->attach(wire, params->iface_addr, &peer);
     if (ret != 0) {
@@ -197,6 +199,7 @@ ucs_status_t uct_rdmach_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t
     if (ret != 0) {
         return uct_rdmach_wire_status(ret, UCS_ERR_UNREACHABLE);
     }
+    ucx_ext_ep_set_peer_addr(&ep->super, UCX_EXT_PEER_EP, ep_addr, wire->ops->ep_addr_len);
     ucs_debug("rdmach ep %p: connected over %s", ep, wire->ops->name);
     return UCS_OK;
 }

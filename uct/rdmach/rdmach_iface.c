@@ -713,6 +713,7 @@ ucs_status_t uct_rdmach_query_devices(uct_md_h tl_md, uct_tl_device_resource_t *
 /* What UCP asks besides the iface ops (ucx_ext_compat.h) */
 static const ucx_ext_iface_hooks_t uct_rdmach_iface_hooks = {
     .is_reachable     = uct_rdmach_iface_is_reachable,
+    .ep_is_connected  = ucx_ext_ep_is_connected,
     .ep_connect_to_ep = uct_rdmach_ep_connect_to_ep
 };
 

@@ -29,6 +29,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super, &iface->x, 0);
+    ucx_ext_ep_set_peer_addr(&self->super, UCX_EXT_PEER_IFACE, params->iface_addr,
+                             iface->wops->iface_addr_len + sizeof(uint64_t));
 
     uct_udz_ep_unpack_addr(iface, params->dev_addr, params->iface_addr, &addr, &cookie);
     self->peer = udz_peer_get(iface->core, &addr, cookie);

@@ -680,7 +680,8 @@ static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t 
 
 /* What UCP asks besides the iface ops (ucx_ext_compat.h) */
 static const ucx_ext_iface_hooks_t uct_udz_iface_hooks = {
-    .is_reachable = uct_udz_iface_is_reachable
+    .is_reachable    = uct_udz_iface_is_reachable,
+    .ep_is_connected = ucx_ext_ep_is_connected
 };
 
 static ucx_ext_internal_ops_t uct_udz_internal_ops = UCX_EXT_INTERNAL_OPS(&uct_udz_iface_hooks);

@@ -87,6 +87,7 @@ UCS_CLASS_INIT_FUNC(uct_unimem_ep_t, const uct_ep_params_t *params)
     addr = (const uct_unimem_iface_addr_t*)params->iface_addr;
     UCS_CLASS_CALL_SUPER_INIT(ucx_ext_ep_t, &iface->super.super, &iface->x,
                               (pid_t)addr->mbox.proc);
+    ucx_ext_ep_set_peer_addr(&self->super, UCX_EXT_PEER_IFACE, addr, sizeof(*addr));
 
     /* the receiver's limits rule: our largest message must be one it reassembles */
     if ((addr->seg_size < iface->seg_size) || (addr->nslots / 2 < iface->max_msgs)) {

@@ -469,7 +469,8 @@ static ucs_status_t uct_unimem_query_devices(uct_md_h md,
 
 /* What UCP asks besides the iface ops (ucx_ext_compat.h) */
 static const ucx_ext_iface_hooks_t uct_unimem_iface_hooks = {
-    .is_reachable = uct_unimem_iface_is_reachable
+    .is_reachable    = uct_unimem_iface_is_reachable,
+    .ep_is_connected = ucx_ext_ep_is_connected
 };
 
 static ucx_ext_internal_ops_t uct_unimem_internal_ops =
