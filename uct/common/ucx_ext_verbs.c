@@ -113,3 +113,33 @@ int ucx_ext_verbs_pick_gid(struct ibv_context *ctx, uint8_t port,
     }
     return -1;
 }
+
+void ucx_ext_verbs_port_perf(const struct ibv_port_attr *attr, size_t xport_hdr,
+                             double *latency, double *bandwidth)
+{
+    /* IBTA PortInfo LinkWidthActive: 1x, 4x, 8x, 12x, 2x */
+    static const uint8_t widths[] = {[1] = 1, [2] = 4, [4] = 8, [8] = 12, [16] = 2};
+    int roce         = (attr->link_layer == IBV_LINK_LAYER_ETHERNET);
+    unsigned width   = ((attr->active_width < sizeof(widths)) && widths[attr->active_width]) ?
+                       widths[attr->active_width] : 1;
+    double lat, rate, encoding = 64.0 / 66.0;
+    size_t mtu, extra;
+
+    switch (attr->active_speed) {   /* IBTA LinkSpeedActive, as uct_ib_iface_query reads it */
+    case 2:  lat = 2500e-9; rate = 5.0e9;  encoding = 8.0 / 10.0; break;           /* DDR */
+    case 4:  lat = 1300e-9; rate = roce ? 10.3125e9 : 10.0e9;                        /* QDR */
+             encoding = roce ? 64.0 / 66.0 : 8.0 / 10.0; break;
+    case 8:  lat = 700e-9;  rate = 10.3125e9; break;                                 /* FDR10 */
+    case 16: lat = 700e-9;  rate = 14.0625e9; break;                                 /* FDR */
+    case 32: lat = 600e-9;  rate = 25.78125e9; break;                                /* EDR */
+    case 64: lat = 600e-9;  rate = 25.78125e9 * 2; break;                            /* HDR */
+    case 128: lat = 600e-9; rate = 100e9; break;                                     /* NDR */
+    default: lat = 5000e-9; rate = 2.5e9;  encoding = 8.0 / 10.0; break;           /* SDR */
+    }
+    mtu   = (size_t)128 << ((attr->active_mtu >= IBV_MTU_256) && (attr->active_mtu <= IBV_MTU_4096) ?
+                            attr->active_mtu : IBV_MTU_1024);
+    /* BTH 12, ICRC 4, VCRC 2, delimiter 2; RoCE: GRH 40 and Ethernet 14; IB: LRH 8 */
+    extra = 12 + xport_hdr + 4 + 2 + 2 + (roce ? 40 + 14 : 8);
+    *latency   = lat + (roce ? 200e-9 : 0);
+    *bandwidth = (width * rate * encoding / 8.0) * (double)mtu / (double)(mtu + extra);
+}

@@ -31,4 +31,13 @@ int ucx_ext_verbs_parse(const char *dev, char *name, size_t len, uint8_t *port);
 int ucx_ext_verbs_pick_gid(struct ibv_context *ctx, uint8_t port,
                            const struct ibv_port_attr *attr, union ibv_gid *gid);
 
+/* What a port moves and takes, as UCX's ib transports tell UCP (uct_ib_iface_query): the
+ * latency of its speed class (plus 200 ns on RoCE), and the bandwidth of its width, signal
+ * rate and encoding less each packet's headers (xport_hdr: the transport's own, on top of
+ * BTH, CRCs and on RoCE GRH and Ethernet), in bytes per second. A transport that moves data
+ * with the HCA's own operations costs what the port does, so UCP's thresholds then follow
+ * rc_verbs' on the same port. */
+void ucx_ext_verbs_port_perf(const struct ibv_port_attr *attr, size_t xport_hdr,
+                             double *latency, double *bandwidth);
+
 #endif

@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 
 #define RC_SQ_EXTRA      320u   /* WRs beyond 3 per ring slot (a record takes at most 3) */
+#define RDMACH_RC_RETH_LEN 16u  /* an RDMA WRITE's header: what UCP is told a packet carries */
 #define RC_SIGNAL_EVERY  32u    /* unsignalled WRs between two signalled ones */
 #define RC_OPS_MAX       256u   /* signalled operations (RMA, flush) in flight per QP */
 #define RC_CQ_SIZE       4096   /* shared by the QPs of an iface */
