@@ -1847,6 +1847,121 @@ TEST(UdzInput, BadZreqRefusedAndBadZdataDropped)
     EXPECT_TRUE(a->failed.empty());
 }
 
+/* ---- a ZREQ is the requester's word, not the owner's law (issue 38 items 5 and 7) ---- */
+
+/* A ZREQ injected as b's next reliable packet at a (b's address and cookie). */
+struct ZreqInjector {
+    Harness &h;
+    Node    *a, *b;
+    uint32_t psn = 1;
+    void operator()(uint32_t xfer, uint32_t chan_id, uint64_t addr, uint64_t len, uint32_t chunk,
+                    uint32_t window, uint8_t key) {
+        udz_zreq_t q;
+        memset(&q, 0, sizeof(q));
+        q.xfer_id = xfer; q.chan_id = chan_id; q.addr = addr; q.len = len; q.chunk = chunk;
+        q.window = window;
+        memset(q.rkey, key, sizeof(q.rkey));
+        auto v = dgram(UDZ_T_ZREQ, a->cookie, b->cookie, psn++, 1, &q, sizeof(q));
+        h.net.inject(a->idx, 0, v.data(), v.size(), MemNet::addr(b->idx));
+    }
+};
+
+/* Lets b (and a) say hello first: whatever a first contact needs is done before the forged
+ * requests, so that what is measured is the owner's rule, not the handshake. */
+void udz_test_meet(Harness &h, Node *a, Node *b)
+{
+    h.peer(b, a);
+    h.peer(a, b);
+    for (int i = 0; i < 20; ++i) {
+        h.round();
+    }
+}
+
+/* A ZREQ naming a window of 2^32-1 chunks gets the owner's own window (zc_window / chunk), not
+ * the region: before, the owner streamed all 1,000 chunks of a 1 MB region at once. */
+TEST(UdzOwner, ServesAtMostItsOwnWindow)
+{
+    Harness h(91);
+    Node *a = h.add(), *b = h.add();
+    udz_test_meet(h, a, b);
+    Region &r = h.reg(a, 1000000, 0x61);
+    unsigned zdata = 0;
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        if ((chan != 0) && (d.size() >= UDZ_HDR_LEN) && (d[3] == UDZ_T_ZDATA)) {
+            zdata++;
+            return true;    /* nothing arrives: no ZACK opens the window further */
+        }
+        return false;
+    };
+    ZreqInjector zreq{h, a, b};
+    zreq(7, 1, (uint64_t)(uintptr_t)r.base, r.len, 1000, 0xffffffffu, 0x61);
+    for (int i = 0; i < 10; ++i) {      /* 200 us: less than an RTO, so no probe either */
+        h.round();
+    }
+    EXPECT_GT(zdata, 0u);
+    EXPECT_LE(zdata, h.cfg.zc_window / 1000) << "the owner trusted the request's window";
+    EXPECT_EQ(0u, a->cnt.zreq_refused);
+}
+
+/* A peer that asks for more transfers than a requester has channels: the owner keeps at most
+ * UDZ_ZTX_PER_PEER (64) records for it, refuses the rest with ZERR -EBUSY and counts them;
+ * before, it allocated one record per ZREQ without limit (and walked the list to append). */
+TEST(UdzOwner, TransfersCappedPerPeer)
+{
+    Harness h(92);
+    Node *a = h.add(), *b = h.add();
+    udz_test_meet(h, a, b);
+    Region &r = h.reg(a, 100000, 0x62);
+    unsigned busy = 0;
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        if ((chan == 0) && (d.size() == UDZ_HDR_LEN + sizeof(udz_zerr_t)) &&
+            (d[3] == UDZ_T_ZERR)) {
+            udz_zerr_t e;
+            memcpy(&e, d.data() + UDZ_HDR_LEN, sizeof(e));
+            busy += (e.status == -EBUSY);
+        }
+        return chan != 0;   /* the data goes nowhere: every transfer stays open */
+    };
+    ZreqInjector zreq{h, a, b};
+    const unsigned n = 1000;
+    for (unsigned i = 0; i < n; ++i) {
+        zreq(100 + i, 1 + (i % 4), (uint64_t)(uintptr_t)r.base, r.len, 1000, 4, 0x62);
+    }
+    for (int i = 0; i < 200; ++i) {
+        h.round();
+    }
+    EXPECT_EQ(n - 64, a->cnt.zreq_capped);
+    EXPECT_EQ(n - 64, busy);
+    EXPECT_EQ(0u, a->cnt.zreq_refused);
+    EXPECT_TRUE(a->failed.empty());
+    /* ZFINs end transfers, and room comes back for new ones */
+    for (unsigned i = 0; i < 10; ++i) {
+        udz_zfin_t f = {100 + i};
+        auto v = dgram(UDZ_T_ZFIN, a->cookie, b->cookie, zreq.psn++, 1, &f, sizeof(f));
+        h.net.inject(a->idx, 0, v.data(), v.size(), MemNet::addr(b->idx));
+    }
+    for (unsigned i = 0; i < 10; ++i) {
+        zreq(5000 + i, 1, (uint64_t)(uintptr_t)r.base, r.len, 1000, 4, 0x62);
+    }
+    zreq(6000, 1, (uint64_t)(uintptr_t)r.base, r.len, 1000, 4, 0x62);
+    for (int i = 0; i < 20; ++i) {
+        h.round();
+    }
+    EXPECT_EQ(n - 64 + 1, a->cnt.zreq_capped);
+    /* another peer is not held back by b's cap */
+    Node *c = h.add();
+    std::vector<uint8_t> dst(r.len);
+    uint8_t key[UDZ_RKEY_LEN];
+    memset(key, 0x62, sizeof(key));
+    h.net.imp.drop_if = nullptr;
+    udz_peer_t *pca = h.peer(c, a);
+    ASSERT_EQ(0, udz_get(c->core, pca, dst.data(), dst.size(), (uint64_t)(uintptr_t)r.base, key,
+                         &dst));
+    ASSERT_TRUE(h.run_until([&] { return c->gets_done.count(&dst) == 1; }));
+    EXPECT_EQ(0, c->gets_done[&dst]);
+    EXPECT_EQ(0, memcmp(dst.data(), r.base, r.len));
+}
+
 /* ---- the in-memory wire fills the same table as the UDP wire ---- */
 
 int collect_dev(void *arg, const char *dev)

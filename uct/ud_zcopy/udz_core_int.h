@@ -61,6 +61,11 @@ static inline int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0;
  * datagrams (88 = 2 x 44) fit, within the UDP wire's sendmmsg (UDZ_UDP_BATCH messages, 5
  * iovecs each). */
 #define UDZ_ZTX_BATCH_MAX 128
+/* Transfers one peer may have served at once: a requester has a transfer per data channel in
+ * use and at most UDZ_MAX_CHANNELS channels (its ZFIN, reliable, ends one before the ZREQ that
+ * reuses the channel), so an honest peer never has more; a ZREQ beyond is refused (ZERR) and
+ * counted (zreq_capped), and memory per peer stays bounded whatever it sends. */
+#define UDZ_ZTX_PER_PEER UDZ_MAX_CHANNELS
 
 /* ---- objects ---- */
 
@@ -113,6 +118,9 @@ struct udz_peer {
                                      * keeps its 160 bytes */
     uint32_t     zchunk;            /* payload bytes of our gets' chunks from this peer, as
                                      * the path allows (0: not asked yet; zrx_peer_chunk) */
+    struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
+                                     * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
+    uint32_t     ztx_n;
 };
 
 /* Receive side of one zero-copy transfer on one data channel. */
@@ -145,7 +153,9 @@ typedef struct udz_zrx {
 
 /* Send side of one zero-copy transfer (the owner streams the region). */
 typedef struct udz_ztx {
-    struct udz_ztx *next;
+    struct udz_ztx *next;           /* core->ztx_active, arrival order (ztx_pump) */
+    struct udz_ztx **pprev;         /* the field that points here: O(1) unlink */
+    struct udz_ztx *pnext;          /* peer->ztx */
     udz_peer_t     *peer;
     udz_addr_t      dst;            /* the requester's data channel */
     const uint8_t  *src;
@@ -233,6 +243,8 @@ struct udz_core {
     udz_txmsg_t          *ztxmsgs;      /* UDZ_ZTX_BATCH_MAX datagrams */
     udz_hdr_t            *ztxhdr;
     udz_ztx_t            *ztx_active;
+    udz_ztx_t           **ztx_tailp;    /* the last transfer's next (or &ztx_active): O(1)
+                                         * append, whatever a peer queues */
     udz_ztx_t            *ztx_free;
 };
 
