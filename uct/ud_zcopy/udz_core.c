@@ -22,6 +22,7 @@ static int len_ok(uint8_t type, size_t len)
                              ((len - UDZ_ZACK_LEN(0)) % 8 == 0);
     case UDZ_T_ZDONE: return len == 0;
     case UDZ_T_ZERR:  return len == sizeof(udz_zerr_t);
+    case UDZ_T_CHAL:  return len == sizeof(udz_chal_t);
     default:          return 0;
     }
 }
@@ -99,7 +100,7 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     }
     if ((p != NULL) && (p->cookie != h->src_cookie)) {
         /* the sender restarted at this address: the old incarnation is gone */
-        p = udz_peer_get(core, &m->src, h->src_cookie);
+        p = peer_get(core, &m->src, h->src_cookie);
     } else if (p == NULL) {
         p = peer_create(core, &m->src, h->src_cookie);
     }
@@ -136,6 +137,9 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         break;
     case UDZ_T_ZERR:
         zrx_on_zerr(core, p, (const udz_zerr_t*)(h + 1));
+        break;
+    case UDZ_T_CHAL:
+        peer_on_chal(core, p, (const udz_chal_t*)(h + 1));
         break;
     }
 }

@@ -123,14 +123,18 @@ typedef struct udz_config {
  * can forge), icmp_probes: the probes they made the core send (the peer fails only if none is
  * answered: peer_probe_start in udz_peer.c); ztx_revoked: transfers the owner was serving when their
  * registration was deregistered (stopped, refused with ZERR); zreq_capped: ZREQs refused because
- * their peer had UDZ_ZTX_PER_PEER transfers served already (udz_ztx.c). */
+ * their peer had UDZ_ZTX_PER_PEER transfers served already (udz_ztx.c); chal_sent: address
+ * challenges sent (CHAL with a chal), chal_valid: peers that echoed theirs (the owner serves a
+ * peer's ZREQs only from then on), chal_wrong: echoes that did not match (forged, or of an older
+ * challenge), dropped (udz_peer.c). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
-    _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped)
+    _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
+    _(chal_sent) _(chal_valid) _(chal_wrong)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -112,12 +112,15 @@ struct udz_peer {
     uint8_t      hashed  : 1;
     uint8_t      probes  : 2;       /* probes left while an unreachable report is checked
                                      * (0: none running; peer_probe_start in udz_peer.c) */
+    uint8_t      valid   : 1;       /* it echoed chal: it receives at addr (udz_peer.c) */
     uint16_t     probe_ms;          /* live clock of the last probe, milliseconds, wrapping
                                      * (only differences up to a few gaps matter): flags and
                                      * stamp take the 3 bytes the flags had, so the record
                                      * keeps its 160 bytes */
     uint32_t     zchunk;            /* payload bytes of our gets' chunks from this peer, as
                                      * the path allows (0: not asked yet; zrx_peer_chunk) */
+    uint64_t     chal;              /* the random value it must echo before we serve its ZREQs
+                                     * (peer_chal_send) */
     struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
                                      * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
     uint32_t     ztx_n;
@@ -188,6 +191,9 @@ struct udz_core {
     void                 *user;
     udz_counters_t       *cnt;
     uint64_t              cookie;
+    uint64_t              rnd[16];      /* random values for challenges, refilled by one
+                                         * getrandom call per 16 new peers (peer_create) */
+    unsigned              rnd_left;
     uint64_t              now;
     uint64_t              live;         /* core_clock(): now less the time this process was away */
 
@@ -348,6 +354,8 @@ static inline void peer_activate(udz_core_t *core, udz_peer_t *p)
 }
 
 udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+/* udz_peer_get without the challenge: for a datagram's sender (a new incarnation). */
+udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
 int peer_table_init(udz_core_t *core);
 void peer_table_cleanup(udz_core_t *core);
 /* The peer is gone: every part drops what it holds for it, the user is told once. */
@@ -363,6 +371,10 @@ static inline void peer_heard(udz_core_t *core, udz_peer_t *p)
         core->probing--;
     }
 }
+/* Address validation (udz_peer.c): sends p {echo, our challenge unless p is valid}; and
+ * handles a CHAL from p. */
+void peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo);
+void peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c);
 /* The probe timer of p (probes != 0): the next probe, or p's failure when the last one went
  * unanswered. Returns 1 when p failed. */
 int peer_probe_timer(udz_core_t *core, udz_peer_t *p);

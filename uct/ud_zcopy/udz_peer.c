@@ -6,6 +6,8 @@
  */
 #include "udz_core_int.h"
 
+#include <sys/random.h>
+
 #define UDZ_PEER_TABLE_MIN 64   /* buckets of a new peer table */
 
 size_t udz_peer_state_bytes(void)
@@ -62,6 +64,70 @@ static int peer_hash_grow(udz_core_t *core)
     return 0;
 }
 
+/* A random, non-zero challenge. The cookies cannot serve: an observer knows them, and the
+ * peer's is the peer's own choice. From getrandom, 16 at a time (a flood of new sources costs
+ * one call per 16); if it fails, a mix of the clock and a counter keyed by our cookie, which
+ * still keeps a blind stranger out. */
+static uint64_t peer_random(udz_core_t *core)
+{
+    static uint64_t fallback;
+    uint64_t v;
+
+    if (core->rnd_left == 0) {
+        if (getrandom(core->rnd, sizeof(core->rnd), GRND_NONBLOCK) == (ssize_t)sizeof(core->rnd)) {
+            core->rnd_left = sizeof(core->rnd) / sizeof(core->rnd[0]);
+        } else {
+            v = (core->cookie ^ core->now ^ (++fallback * 0x9e3779b97f4a7c15ull)) *
+                0xbf58476d1ce4e5b9ull;
+            v ^= v >> 31;
+            return v | 1;
+        }
+    }
+    v = core->rnd[--core->rnd_left];
+    return (v != 0) ? v : 1;
+}
+
+/* ---- address validation ----
+ *
+ * A datagram's source address is the sender's word: anybody who learned the cookies can put
+ * another host's address there. The owner of a region therefore serves a peer's ZREQs only
+ * after the peer echoed a random value (chal) sent to that address, as QUIC and DTLS validate
+ * an address: until then the transfer waits, and the owner sends that address one CHAL per
+ * datagram it received from it (a ZREQ, a ZACK, a CHAL), never larger, so a forged source gets
+ * nothing from us it could not have sent itself. A peer we connect to (udz_peer_get from the
+ * glue: UCP gave us its address) gets our challenge at once, and answers with its own: both
+ * sides are valid a round trip after the first contact, usually before the first ZREQ, so an
+ * honest get does not wait. A lost CHAL is made up by the next ZREQ or ZACK (the requester's
+ * stuck timer sends one). Every CHAL carries our piggybacked ack, like any control datagram. */
+void peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo)
+{
+    udz_chal_t c;
+
+    c.echo = echo;
+    c.chal = p->valid ? 0 : p->chal;
+    if ((c.echo == 0) && (c.chal == 0)) {
+        return;
+    }
+    core->cnt->chal_sent += (c.chal != 0);
+    send_zctl(core, p, UDZ_T_CHAL, 0, 0, &c, sizeof(c));
+}
+
+void peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c)
+{
+    if ((c->echo != 0) && !p->valid) {
+        if (c->echo != p->chal) {
+            core->cnt->chal_wrong++;    /* forged, or not ours: changes nothing */
+        } else {
+            p->valid = 1;
+            core->cnt->chal_valid++;
+            peer_activate(core, p);     /* its waiting transfers start at the next pump */
+        }
+    }
+    if (c->chal != 0) {
+        peer_chal_send(core, p, c->chal);   /* the echo, and ours if we still need it */
+    }
+}
+
 udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
     udz_peer_t *p;
@@ -78,6 +144,7 @@ udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cooki
     }
     p->addr        = *addr;
     p->cookie      = cookie;
+    p->chal        = peer_random(core);
     p->next_psn    = 1;
     p->rx_expected = 1;
     dl_init(&p->active);
@@ -171,7 +238,7 @@ int peer_probe_timer(udz_core_t *core, udz_peer_t *p)
     return 0;
 }
 
-udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
     udz_peer_t *p = peer_lookup(core, addr), *n;
 
@@ -192,6 +259,18 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
         return n;
     }
     return peer_create(core, addr, cookie);
+}
+
+/* The glue connects to a peer whose address UCP gave it: our challenge goes at once, so that
+ * the peer is valid before it asks us for data (peer_chal_send). */
+udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+{
+    udz_peer_t *p = peer_get(core, addr, cookie);
+
+    if ((p != NULL) && !p->valid && !p->failed) {
+        peer_chal_send(core, p, 0);
+    }
+    return p;
 }
 
 /* Frees every peer record (and the packets still queued on them) at destroy. */

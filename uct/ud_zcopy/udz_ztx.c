@@ -142,6 +142,9 @@ unsigned ztx_pump(udz_core_t *core)
     udz_ztx_t *t;
 
     for (t = core->ztx_active; t != NULL; t = t->next) {
+        if (__builtin_expect(!t->peer->valid, 0)) {
+            continue;   /* its address is not proven yet: nothing goes (udz_peer.c) */
+        }
         while ((t->status == 0) && (t->sent < t->nchunks) && (t->sent < t->cum + t->window)) {
             for (n = 0; (n < t->batch) && (t->sent + n < t->nchunks) &&
                         (t->sent + n < t->cum + t->window); ++n) {
@@ -288,6 +291,9 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     p->ztx          = t;
     p->ztx_n++;
     peer_activate(core, p);
+    if (!p->valid && (t->status == 0)) {
+        peer_chal_send(core, p, 0);     /* served once p echoes (udz_peer.c) */
+    }
 }
 
 void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
@@ -305,6 +311,10 @@ void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned 
         send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
         t->last_progress_ns   = core->now;
         t->last_progress_live = core->live;
+        return;
+    }
+    if (!p->valid) {
+        peer_chal_send(core, p, 0);     /* our challenge was lost: again, one for one */
         return;
     }
     if ((a->cum > t->nchunks) || (a->cum > t->sent)) {
