@@ -2163,6 +2163,84 @@ TEST(UdzCore, MaxPeersRefusesMore)
     EXPECT_EQ(1u, a->cnt.rx_foreign);
 }
 
+/* A process's life has no limit on peers, only on the records alive at once: failed records
+ * that nobody holds are freed. Before, the 4 records of max_peers 4 were never freed, and after
+ * 4 incarnations at one address (a restarting client) every new one was refused. */
+TEST(UdzCore, FailedPeersFreedNoLifetimeLimit)
+{
+    udz_config_t c = default_cfg();
+    c.max_peers = 4;
+    Harness h(73, c);
+    Node *a = h.add();
+    udz_addr_t ad = MemNet::addr(300);
+    const unsigned n = 100;
+    for (unsigned i = 0; i < n; ++i) {
+        /* a new incarnation at the same address: its first packet */
+        auto v = dgram(UDZ_T_AM, a->cookie, 0x1000 + i, 1, 1, "x", 1);
+        h.net.inject(a->idx, 0, v.data(), v.size(), ad);
+        h.round();
+    }
+    EXPECT_EQ(n, a->ams.size()) << "incarnations were refused";
+    EXPECT_EQ(n, a->cnt.peers);
+    EXPECT_EQ(n - 1, a->cnt.peers_freed);
+    /* a record the glue holds (an ep) outlives its failure until the glue lets go */
+    Node *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    h.net.unreach_mode = true;
+    b->ep->dead = true;
+    int err;
+    ASSERT_NE(nullptr, udz_send_begin(a->core, pab, &err));
+    ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, 0, 0));
+    ASSERT_TRUE(h.run_until([&] { return udz_peer_is_failed(pab); }));
+    uint64_t freed = a->cnt.peers_freed;
+    h.round();
+    EXPECT_EQ(freed, a->cnt.peers_freed);
+    EXPECT_EQ(1, udz_peer_is_failed(pab));  /* still readable: held */
+    udz_peer_put(a->core, pab);
+    h.round();
+    EXPECT_EQ(freed + 1, a->cnt.peers_freed);
+    /* and the room is there for new peers, max_peers at a time */
+    for (unsigned i = 0; i < 4; ++i) {
+        udz_addr_t o = MemNet::addr(400 + (int)i);
+        auto v = dgram(UDZ_T_AM, a->cookie, 77, 1, 1, "y", 1);
+        h.net.inject(a->idx, 0, v.data(), v.size(), o);
+    }
+    h.round();
+    EXPECT_EQ(n + 3, a->ams.size());    /* the record at ad is alive: 3 more fit, not 4 */
+}
+
+/* Datagrams from unknown addresses that cannot start a conversation (anything but a CHAL or a
+ * reliable packet of psn 1) make no record: 1,000 forged sources with our cookie sending ZACKs
+ * and late packets leave the table as it was. Before, each made a record, up to max_peers,
+ * and honest newcomers were then refused. */
+TEST(UdzCore, StrangersMakeNoRecordUnlessTheyStart)
+{
+    Harness h(74);
+    Node *a = h.add();
+    udz_zack_t za = {1, 0, {0}};
+    for (int i = 0; i < 1000; ++i) {
+        udz_addr_t o = MemNet::addr(1000 + i);
+        auto v = (i & 1) ? dgram(UDZ_T_ZACK, a->cookie, 5000 + (uint64_t)i, 0, 1, &za,
+                                 UDZ_ZACK_LEN(1))
+                         : dgram(UDZ_T_AM, a->cookie, 5000 + (uint64_t)i, 7, 1, "z", 1);
+        h.net.inject(a->idx, 0, v.data(), v.size(), o);
+        if (i % 16 == 15) {
+            h.round();
+        }
+    }
+    h.round();
+    EXPECT_EQ(0u, a->cnt.peers);
+    EXPECT_EQ(1000u, a->cnt.rx_stranger);
+    /* an honest newcomer still gets in */
+    Node *b = h.add();
+    udz_peer_t *pba = h.peer(b, a);
+    int err;
+    ASSERT_NE(nullptr, udz_send_begin(b->core, pba, &err));
+    ASSERT_EQ(0, udz_send_commit(b->core, UDZ_T_AM, 0, 0));
+    ASSERT_TRUE(h.run_until([&] { return a->ams.size() == 1; }));
+    EXPECT_EQ(1u, a->cnt.peers);
+}
+
 TEST(UdzCore, ConfigValidated)
 {
     udz_counters_t cnt{};

@@ -73,7 +73,12 @@ int uct_udz_async_defer_event(uct_udz_iface_t *iface, int type, void *ctx, int s
     if (!iface->async.in_timer) {
         return 0;
     }
-    uct_udz_defer(iface, (uct_udz_defer_type_t)type, ctx, status, 0);
+    if ((uct_udz_defer(iface, (uct_udz_defer_type_t)type, ctx, status, 0) != NULL) &&
+        (type == UCT_UDZ_DEFER_PEER_FAILED)) {
+        /* the core frees a failed record that nobody holds: this one is compared with the
+         * eps' when handed over, and its memory must not be a new peer's by then */
+        udz_peer_hold(ctx);
+    }
     return 1;
 }
 
@@ -97,6 +102,7 @@ unsigned uct_udz_async_dispatch(uct_udz_iface_t *iface)
             break;
         case UCT_UDZ_DEFER_PEER_FAILED:
             uct_udz_iface_peer_failed(iface, d->ctx);
+            udz_peer_put(iface->core, d->ctx);  /* the event's hold (uct_udz_async_defer_event) */
             break;
         }
         ucs_free(d);

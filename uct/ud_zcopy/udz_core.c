@@ -102,6 +102,12 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         /* the sender restarted at this address: the old incarnation is gone */
         p = peer_get(core, &m->src, h->src_cookie);
     } else if (p == NULL) {
+        if ((h->type != UDZ_T_CHAL) && ((h->type > UDZ_T_RELIABLE_MAX) || (h->psn != 1))) {
+            /* a stranger's first word is a CHAL (its udz_peer_get) or its first packet: any
+             * other is late (a freed record's) or forged, and must not cost us a record */
+            core->cnt->rx_stranger++;
+            return;
+        }
         p = peer_create(core, &m->src, h->src_cookie);
     }
     if ((p == NULL) || p->failed) {
@@ -200,6 +206,9 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
         ztx_timers(core);
     }
     hold_flush(core);   /* and what the user's callbacks sent meanwhile */
+    if (core->dead != NULL) {
+        peer_reclaim(core);
+    }
     return count;
 }
 
@@ -319,6 +328,7 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
 void udz_core_destroy(udz_core_t *core)
 {
     udz_peer_t *p;
+    udz_dlist_t *e;
 
     if (core == NULL) {
         return;
@@ -326,7 +336,8 @@ void udz_core_destroy(udz_core_t *core)
     hold_flush(core);   /* held packets go: the peer may still take them */
     /* what we received and still owe an ack for (delayed acks) is acked now: a peer's flush
      * of its last message to us completes, rather than failing when it finds us gone */
-    for (p = core->all; p != NULL; p = p->all_next) {
+    for (e = core->all.next; e != &core->all; e = e->next) {
+        p = container_of_(e, udz_peer_t, all);
         if (!p->failed && (p->ack_owed != 0)) {
             send_ack(core, p, 0);
         }

@@ -87,8 +87,8 @@ struct udz_peer {
     udz_addr_t   addr;
     uint64_t     cookie;            /* the peer iface's cookie (dst_cookie of our datagrams) */
     uint64_t     prev_cookie;       /* the incarnation this one replaced (0: none) */
-    udz_peer_t  *hnext;             /* hash chain */
-    udz_peer_t  *all_next;          /* every peer ever made, for destroy */
+    udz_peer_t  *hnext;             /* hash chain; core->dead once reaped */
+    udz_dlist_t  all;               /* core->all: every record not freed yet, for destroy */
     void        *user;
     udz_dlist_t  active;            /* on core->active while it has timers to run */
     udz_skb_t   *unacked, *unacked_tail;
@@ -113,6 +113,8 @@ struct udz_peer {
     uint8_t      probes  : 2;       /* probes left while an unreachable report is checked
                                      * (0: none running; peer_probe_start in udz_peer.c) */
     uint8_t      valid   : 1;       /* it echoed chal: it receives at addr (udz_peer.c) */
+    uint8_t      reaped  : 1;       /* failed and held by nobody: on core->dead, freed at the
+                                     * end of progress (peer_reap) */
     uint16_t     probe_ms;          /* live clock of the last probe, milliseconds, wrapping
                                      * (only differences up to a few gaps matter): flags and
                                      * stamp take the 3 bytes the flags had, so the record
@@ -124,6 +126,8 @@ struct udz_peer {
     struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
                                      * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
     uint32_t     ztx_n;
+    uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
+                                     * failed record is freed once there are none */
 };
 
 /* Receive side of one zero-copy transfer on one data channel. */
@@ -200,8 +204,9 @@ struct udz_core {
     /* peer table (udz_peer.c) */
     udz_peer_t          **htab;
     unsigned              hmask;
-    unsigned              npeers;
-    udz_peer_t           *all;
+    unsigned              npeers;       /* records not reaped: max_peers bounds these */
+    udz_dlist_t           all;
+    udz_peer_t           *dead;         /* reaped, freed at the end of progress */
     udz_dlist_t           active;       /* peers with stream timers to run */
     unsigned              probing;      /* peers whose unreachable report is being probed */
 
@@ -357,6 +362,8 @@ udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cooki
 /* udz_peer_get without the challenge: for a datagram's sender (a new incarnation). */
 udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
 int peer_table_init(udz_core_t *core);
+/* Frees the reaped records (end of progress: nothing of the core points to them any more). */
+void peer_reclaim(udz_core_t *core);
 void peer_table_cleanup(udz_core_t *core);
 /* The peer is gone: every part drops what it holds for it, the user is told once. */
 void peer_fail(udz_core_t *core, udz_peer_t *p);

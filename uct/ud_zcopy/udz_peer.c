@@ -148,13 +148,50 @@ udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cooki
     p->next_psn    = 1;
     p->rx_expected = 1;
     dl_init(&p->active);
-    p->all_next    = core->all;
-    core->all      = p;
+    dl_add(&core->all, &p->all);
     peer_hash_insert(core, p);
     core->npeers++;
     core->cnt->peers++;
     core->cnt->peer_state_bytes += sizeof(*p);
     return p;
+}
+
+/* p failed and nobody holds it: off the hash (a late datagram of it finds no record, and
+ * cannot start one unless it is a CHAL or a psn 1: rx_ctrl) and onto core->dead, freed at the
+ * end of progress, when nothing of the core points to it any more (the batch's ack list). */
+static void peer_reap(udz_core_t *core, udz_peer_t *p)
+{
+    if (p->reaped) {
+        return;
+    }
+    if (p->hashed) {
+        peer_hash_remove(core, p);
+    }
+    dl_del(&p->all);
+    p->reaped  = 1;
+    p->hnext   = core->dead;
+    core->dead = p;
+    core->npeers--;
+}
+
+void peer_reclaim(udz_core_t *core)
+{
+    udz_peer_t *p;
+
+    while ((p = core->dead) != NULL) {
+        core->dead = p->hnext;
+        core->cnt->peers_freed++;
+        free(p);    /* its packets went back to the pool when it failed (stream_peer_failed) */
+    }
+}
+
+void udz_peer_hold(udz_peer_t *peer) { peer->refs++; }
+
+void udz_peer_put(udz_core_t *core, udz_peer_t *peer)
+{
+    if ((peer->refs > 0) && (--peer->refs == 0) && peer->failed) {
+        peer_reap(core, peer);
+    }
 }
 
 /* The peer is gone: drop its packets, fail its gets and transfers, tell the user once. */
@@ -177,6 +214,9 @@ void peer_fail(udz_core_t *core, udz_peer_t *p)
     }
     core->uops->peer_failed(core->user, p);
     core->uops->resources(core->user);
+    if (p->refs == 0) {
+        peer_reap(core, p);     /* after the user was told: it may hold it for later */
+    }
 }
 
 /* ---- unreachable reports: probed, not believed ----
@@ -246,9 +286,9 @@ udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
         if (p->cookie == cookie) {
             return p;
         }
-        /* the address belongs to a new incarnation: the old one has failed, keep it aside for
-         * whoever still points to it and start afresh. The old record still counts against
-         * max_peers: whoever knows our cookie cannot grow our memory without bound by
+        /* the address belongs to a new incarnation: the old one has failed, kept aside for
+         * whoever still holds it (an ep) and freed when nobody does; until then it counts
+         * against max_peers: whoever knows our cookie cannot grow our memory without bound by
          * inventing incarnations. */
         peer_hash_remove(core, p);
         peer_fail(core, p);
@@ -267,7 +307,11 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
 {
     udz_peer_t *p = peer_get(core, addr, cookie);
 
-    if ((p != NULL) && !p->valid && !p->failed) {
+    if (p == NULL) {
+        return NULL;
+    }
+    p->refs++;
+    if (!p->valid && !p->failed) {
         peer_chal_send(core, p, 0);
     }
     return p;
@@ -276,17 +320,19 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
 /* Frees every peer record (and the packets still queued on them) at destroy. */
 void peer_table_cleanup(udz_core_t *core)
 {
-    udz_peer_t *p, *pn;
+    udz_peer_t *p;
     udz_skb_t *skb, *sn;
 
-    for (p = core->all; p != NULL; p = pn) {
-        pn = p->all_next;
+    while (core->all.next != &core->all) {
+        p = container_of_(core->all.next, udz_peer_t, all);
+        dl_del(&p->all);
         for (skb = p->unacked; skb != NULL; skb = sn) {
             sn = skb->next;
             free(skb);
         }
         free(p);
     }
+    peer_reclaim(core);
     free(core->htab);
 }
 
@@ -303,6 +349,7 @@ size_t udz_peer_table_bytes(unsigned npeers)
 int peer_table_init(udz_core_t *core)
 {
     dl_init(&core->active);
+    dl_init(&core->all);
     core->hmask = UDZ_PEER_TABLE_MIN - 1;
     core->htab  = calloc(core->hmask + 1, sizeof(*core->htab));
     return (core->htab == NULL) ? -ENOMEM : 0;
