@@ -70,14 +70,14 @@ static int peer_hash_grow(udz_core_t *core)
  * still keeps a blind stranger out. */
 static uint64_t peer_random(udz_core_t *core)
 {
-    static uint64_t fallback;
     uint64_t v;
 
     if (core->rnd_left == 0) {
         if (getrandom(core->rnd, sizeof(core->rnd), GRND_NONBLOCK) == (ssize_t)sizeof(core->rnd)) {
             core->rnd_left = sizeof(core->rnd) / sizeof(core->rnd[0]);
         } else {
-            v = (core->cookie ^ core->now ^ (++fallback * 0x9e3779b97f4a7c15ull)) *
+            /* rnd[0] counts (the core's own: cores of other threads share nothing) */
+            v = (core->cookie ^ core->now ^ (++core->rnd[0] * 0x9e3779b97f4a7c15ull)) *
                 0xbf58476d1ce4e5b9ull;
             v ^= v >> 31;
             return v | 1;
