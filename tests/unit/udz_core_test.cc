@@ -1673,6 +1673,48 @@ TEST(UdzFlow, AdaptiveWindowHalvesOnLossAndGrowsBack)
     EXPECT_TRUE(a->failed.empty());
 }
 
+/* A receiver that holds its receives back (its application computes and the async queue is at
+ * its budget, udz_async.c) takes nothing: the sender's window fills (-EAGAIN), BUSY acks keep
+ * it from failing the receiver for twice the peer timeout, and once the hold ends every message
+ * arrives, in order, exactly once. */
+TEST(UdzFlow, HeldReceivesFillTheWindowSenderWaits)
+{
+    Harness h(75);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer(a, b);
+    h.peer(b, a);
+    for (int i = 0; i < 5; ++i) {
+        h.round();
+    }
+    udz_core_rx_hold(b->core, 1);
+    unsigned sent = 0;
+    int err = 0;
+    uint64_t end = h.now + 2 * h.cfg.peer_timeout_ns;
+    while (h.now < end) {
+        void *pl = udz_send_begin(a->core, pab, &err);
+        if (pl != nullptr) {
+            memset(pl, (int)sent, 64);
+            ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, (uint8_t)sent, 64));
+            ++sent;
+        } else {
+            ASSERT_EQ(-EAGAIN, err);
+        }
+        h.round();
+    }
+    EXPECT_EQ(0u, b->ams.size()) << "taken while held";
+    EXPECT_LE(sent, h.cfg.tx_window) << "the window did not fill";
+    EXPECT_GT(b->cnt.rx_held, 0u);
+    EXPECT_GT(a->cnt.rx_busy_acks, 0u);
+    EXPECT_TRUE(a->failed.empty()) << "the sender failed a receiver that was only busy";
+    udz_core_rx_hold(b->core, 0);
+    ASSERT_TRUE(h.run_until([&] { return b->ams.size() == sent; }));
+    for (unsigned i = 0; i < sent; ++i) {
+        EXPECT_EQ((uint8_t)i, b->ams[i].second[0]);
+    }
+    EXPECT_TRUE(a->failed.empty());
+    EXPECT_TRUE(b->failed.empty());
+}
+
 TEST(UdzFlow, FixedWindowIgnoresLoss)
 {
     Harness h(54);      /* tx_window_min 0: fixed */

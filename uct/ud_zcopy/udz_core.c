@@ -7,6 +7,7 @@
 #include "udz_core_int.h"
 
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns) { core->now = now_ns; }
+void udz_core_rx_hold(udz_core_t *core, int hold) { core->rx_hold = hold; }
 
 /* ---- receiving on the control endpoint ---- */
 
@@ -121,6 +122,16 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     }
 
     if (h->type <= UDZ_T_RELIABLE_MAX) {
+        if (__builtin_expect(core->rx_hold, 0)) {
+            /* not taken: it stays in the sender's window; one BUSY ack per batch says why */
+            core->cnt->rx_held++;
+            if (!p->ack_now && (core->nack < core->cfg.rx_batch)) {
+                p->ack_now = 1;
+                p->busy    = 1;
+                core->acklist[core->nack++] = p;
+            }
+            return;
+        }
         if (stream_rx(core, p, h)) {
             deliver(core, p, h);
         }
@@ -178,8 +189,9 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
         }
         for (i = 0; i < core->nack; ++i) {
             if (core->acklist[i]->ack_now && !core->acklist[i]->failed) {
-                send_ack(core, core->acklist[i], 0);
+                send_ack(core, core->acklist[i], core->acklist[i]->busy ? UDZ_F_BUSY : 0);
             }
+            core->acklist[i]->busy = 0;
         }
         core->nack = 0;
         count += (unsigned)n;

@@ -130,7 +130,9 @@ typedef struct udz_config {
  * process has no lifetime limit on peers, max_peers bounds the records alive at once, peers -
  * peers_freed); rx_stranger: datagrams from an unknown address that cannot start a
  * conversation (anything but a CHAL or a reliable packet of psn 1), dropped without making a
- * record. */
+ * record; rx_held: reliable packets not taken while the user held receives back
+ * (udz_core_rx_hold), each left to its sender's window; rx_busy_acks: BUSY acks received (a
+ * peer alive but not taking packets: not failed for its silence). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
@@ -138,7 +140,8 @@ typedef struct udz_config {
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
     _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
-    _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger)
+    _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger) \
+    _(rx_held) _(rx_busy_acks)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;
@@ -164,6 +167,13 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns);
 void udz_core_tx_flush(udz_core_t *core);
 /* 1 while packets are held back (tests). */
 int udz_core_tx_held(const udz_core_t *core);
+
+/* While hold is set, reliable packets that arrive are not taken (not delivered, not acked):
+ * they stay in their senders' windows, which fill, and each sender is told by a BUSY ack that
+ * we are alive, so it resends later instead of failing us. The glue holds them back while its
+ * application is away and what the async progress queued for it reached a budget: the bound
+ * tcp gets from its socket buffer. Gets, puts' data already taken and acks go on. */
+void udz_core_rx_hold(udz_core_t *core, int hold);
 
 /* Sets the clock the send paths stamp packets with (progress sets it too). */
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns);

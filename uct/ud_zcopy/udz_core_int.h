@@ -115,6 +115,7 @@ struct udz_peer {
     uint8_t      valid   : 1;       /* it echoed chal: it receives at addr (udz_peer.c) */
     uint8_t      reaped  : 1;       /* failed and held by nobody: on core->dead, freed at the
                                      * end of progress (peer_reap) */
+    uint8_t      busy    : 1;       /* we held back a packet of it (rx_hold): the ack says so */
     uint16_t     probe_ms;          /* live clock of the last probe, milliseconds, wrapping
                                      * (only differences up to a few gaps matter): flags and
                                      * stamp take the 3 bytes the flags had, so the record
@@ -231,6 +232,7 @@ struct udz_core {
     udz_txmsg_t          *stxmsgs;      /* hold_max datagrams: one send call of the stream */
 
     /* control receive (udz_core.c) */
+    int                   rx_hold;      /* reliable packets are not taken (udz_core_rx_hold) */
     uint8_t              *rxbuf;
     udz_rxmsg_t          *rxmsgs;
     udz_peer_t          **acklist;

@@ -48,6 +48,9 @@ enum {
 #define UDZ_F_ACK_REQ   0x01    /* receiver: ack now (sender window filling, flush, retransmit) */
 #define UDZ_F_NAK       0x02    /* ACK: a gap was seen at header.ack; go back and resend */
 #define UDZ_F_STUCK     0x04    /* ZACK: nothing arrived for a while; resend the holes now */
+#define UDZ_F_BUSY      0x08    /* ACK: alive, but taking no packets now (its application is
+                                 * away and what it has not taken yet reached a budget): keep
+                                 * them in the window and resend later, do not fail it */
 
 typedef struct udz_hdr {
     uint16_t magic;
