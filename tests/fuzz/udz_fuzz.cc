@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for the ud_zcopy datagram decoders (uct/ud_zcopy/udz_core.c, udz_zrx.c):
- * rx_ctrl on the control channel (AM, PUT, ZREQ, ACK, ZACK, ZDONE, ZERR) and zrx_poll on a data
- * channel with a get in flight (ZDATA scattered straight into the destination buffer).
+ * rx_ctrl on the control channel (AM, PUT, ZREQ, ACK, ZACK, ZDONE, ZERR, CHAL) and zrx_poll on a
+ * data channel with a get in flight (ZDATA scattered straight into the destination buffer).
  *
  * The scene, rebuilt for every input: core A on the in-memory wire (tests/unit/udz_memwire.h),
  * a peer P (an address and a cookie, no core: the fuzzer speaks for it) to which A has sent
@@ -148,6 +148,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     udz_addr_t pa = MemNet::addr(1), qa = MemNet::addr(2);
     udz_peer_t *p = udz_peer_get(core, &pa, UDZF_COOKIE_P);
+    {
+        /* P echoes A's address challenge (udz_peer.c), so that ZREQs from the input are
+         * served and the owner's paths are fuzzed too; inputs may send CHALs of their own */
+        udz_chal_t e = {0, 0};
+        for (auto &d : net.ep(1)->chan[0].q) {
+            if ((d.data.size() == UDZ_HDR_LEN + sizeof(udz_chal_t)) && (d.data[3] == UDZ_T_CHAL)) {
+                memcpy(&e.echo, d.data.data() + UDZ_HDR_LEN + 8, 8);
+            }
+        }
+        udz_hdr_t h;
+        memset(&h, 0, sizeof(h));
+        h.magic = UDZ_MAGIC; h.version = UDZ_VERSION; h.type = UDZ_T_CHAL;
+        h.len = sizeof(e); h.dst_cookie = UDZF_COOKIE_A; h.src_cookie = UDZF_COOKIE_P; h.ack = 1;
+        uint8_t dg[sizeof(h) + sizeof(e)];
+        memcpy(dg, &h, sizeof(h));
+        memcpy(dg + sizeof(h), &e, sizeof(e));
+        net.inject(0, 0, dg, sizeof(dg), pa);
+        udz_core_progress(core, s.now);
+    }
     for (int i = 0; i < 3; ++i) {
         void *pl = udz_send_begin(core, p, &err);
         if (pl == nullptr) {

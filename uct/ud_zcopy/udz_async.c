@@ -18,6 +18,14 @@
 #include <ucs/async/async.h>
 #include <ucs/debug/memtrack_int.h>
 
+/* What the async progress may queue for an application that is away (computing) before it
+ * takes no more packets: the core then leaves them in their senders' windows, which fill, and
+ * tells the senders by BUSY acks that we are alive (udz_core_rx_hold). Without it a fast
+ * sender grew the receiver's memory without limit; tcp gets the same bound from its socket
+ * buffer. 8 MiB: four times the default send window of a peer (UCT_UDZ_TX_WINDOW_BYTES), so
+ * a few senders' windows fit before anyone waits. */
+#define UCT_UDZ_ASYNC_BUDGET (8ul << 20)
+
 typedef enum {
     UCT_UDZ_DEFER_AM,
     UCT_UDZ_DEFER_GET_DONE,
@@ -49,6 +57,7 @@ static uct_udz_deferred_t *uct_udz_defer(uct_udz_iface_t *iface, uct_udz_defer_t
     d->status = status;
     d->len    = len;
     ucs_queue_push(&iface->async.deferred, &d->queue);
+    iface->async.deferred_bytes += sizeof(*d) + len;
     UCT_UDZ_COUNT_OWN(async_deferred, 1);
     return d;
 }
@@ -73,7 +82,12 @@ int uct_udz_async_defer_event(uct_udz_iface_t *iface, int type, void *ctx, int s
     if (!iface->async.in_timer) {
         return 0;
     }
-    uct_udz_defer(iface, (uct_udz_defer_type_t)type, ctx, status, 0);
+    if ((uct_udz_defer(iface, (uct_udz_defer_type_t)type, ctx, status, 0) != NULL) &&
+        (type == UCT_UDZ_DEFER_PEER_FAILED)) {
+        /* the core frees a failed record that nobody holds: this one is compared with the
+         * eps' when handed over, and its memory must not be a new peer's by then */
+        udz_peer_hold(ctx);
+    }
     return 1;
 }
 
@@ -97,8 +111,10 @@ unsigned uct_udz_async_dispatch(uct_udz_iface_t *iface)
             break;
         case UCT_UDZ_DEFER_PEER_FAILED:
             uct_udz_iface_peer_failed(iface, d->ctx);
+            udz_peer_put(iface->core, d->ctx);  /* the event's hold (uct_udz_async_defer_event) */
             break;
         }
+        iface->async.deferred_bytes -= sizeof(*d) + d->len;
         ucs_free(d);
         ++count;
     }
@@ -118,6 +134,7 @@ void uct_udz_async_complete_now(uct_udz_iface_t *iface)
         } else {
             uct_invoke_completion((uct_completion_t*)d->ctx, uct_udz_status(d->status));
         }
+        iface->async.deferred_bytes -= sizeof(*d) + d->len;
         ucs_free(d);
     }
 }
@@ -128,7 +145,9 @@ static void uct_udz_async_timer(int id, ucs_event_set_types_t events, void *arg)
 
     /* the async context is held here: no entry point runs at the same time */
     iface->async.in_timer = 1;
+    udz_core_rx_hold(iface->core, iface->async.deferred_bytes >= UCT_UDZ_ASYNC_BUDGET);
     udz_core_progress(iface->core, uct_udz_now_ns());
+    udz_core_rx_hold(iface->core, 0);   /* the application's own progress takes them */
     ucx_ext_iface_progress_pending_async(&iface->x);   /* requests added from async handlers */
     iface->async.in_timer = 0;
     uct_udz_wakeup_notify(iface);   /* a sleeping worker, if it left something for it */
@@ -141,6 +160,7 @@ ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h tl_worker, 
     ucs_status_t status;
 
     ucs_queue_head_init(&iface->async.deferred);
+    iface->async.deferred_bytes = 0;
     iface->async.in_timer = 0;
     iface->async.timer_id = -1;
     iface->async.context  = worker->async;
@@ -168,6 +188,7 @@ void uct_udz_async_cleanup(uct_udz_iface_t *iface)
     }
     while (!ucs_queue_is_empty(&iface->async.deferred)) {
         d = ucs_queue_pull_elem_non_empty(&iface->async.deferred, uct_udz_deferred_t, queue);
+        iface->async.deferred_bytes -= sizeof(*d) + d->len;
         ucs_free(d);
     }
 }

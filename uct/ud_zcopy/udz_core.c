@@ -7,6 +7,7 @@
 #include "udz_core_int.h"
 
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns) { core->now = now_ns; }
+void udz_core_rx_hold(udz_core_t *core, int hold) { core->rx_hold = hold; }
 
 /* ---- receiving on the control endpoint ---- */
 
@@ -22,6 +23,7 @@ static int len_ok(uint8_t type, size_t len)
                              ((len - UDZ_ZACK_LEN(0)) % 8 == 0);
     case UDZ_T_ZDONE: return len == 0;
     case UDZ_T_ZERR:  return len == sizeof(udz_zerr_t);
+    case UDZ_T_CHAL:  return len == sizeof(udz_chal_t);
     default:          return 0;
     }
 }
@@ -99,8 +101,14 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     }
     if ((p != NULL) && (p->cookie != h->src_cookie)) {
         /* the sender restarted at this address: the old incarnation is gone */
-        p = udz_peer_get(core, &m->src, h->src_cookie);
+        p = peer_get(core, &m->src, h->src_cookie);
     } else if (p == NULL) {
+        if ((h->type != UDZ_T_CHAL) && ((h->type > UDZ_T_RELIABLE_MAX) || (h->psn != 1))) {
+            /* a stranger's first word is a CHAL (its udz_peer_get) or its first packet: any
+             * other is late (a freed record's) or forged, and must not cost us a record */
+            core->cnt->rx_stranger++;
+            return;
+        }
         p = peer_create(core, &m->src, h->src_cookie);
     }
     if ((p == NULL) || p->failed) {
@@ -114,6 +122,16 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     }
 
     if (h->type <= UDZ_T_RELIABLE_MAX) {
+        if (__builtin_expect(core->rx_hold, 0)) {
+            /* not taken: it stays in the sender's window; one BUSY ack per batch says why */
+            core->cnt->rx_held++;
+            if (!p->ack_now && (core->nack < core->cfg.rx_batch)) {
+                p->ack_now = 1;
+                p->busy    = 1;
+                core->acklist[core->nack++] = p;
+            }
+            return;
+        }
         if (stream_rx(core, p, h)) {
             deliver(core, p, h);
         }
@@ -136,6 +154,9 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         break;
     case UDZ_T_ZERR:
         zrx_on_zerr(core, p, (const udz_zerr_t*)(h + 1));
+        break;
+    case UDZ_T_CHAL:
+        peer_on_chal(core, p, (const udz_chal_t*)(h + 1));
         break;
     }
 }
@@ -168,8 +189,9 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
         }
         for (i = 0; i < core->nack; ++i) {
             if (core->acklist[i]->ack_now && !core->acklist[i]->failed) {
-                send_ack(core, core->acklist[i], 0);
+                send_ack(core, core->acklist[i], core->acklist[i]->busy ? UDZ_F_BUSY : 0);
             }
+            core->acklist[i]->busy = 0;
         }
         core->nack = 0;
         count += (unsigned)n;
@@ -196,6 +218,9 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
         ztx_timers(core);
     }
     hold_flush(core);   /* and what the user's callbacks sent meanwhile */
+    if (core->dead != NULL) {
+        peer_reclaim(core);
+    }
     return count;
 }
 
@@ -315,6 +340,7 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
 void udz_core_destroy(udz_core_t *core)
 {
     udz_peer_t *p;
+    udz_dlist_t *e;
 
     if (core == NULL) {
         return;
@@ -322,7 +348,8 @@ void udz_core_destroy(udz_core_t *core)
     hold_flush(core);   /* held packets go: the peer may still take them */
     /* what we received and still owe an ack for (delayed acks) is acked now: a peer's flush
      * of its last message to us completes, rather than failing when it finds us gone */
-    for (p = core->all; p != NULL; p = p->all_next) {
+    for (e = core->all.next; e != &core->all; e = e->next) {
+        p = container_of_(e, udz_peer_t, all);
         if (!p->failed && (p->ack_owed != 0)) {
             send_ack(core, p, 0);
         }

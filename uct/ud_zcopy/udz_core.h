@@ -122,14 +122,26 @@ typedef struct udz_config {
  * of the wire that a peer's address is unreachable (UDP: ICMP port unreachable, which anyone
  * can forge), icmp_probes: the probes they made the core send (the peer fails only if none is
  * answered: peer_probe_start in udz_peer.c); ztx_revoked: transfers the owner was serving when their
- * registration was deregistered (stopped, refused with ZERR). */
+ * registration was deregistered (stopped, refused with ZERR); zreq_capped: ZREQs refused because
+ * their peer had UDZ_ZTX_PER_PEER transfers served already (udz_ztx.c); chal_sent: address
+ * challenges sent (CHAL with a chal), chal_valid: peers that echoed theirs (the owner serves a
+ * peer's ZREQs only from then on), chal_wrong: echoes that did not match (forged, or of an older
+ * challenge), dropped (udz_peer.c); peers_freed: records freed (failed and held by no ep: a
+ * process has no lifetime limit on peers, max_peers bounds the records alive at once, peers -
+ * peers_freed); rx_stranger: datagrams from an unknown address that cannot start a
+ * conversation (anything but a CHAL or a reliable packet of psn 1), dropped without making a
+ * record; rx_held: reliable packets not taken while the user held receives back
+ * (udz_core_rx_hold), each left to its sender's window; rx_busy_acks: BUSY acks received (a
+ * peer alive but not taking packets: not failed for its silence). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
     _(tx_packets) _(tx_acks) _(tx_naks) _(retransmit) _(retransmit_chunks) _(timeouts) \
     _(tx_eagain) _(zreq_refused) _(peers) _(peer_state_bytes) _(chan_busy) \
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
-    _(icmp_hints) _(icmp_probes) _(ztx_revoked)
+    _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
+    _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger) \
+    _(rx_held) _(rx_busy_acks)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;
@@ -156,11 +168,24 @@ void udz_core_tx_flush(udz_core_t *core);
 /* 1 while packets are held back (tests). */
 int udz_core_tx_held(const udz_core_t *core);
 
+/* While hold is set, reliable packets that arrive are not taken (not delivered, not acked):
+ * they stay in their senders' windows, which fill, and each sender is told by a BUSY ack that
+ * we are alive, so it resends later instead of failing us. The glue holds them back while its
+ * application is away and what the async progress queued for it reached a budget: the bound
+ * tcp gets from its socket buffer. Gets, puts' data already taken and acks go on. */
+void udz_core_rx_hold(udz_core_t *core, int hold);
+
 /* Sets the clock the send paths stamp packets with (progress sets it too). */
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns);
 
-/* The peer at addr whose iface has the given cookie: found or created. NULL if max_peers. */
+/* The peer at addr whose iface has the given cookie: found or created, and held (one hold
+ * per call) until udz_peer_put. NULL if max_peers records are alive. */
 udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+/* One hold more on a record (the glue's deferred failure event), and one less: a failed
+ * record that nobody holds is freed (at the next progress); the pointer is not to be used
+ * after its last put. */
+void udz_peer_hold(udz_peer_t *peer);
+void udz_peer_put(udz_core_t *core, udz_peer_t *peer);
 int udz_peer_is_failed(const udz_peer_t *peer);
 /* Largest reliable payload (seg_size - header). */
 size_t udz_core_max_payload(const udz_core_t *core);

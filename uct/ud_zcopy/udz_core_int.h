@@ -61,6 +61,11 @@ static inline int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0;
  * datagrams (88 = 2 x 44) fit, within the UDP wire's sendmmsg (UDZ_UDP_BATCH messages, 5
  * iovecs each). */
 #define UDZ_ZTX_BATCH_MAX 128
+/* Transfers one peer may have served at once: a requester has a transfer per data channel in
+ * use and at most UDZ_MAX_CHANNELS channels (its ZFIN, reliable, ends one before the ZREQ that
+ * reuses the channel), so an honest peer never has more; a ZREQ beyond is refused (ZERR) and
+ * counted (zreq_capped), and memory per peer stays bounded whatever it sends. */
+#define UDZ_ZTX_PER_PEER UDZ_MAX_CHANNELS
 
 /* ---- objects ---- */
 
@@ -82,8 +87,8 @@ struct udz_peer {
     udz_addr_t   addr;
     uint64_t     cookie;            /* the peer iface's cookie (dst_cookie of our datagrams) */
     uint64_t     prev_cookie;       /* the incarnation this one replaced (0: none) */
-    udz_peer_t  *hnext;             /* hash chain */
-    udz_peer_t  *all_next;          /* every peer ever made, for destroy */
+    udz_peer_t  *hnext;             /* hash chain; core->dead once reaped */
+    udz_dlist_t  all;               /* core->all: every record not freed yet, for destroy */
     void        *user;
     udz_dlist_t  active;            /* on core->active while it has timers to run */
     udz_skb_t   *unacked, *unacked_tail;
@@ -107,12 +112,23 @@ struct udz_peer {
     uint8_t      hashed  : 1;
     uint8_t      probes  : 2;       /* probes left while an unreachable report is checked
                                      * (0: none running; peer_probe_start in udz_peer.c) */
+    uint8_t      valid   : 1;       /* it echoed chal: it receives at addr (udz_peer.c) */
+    uint8_t      reaped  : 1;       /* failed and held by nobody: on core->dead, freed at the
+                                     * end of progress (peer_reap) */
+    uint8_t      busy    : 1;       /* we held back a packet of it (rx_hold): the ack says so */
     uint16_t     probe_ms;          /* live clock of the last probe, milliseconds, wrapping
                                      * (only differences up to a few gaps matter): flags and
                                      * stamp take the 3 bytes the flags had, so the record
                                      * keeps its 160 bytes */
     uint32_t     zchunk;            /* payload bytes of our gets' chunks from this peer, as
                                      * the path allows (0: not asked yet; zrx_peer_chunk) */
+    uint64_t     chal;              /* the random value it must echo before we serve its ZREQs
+                                     * (peer_chal_send) */
+    struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
+                                     * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
+    uint32_t     ztx_n;
+    uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
+                                     * failed record is freed once there are none */
 };
 
 /* Receive side of one zero-copy transfer on one data channel. */
@@ -145,7 +161,9 @@ typedef struct udz_zrx {
 
 /* Send side of one zero-copy transfer (the owner streams the region). */
 typedef struct udz_ztx {
-    struct udz_ztx *next;
+    struct udz_ztx *next;           /* core->ztx_active, arrival order (ztx_pump) */
+    struct udz_ztx **pprev;         /* the field that points here: O(1) unlink */
+    struct udz_ztx *pnext;          /* peer->ztx */
     udz_peer_t     *peer;
     udz_addr_t      dst;            /* the requester's data channel */
     const uint8_t  *src;
@@ -178,14 +196,18 @@ struct udz_core {
     void                 *user;
     udz_counters_t       *cnt;
     uint64_t              cookie;
+    uint64_t              rnd[16];      /* random values for challenges, refilled by one
+                                         * getrandom call per 16 new peers (peer_create) */
+    unsigned              rnd_left;
     uint64_t              now;
     uint64_t              live;         /* core_clock(): now less the time this process was away */
 
     /* peer table (udz_peer.c) */
     udz_peer_t          **htab;
     unsigned              hmask;
-    unsigned              npeers;
-    udz_peer_t           *all;
+    unsigned              npeers;       /* records not reaped: max_peers bounds these */
+    udz_dlist_t           all;
+    udz_peer_t           *dead;         /* reaped, freed at the end of progress */
     udz_dlist_t           active;       /* peers with stream timers to run */
     unsigned              probing;      /* peers whose unreachable report is being probed */
 
@@ -210,6 +232,7 @@ struct udz_core {
     udz_txmsg_t          *stxmsgs;      /* hold_max datagrams: one send call of the stream */
 
     /* control receive (udz_core.c) */
+    int                   rx_hold;      /* reliable packets are not taken (udz_core_rx_hold) */
     uint8_t              *rxbuf;
     udz_rxmsg_t          *rxmsgs;
     udz_peer_t          **acklist;
@@ -233,6 +256,8 @@ struct udz_core {
     udz_txmsg_t          *ztxmsgs;      /* UDZ_ZTX_BATCH_MAX datagrams */
     udz_hdr_t            *ztxhdr;
     udz_ztx_t            *ztx_active;
+    udz_ztx_t           **ztx_tailp;    /* the last transfer's next (or &ztx_active): O(1)
+                                         * append, whatever a peer queues */
     udz_ztx_t            *ztx_free;
 };
 
@@ -336,7 +361,11 @@ static inline void peer_activate(udz_core_t *core, udz_peer_t *p)
 }
 
 udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+/* udz_peer_get without the challenge: for a datagram's sender (a new incarnation). */
+udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
 int peer_table_init(udz_core_t *core);
+/* Frees the reaped records (end of progress: nothing of the core points to them any more). */
+void peer_reclaim(udz_core_t *core);
 void peer_table_cleanup(udz_core_t *core);
 /* The peer is gone: every part drops what it holds for it, the user is told once. */
 void peer_fail(udz_core_t *core, udz_peer_t *p);
@@ -351,6 +380,10 @@ static inline void peer_heard(udz_core_t *core, udz_peer_t *p)
         core->probing--;
     }
 }
+/* Address validation (udz_peer.c): sends p {echo, our challenge unless p is valid}; and
+ * handles a CHAL from p. */
+void peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo);
+void peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c);
 /* The probe timer of p (probes != 0): the next probe, or p's failure when the last one went
  * unanswered. Returns 1 when p failed. */
 int peer_probe_timer(udz_core_t *core, udz_peer_t *p);

@@ -77,6 +77,8 @@ UCS_CLASS_CLEANUP_FUNC(uct_udz_ep_t)
             ucs_free(f);
         }
     }
+    /* the ep's hold (udz_peer_get): a failed record nobody else holds is freed */
+    udz_peer_put(iface->core, self->peer);
 }
 
 UCS_CLASS_DEFINE(uct_udz_ep_t, ucx_ext_ep_t);

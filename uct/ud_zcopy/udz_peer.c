@@ -6,6 +6,8 @@
  */
 #include "udz_core_int.h"
 
+#include <sys/random.h>
+
 #define UDZ_PEER_TABLE_MIN 64   /* buckets of a new peer table */
 
 size_t udz_peer_state_bytes(void)
@@ -62,6 +64,70 @@ static int peer_hash_grow(udz_core_t *core)
     return 0;
 }
 
+/* A random, non-zero challenge. The cookies cannot serve: an observer knows them, and the
+ * peer's is the peer's own choice. From getrandom, 16 at a time (a flood of new sources costs
+ * one call per 16); if it fails, a mix of the clock and a counter keyed by our cookie, which
+ * still keeps a blind stranger out. */
+static uint64_t peer_random(udz_core_t *core)
+{
+    uint64_t v;
+
+    if (core->rnd_left == 0) {
+        if (getrandom(core->rnd, sizeof(core->rnd), GRND_NONBLOCK) == (ssize_t)sizeof(core->rnd)) {
+            core->rnd_left = sizeof(core->rnd) / sizeof(core->rnd[0]);
+        } else {
+            /* rnd[0] counts (the core's own: cores of other threads share nothing) */
+            v = (core->cookie ^ core->now ^ (++core->rnd[0] * 0x9e3779b97f4a7c15ull)) *
+                0xbf58476d1ce4e5b9ull;
+            v ^= v >> 31;
+            return v | 1;
+        }
+    }
+    v = core->rnd[--core->rnd_left];
+    return (v != 0) ? v : 1;
+}
+
+/* ---- address validation ----
+ *
+ * A datagram's source address is the sender's word: anybody who learned the cookies can put
+ * another host's address there. The owner of a region therefore serves a peer's ZREQs only
+ * after the peer echoed a random value (chal) sent to that address, as QUIC and DTLS validate
+ * an address: until then the transfer waits, and the owner sends that address one CHAL per
+ * datagram it received from it (a ZREQ, a ZACK, a CHAL), never larger, so a forged source gets
+ * nothing from us it could not have sent itself. A peer we connect to (udz_peer_get from the
+ * glue: UCP gave us its address) gets our challenge at once, and answers with its own: both
+ * sides are valid a round trip after the first contact, usually before the first ZREQ, so an
+ * honest get does not wait. A lost CHAL is made up by the next ZREQ or ZACK (the requester's
+ * stuck timer sends one). Every CHAL carries our piggybacked ack, like any control datagram. */
+void peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo)
+{
+    udz_chal_t c;
+
+    c.echo = echo;
+    c.chal = p->valid ? 0 : p->chal;
+    if ((c.echo == 0) && (c.chal == 0)) {
+        return;
+    }
+    core->cnt->chal_sent += (c.chal != 0);
+    send_zctl(core, p, UDZ_T_CHAL, 0, 0, &c, sizeof(c));
+}
+
+void peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c)
+{
+    if ((c->echo != 0) && !p->valid) {
+        if (c->echo != p->chal) {
+            core->cnt->chal_wrong++;    /* forged, or not ours: changes nothing */
+        } else {
+            p->valid = 1;
+            core->cnt->chal_valid++;
+            peer_activate(core, p);     /* its waiting transfers start at the next pump */
+        }
+    }
+    if (c->chal != 0) {
+        peer_chal_send(core, p, c->chal);   /* the echo, and ours if we still need it */
+    }
+}
+
 udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
     udz_peer_t *p;
@@ -78,16 +144,54 @@ udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cooki
     }
     p->addr        = *addr;
     p->cookie      = cookie;
+    p->chal        = peer_random(core);
     p->next_psn    = 1;
     p->rx_expected = 1;
     dl_init(&p->active);
-    p->all_next    = core->all;
-    core->all      = p;
+    dl_add(&core->all, &p->all);
     peer_hash_insert(core, p);
     core->npeers++;
     core->cnt->peers++;
     core->cnt->peer_state_bytes += sizeof(*p);
     return p;
+}
+
+/* p failed and nobody holds it: off the hash (a late datagram of it finds no record, and
+ * cannot start one unless it is a CHAL or a psn 1: rx_ctrl) and onto core->dead, freed at the
+ * end of progress, when nothing of the core points to it any more (the batch's ack list). */
+static void peer_reap(udz_core_t *core, udz_peer_t *p)
+{
+    if (p->reaped) {
+        return;
+    }
+    if (p->hashed) {
+        peer_hash_remove(core, p);
+    }
+    dl_del(&p->all);
+    p->reaped  = 1;
+    p->hnext   = core->dead;
+    core->dead = p;
+    core->npeers--;
+}
+
+void peer_reclaim(udz_core_t *core)
+{
+    udz_peer_t *p;
+
+    while ((p = core->dead) != NULL) {
+        core->dead = p->hnext;
+        core->cnt->peers_freed++;
+        free(p);    /* its packets went back to the pool when it failed (stream_peer_failed) */
+    }
+}
+
+void udz_peer_hold(udz_peer_t *peer) { peer->refs++; }
+
+void udz_peer_put(udz_core_t *core, udz_peer_t *peer)
+{
+    if ((peer->refs > 0) && (--peer->refs == 0) && peer->failed) {
+        peer_reap(core, peer);
+    }
 }
 
 /* The peer is gone: drop its packets, fail its gets and transfers, tell the user once. */
@@ -110,6 +214,9 @@ void peer_fail(udz_core_t *core, udz_peer_t *p)
     }
     core->uops->peer_failed(core->user, p);
     core->uops->resources(core->user);
+    if (p->refs == 0) {
+        peer_reap(core, p);     /* after the user was told: it may hold it for later */
+    }
 }
 
 /* ---- unreachable reports: probed, not believed ----
@@ -171,7 +278,7 @@ int peer_probe_timer(udz_core_t *core, udz_peer_t *p)
     return 0;
 }
 
-udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
     udz_peer_t *p = peer_lookup(core, addr), *n;
 
@@ -179,9 +286,9 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
         if (p->cookie == cookie) {
             return p;
         }
-        /* the address belongs to a new incarnation: the old one has failed, keep it aside for
-         * whoever still points to it and start afresh. The old record still counts against
-         * max_peers: whoever knows our cookie cannot grow our memory without bound by
+        /* the address belongs to a new incarnation: the old one has failed, kept aside for
+         * whoever still holds it (an ep) and freed when nobody does; until then it counts
+         * against max_peers: whoever knows our cookie cannot grow our memory without bound by
          * inventing incarnations. */
         peer_hash_remove(core, p);
         peer_fail(core, p);
@@ -194,20 +301,38 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
     return peer_create(core, addr, cookie);
 }
 
+/* The glue connects to a peer whose address UCP gave it: our challenge goes at once, so that
+ * the peer is valid before it asks us for data (peer_chal_send). */
+udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+{
+    udz_peer_t *p = peer_get(core, addr, cookie);
+
+    if (p == NULL) {
+        return NULL;
+    }
+    p->refs++;
+    if (!p->valid && !p->failed) {
+        peer_chal_send(core, p, 0);
+    }
+    return p;
+}
+
 /* Frees every peer record (and the packets still queued on them) at destroy. */
 void peer_table_cleanup(udz_core_t *core)
 {
-    udz_peer_t *p, *pn;
+    udz_peer_t *p;
     udz_skb_t *skb, *sn;
 
-    for (p = core->all; p != NULL; p = pn) {
-        pn = p->all_next;
+    while (core->all.next != &core->all) {
+        p = container_of_(core->all.next, udz_peer_t, all);
+        dl_del(&p->all);
         for (skb = p->unacked; skb != NULL; skb = sn) {
             sn = skb->next;
             free(skb);
         }
         free(p);
     }
+    peer_reclaim(core);
     free(core->htab);
 }
 
@@ -224,6 +349,7 @@ size_t udz_peer_table_bytes(unsigned npeers)
 int peer_table_init(udz_core_t *core)
 {
     dl_init(&core->active);
+    dl_init(&core->all);
     core->hmask = UDZ_PEER_TABLE_MIN - 1;
     core->htab  = calloc(core->hmask + 1, sizeof(*core->htab));
     return (core->htab == NULL) ? -ENOMEM : 0;

@@ -37,6 +37,9 @@ enum {
     UDZ_T_ZDONE = 10,   /* header only, psn = transfer id: "no such transfer here" (answer to a
                          * late ZDATA of a finished transfer) */
     UDZ_T_ZERR  = 11,   /* udz_zerr_t: the owner refused a ZREQ (resent on every ZACK) */
+    UDZ_T_CHAL  = 12,   /* udz_chal_t: address validation, a cookie echo as QUIC and DTLS do
+                         * it: the owner serves a peer's ZREQs only once the peer has echoed
+                         * a random value sent to its address (udz_peer.c) */
     /* data channel */
     UDZ_T_ZDATA = 16,   /* psn = transfer id, ack = chunk index, payload = chunk */
 };
@@ -45,6 +48,9 @@ enum {
 #define UDZ_F_ACK_REQ   0x01    /* receiver: ack now (sender window filling, flush, retransmit) */
 #define UDZ_F_NAK       0x02    /* ACK: a gap was seen at header.ack; go back and resend */
 #define UDZ_F_STUCK     0x04    /* ZACK: nothing arrived for a while; resend the holes now */
+#define UDZ_F_BUSY      0x08    /* ACK: alive, but taking no packets now (its application is
+                                 * away and what it has not taken yet reached a budget): keep
+                                 * them in the window and resend later, do not fail it */
 
 typedef struct udz_hdr {
     uint16_t magic;
@@ -89,6 +95,15 @@ typedef struct udz_zreq {
     uint32_t window;        /* chunks the owner may have in flight beyond the acked ones */
     uint8_t  rkey[UDZ_RKEY_LEN];
 } __attribute__((packed)) udz_zreq_t;
+
+/* A challenge and/or the echo of one. chal: a random value the sender sent to the receiver's
+ * address (0: none; the sender knows the receiver already); echo: the receiver's own chal
+ * coming back (0: none). Answered at once, one CHAL for one, never larger: nobody can use it to
+ * amplify. */
+typedef struct udz_chal {
+    uint64_t echo;
+    uint64_t chal;
+} __attribute__((packed)) udz_chal_t;
 
 typedef struct udz_zfin {
     uint32_t xfer_id;

@@ -513,6 +513,11 @@ void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
     if (p->unacked == NULL) {
         p->unacked_tail = NULL;
     }
+    if (__builtin_expect(flags & UDZ_F_BUSY, 0)) {
+        /* alive, its application away: the window waits, the peer is not failed for it */
+        core->cnt->rx_busy_acks++;
+        p->last_progress_live = core->live;
+    }
     if (freed) {
         p->last_progress_live = core->live;
         p->last_tx_ns = core->now;

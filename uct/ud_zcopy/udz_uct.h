@@ -153,6 +153,8 @@ typedef struct uct_udz_iface {
         int                 timer_id;   /* -1: no async progress */
         int                 in_timer;   /* the core runs from the async timer */
         ucs_queue_head_t    deferred;   /* for the next progress (udz_async.c) */
+        size_t              deferred_bytes; /* what deferred holds: at UCT_UDZ_ASYNC_BUDGET
+                                             * the timer takes no more packets */
     } async;
     struct {
         int                 epfd;       /* the event fd: the wire's and wake_fd; -1 */

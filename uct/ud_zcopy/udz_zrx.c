@@ -301,7 +301,7 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
     uint32_t slot[UDZ_BATCH_MAX], idx, clen, p, next_pred = z->pred;
     udz_rxmsg_t *m = core->zmsgs;
     udz_hdr_t *h;
-    int n, misplaced = 0;
+    int n, misplaced = 0, dup_old = 0;
 
     if ((core->wops->chan_quiet != NULL) &&
         core->wops->chan_quiet(core->wire, (unsigned)(z - core->zrx))) {
@@ -377,6 +377,11 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
         next_pred     = idx + 1;
         if (bit_get(z->bitmap, idx)) {
             core->cnt->rx_dup++;
+            /* a chunk below cum again: the owner's probe or repair, so it has not heard our
+             * last ZACK. Its probes keep this channel from looking silent, so our stuck timer
+             * never fires: only a ZACK now stops the two waiting on each other until the
+             * owner drops the transfer (peer_timeout) */
+            dup_old |= (idx < z->cum);
             continue;
         }
         if (idx != slot[j]) {
@@ -417,7 +422,8 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
         zrx_finish(core, z, 0);
     } else if ((z->since_ack * 4 >= core->cfg.zc_window / chunk) || z->hole ||
                (z->gap && (core->now - z->zack_ns >= core->cfg.rto_ns / 8)) ||
-               ((z->cum != z->zack_cum) && (z->cum < z->top))) {
+               ((z->cum != z->zack_cum) && (z->cum < z->top)) ||
+               (dup_old && (core->now - z->zack_ns >= repair_gate(core, z->peer)))) {
         /* At most one ZACK per receive batch, and none while nothing is missing:
          * - a new hole opened in this batch: the owner repairs it a round trip later
          *   instead of a stuck timer (an RTO) later;

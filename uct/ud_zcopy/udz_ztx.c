@@ -21,23 +21,37 @@ static void ztx_unhold(udz_core_t *core, udz_ztx_t *t)
     }
 }
 
-static void ztx_free(udz_core_t *core, udz_ztx_t **pp)
+/* Unlinks t from the served list and from its peer's, and keeps it for the next ZREQ. */
+static void ztx_free(udz_core_t *core, udz_ztx_t *t)
 {
-    udz_ztx_t *t = *pp;
+    udz_ztx_t **pp;
 
     ztx_unhold(core, t);
-    *pp = t->next;
+    *t->pprev = t->next;
+    if (t->next != NULL) {
+        t->next->pprev = t->pprev;
+    } else {
+        core->ztx_tailp = t->pprev;
+    }
+    for (pp = &t->peer->ztx; *pp != NULL; pp = &(*pp)->pnext) {
+        if (*pp == t) {     /* at most UDZ_ZTX_PER_PEER */
+            *pp = t->pnext;
+            t->peer->ztx_n--;
+            break;
+        }
+    }
     t->next = core->ztx_free;
     core->ztx_free = t;
 }
 
-static udz_ztx_t **ztx_find(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
+/* The transfer xfer_id that p asked for: among p's own, at most UDZ_ZTX_PER_PEER. */
+static udz_ztx_t *ztx_find(udz_peer_t *p, uint32_t xfer_id)
 {
-    udz_ztx_t **pp;
+    udz_ztx_t *t;
 
-    for (pp = &core->ztx_active; *pp != NULL; pp = &(*pp)->next) {
-        if (((*pp)->peer == p) && ((*pp)->xfer_id == xfer_id)) {
-            return pp;
+    for (t = p->ztx; t != NULL; t = t->pnext) {
+        if (t->xfer_id == xfer_id) {
+            return t;
         }
     }
     return NULL;
@@ -128,6 +142,9 @@ unsigned ztx_pump(udz_core_t *core)
     udz_ztx_t *t;
 
     for (t = core->ztx_active; t != NULL; t = t->next) {
+        if (__builtin_expect(!t->peer->valid, 0)) {
+            continue;   /* its address is not proven yet: nothing goes (udz_peer.c) */
+        }
         while ((t->status == 0) && (t->sent < t->nchunks) && (t->sent < t->cum + t->window)) {
             for (n = 0; (n < t->batch) && (t->sent + n < t->nchunks) &&
                         (t->sent + n < t->cum + t->window); ++n) {
@@ -201,11 +218,32 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
     t->rexmit_ns = core->now;
 }
 
+/* The window the owner serves a transfer of this chunk with: its own configured window (as
+ * its own gets ask, udz_zrx.c), whatever the request says. A ZREQ's window is the requester's
+ * receive buffer; an owner that believed it would stream a whole region before the first
+ * ZACK, at whatever the request named (an amplifier for a forged request). */
+static uint32_t ztx_window(const udz_core_t *core, uint32_t chunk, uint32_t asked)
+{
+    size_t own = core->cfg.zc_window / chunk;
+
+    if (own == 0) {
+        own = 1;
+    }
+    return (asked < own) ? asked : (uint32_t)own;
+}
+
 void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
 {
     udz_ztx_t *t = core->ztx_free;
     const void *src;
 
+    if (p->ztx_n >= UDZ_ZTX_PER_PEER) {
+        /* more than a requester with every channel busy can ask: refused without a record */
+        udz_zerr_t e = {req->xfer_id, -EBUSY};
+        core->cnt->zreq_capped++;
+        send_zctl(core, p, UDZ_T_ZERR, 0, req->xfer_id, &e, sizeof(e));
+        return;
+    }
     if (t != NULL) {
         core->ztx_free = t->next;
     } else if ((t = malloc(sizeof(*t))) == NULL) {
@@ -216,8 +254,6 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     t->xfer_id = req->xfer_id;
     t->len     = req->len;
     t->chunk   = req->chunk;
-    t->batch   = ztx_batch(core, req->chunk);
-    t->window  = req->window;
     core->wops->chan_addr(core->wire, &p->addr, req->chan_id, &t->dst);
     t->last_progress_ns   = core->now;
     t->last_progress_live = core->live;
@@ -243,35 +279,42 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     } else {
         t->src     = src;
         t->nchunks = (uint32_t)((req->len + req->chunk - 1) / req->chunk);
+        t->batch   = ztx_batch(core, req->chunk);
+        t->window  = ztx_window(core, req->chunk, req->window);
     }
-    {
-        /* append: transfers are served in arrival order */
-        udz_ztx_t **pp = &core->ztx_active;
-        while (*pp != NULL) {
-            pp = &(*pp)->next;
-        }
-        *pp = t;
-        t->next = NULL;
-    }
+    /* append: transfers are served in arrival order */
+    t->next         = NULL;
+    t->pprev        = core->ztx_tailp;
+    *core->ztx_tailp = t;
+    core->ztx_tailp = &t->next;
+    t->pnext        = p->ztx;
+    p->ztx          = t;
+    p->ztx_n++;
     peer_activate(core, p);
+    if (!p->valid && (t->status == 0)) {
+        peer_chal_send(core, p, 0);     /* served once p echoes (udz_peer.c) */
+    }
 }
 
 void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
                  uint8_t flags)
 {
-    udz_ztx_t **pp = ztx_find(core, p, a->xfer_id), *t;
+    udz_ztx_t *t = ztx_find(p, a->xfer_id);
     unsigned w;
     int holes;
 
-    if (pp == NULL) {
+    if (t == NULL) {
         return;     /* finished (our ZDONE crossed it) or never known */
     }
-    t = *pp;
     if (t->status != 0) {
         udz_zerr_t e = {t->xfer_id, t->status};
         send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
         t->last_progress_ns   = core->now;
         t->last_progress_live = core->live;
+        return;
+    }
+    if (!p->valid) {
+        peer_chal_send(core, p, 0);     /* our challenge was lost: again, one for one */
         return;
     }
     if ((a->cum > t->nchunks) || (a->cum > t->sent)) {
@@ -295,7 +338,7 @@ void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned 
         t->sack_words = 0;      /* an old ZACK, overtaken */
     }
     if (t->cum >= t->nchunks) {
-        ztx_free(core, pp);     /* all there; the ZDONE will find nothing */
+        ztx_free(core, t);      /* all there; the ZDONE will find nothing */
         return;
     }
     if (holes || (flags & UDZ_F_STUCK)) {
@@ -305,23 +348,17 @@ void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned 
 
 void ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
 {
-    udz_ztx_t **pp = ztx_find(core, p, xfer_id);
+    udz_ztx_t *t = ztx_find(p, xfer_id);
 
-    if (pp != NULL) {
-        ztx_free(core, pp);
+    if (t != NULL) {
+        ztx_free(core, t);
     }
 }
 
 void ztx_peer_failed(udz_core_t *core, udz_peer_t *p)
 {
-    udz_ztx_t **pp;
-
-    for (pp = &core->ztx_active; *pp != NULL;) {
-        if ((*pp)->peer == p) {
-            ztx_free(core, pp);
-        } else {
-            pp = &(*pp)->next;
-        }
+    while (p->ztx != NULL) {
+        ztx_free(core, p->ztx);
     }
 }
 
@@ -329,12 +366,13 @@ void ztx_peer_failed(udz_core_t *core, udz_peer_t *p)
  * first unacked chunk when nothing was acked or sent for an RTO. */
 void ztx_timers(udz_core_t *core)
 {
-    udz_ztx_t **pp, *t;
+    udz_ztx_t *t, *tn;
     uint64_t now = core->now;
 
-    for (pp = &core->ztx_active; (t = *pp) != NULL;) {
+    for (t = core->ztx_active; t != NULL; t = tn) {
+        tn = t->next;
         if (live_since(core, t->last_progress_live) >= core->cfg.peer_timeout_ns) {
-            ztx_free(core, pp);     /* the requester gave up or died */
+            ztx_free(core, t);      /* the requester gave up or died */
             continue;
         }
         if ((t->status == 0) && (t->cum < t->sent) &&
@@ -347,7 +385,6 @@ void ztx_timers(udz_core_t *core)
             ztx_send(core, t, &c, 1);   /* probe: the requester's ZACK tells the rest */
             core->cnt->retransmit_chunks++;
         }
-        pp = &t->next;
     }
 }
 
@@ -355,6 +392,7 @@ int ztx_init(udz_core_t *core)
 {
     core->ztxhdr  = calloc(UDZ_ZTX_BATCH_MAX, sizeof(*core->ztxhdr));
     core->ztxmsgs = calloc(UDZ_ZTX_BATCH_MAX, sizeof(*core->ztxmsgs));
+    core->ztx_tailp = &core->ztx_active;
     return ((core->ztxhdr == NULL) || (core->ztxmsgs == NULL)) ? -ENOMEM : 0;
 }
 
