@@ -1828,7 +1828,7 @@ TEST(UdzInput, CorruptTruncatedForeignDropped)
     std::vector<uint8_t> v;
     inj(dgram(UDZ_T_AM, a->cookie ^ 1, b->cookie, 1, 1, msg, sizeof(msg)));   /* foreign */
     v = good(1); v[0] ^= 0xff; inj(v);                         /* magic */
-    v = good(1); v[2] = 2; inj(v);                             /* version */
+    v = good(1); v[2] = UDZ_VERSION + 1; inj(v);               /* version */
     v = good(1); v.resize(v.size() - 1); inj(v);               /* truncated payload */
     v = good(1); v.resize(20); inj(v);                         /* truncated header */
     inj(std::vector<uint8_t>());                               /* empty */

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #define UDZ_MAGIC       0x5a75u     /* "uZ" */
-#define UDZ_VERSION     1
+#define UDZ_VERSION     2   /* 2: CHAL (address validation) and the BUSY ack flag */
 
 /* header.type */
 enum {
