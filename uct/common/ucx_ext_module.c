@@ -26,6 +26,44 @@ static void ucx_ext_ucx_version(unsigned *major, unsigned *minor, unsigned *rele
     }
 }
 
+static size_t ucx_ext_async_written_end(uint8_t pattern)
+{
+    union {
+        ucs_async_context_t ctx;
+        uint8_t             bytes[4 * sizeof(ucs_async_context_t) + 256];
+    } probe;
+    size_t end = 0, i;
+
+    memset(&probe, pattern, sizeof(probe));
+    /* thread-mutex mode writes the lock's owner and count, present with assertions (both
+     * releases), and 1.22's context owner; no thread starts before a handler is added */
+    if (ucs_async_context_init(&probe.ctx, UCS_ASYNC_MODE_THREAD_MUTEX) != UCS_OK) {
+        return 0;
+    }
+    for (i = 0; i < sizeof(probe.bytes); ++i) {
+        if (probe.bytes[i] != pattern) {
+            end = i + 1;
+        }
+    }
+    ucs_async_context_cleanup(&probe.ctx);
+    return end;
+}
+
+size_t ucx_ext_loaded_async_context_size(void)
+{
+    /* a byte written with the pattern's own value is seen by the other pattern */
+    size_t end = ucs_max(ucx_ext_async_written_end(0xa5), ucx_ext_async_written_end(0x5a));
+
+    return ucs_align_up(end, __alignof__(ucs_async_context_t));
+}
+
+int ucx_ext_loaded_has_assertions(void)
+{
+    size_t loaded = ucx_ext_loaded_async_context_size();
+
+    return (loaded == sizeof(ucs_async_context_t)) ? UCS_ENABLE_ASSERT : !UCS_ENABLE_ASSERT;
+}
+
 const char *ucx_ext_abi_mismatch(const ucx_ext_class_size_t *classes, unsigned count)
 {
     unsigned major, minor, release, i;
@@ -37,20 +75,23 @@ const char *ucx_ext_abi_mismatch(const ucx_ext_class_size_t *classes, unsigned c
     }
     for (i = 0; i < count; ++i) {
         if (classes[i].loaded != classes[i].built) {
-            return "UCT internal object layout";
+            return classes[i].what;
         }
     }
     return NULL;
 }
 
-static void ucx_ext_abi_warn(const char *tl, const char *what)
+static void ucx_ext_abi_warn(const ucx_ext_module_t *m, const char *what)
 {
+    const char *tl = m->counters.tl;
     unsigned major, minor, release;
 
     ucx_ext_ucx_version(&major, &minor, &release);
     fprintf(stderr, "[%s] WARNING: not registering the %s transport: it was built for UCX "
-            "%d.%d.%d and the loaded UCX %u.%u.%u differs in its %s\n", tl, tl,
-            UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH, major, minor, release, what);
+            "%d.%d.%d (assertions %s, stats %s) and the loaded UCX %u.%u.%u differs in its "
+            "%s\n", tl, tl, UCT_VERNO_MAJOR, UCT_VERNO_MINOR, UCT_VERNO_PATCH,
+            m->built_asserts ? "on" : "off", m->built_stats ? "on" : "off", major, minor,
+            release, what);
 }
 
 /*
@@ -95,7 +136,7 @@ void ucx_ext_module_load(ucx_ext_module_t *m, const ucx_ext_class_size_t *classe
     const char *what = ucx_ext_abi_mismatch(classes, count);
 
     if (what != NULL) {
-        ucx_ext_abi_warn(m->counters.tl, what);
+        ucx_ext_abi_warn(m, what);
         return;
     }
     ucx_ext_counters_config_init();
