@@ -193,6 +193,15 @@ static pair_case_t cases[] = {
     {"peer_death_amo", run_peer_death, (void*)1, "peer_failed>0", NULL, 40, 1},
 };
 
+/* UCP 1.16 and later select protocols by performance estimates (protocols v2) */
+static int ucp_protocols_v2(void)
+{
+    unsigned major, minor, release;
+
+    ucp_get_version(&major, &minor, &release);
+    return (major > 1) || (minor >= 16);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -245,6 +254,13 @@ int main(int argc, char **argv)
         }
         if (!strcmp(cases[c].name, "rma_quiet") && strcmp(counters_tl, "rdmach")) {
             cases[c].counters = cases[c - 5].counters;   /* rma's */
+        }
+        /* UCP's protocols v2 (1.16 on) have no atomic protocol for an ep with peer failure
+         * handling (none of amo_offload.c's and amo_sw.c's sets ERR_HANDLING): the atomic
+         * fails at once with "Request canceled" on every transport, stock tcp included, and
+         * never reaches one. The case then checks only that it fails instead of hanging. */
+        if (!strcmp(cases[c].name, "peer_death_amo") && ucp_protocols_v2()) {
+            cases[c].counters = NULL;
         }
     }
     setenv("UCX_TLS", opt_tl, 0);

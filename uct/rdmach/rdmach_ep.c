@@ -314,12 +314,10 @@ uct_rdmach_ep_rma_error(uct_rdmach_ep_t *ep, const char *op, size_t length,
     }
     if ((err == ESRCH) || (err == ECONNRESET) ||
         ((err == EPERM) && !ucx_ext_ep_peer_alive(&ep->super))) {
-        if (ep->super.failed) {
-            return UCS_ERR_ENDPOINT_TIMEOUT;   /* reported already */
-        }
-        ep->super.failed = 1;
-        return uct_iface_handle_ep_err(ep->super.super.super.iface, &ep->super.super.super,
-                                       UCS_ERR_ENDPOINT_TIMEOUT);
+        /* failed once and counted; the error handler runs from progress, not inside this
+         * op (UCP 1.22 reconfigures and may destroy the ep from there) */
+        ucx_ext_ep_set_failed(&ep->super, UCS_ERR_ENDPOINT_TIMEOUT);
+        return UCS_ERR_ENDPOINT_TIMEOUT;
     }
     ucs_error("rdmach: %s of %zu bytes at 0x%" PRIx64 " in pid %d failed: %s%s", op, length,
               remote_addr, ep->super.pid, strerror(err),
