@@ -14,7 +14,41 @@ import time
 from . import RESULTS_DIR, TOP
 from .proc import log, run
 
-UCX_INFO = shutil.which("ucx_info") or "/usr/bin/ucx_info"
+# The UCX of the run (Ctx sets it from the build's ucx-ext-build.env): Debian's 1.13.1, whose
+# transports are preloaded, or another release's installed tree (the libucx-cu12 wheel's
+# 1.22.0), whose libraries and tools then serve every process of the run, the built-ins'
+# baselines included, and which loads the transports as plugins (UCX_PLUGIN_PATH).
+UCX = {"version": "1.13.1", "prefix": ""}
+
+
+def ucx_of_build(build):
+    """{"version", "prefix"} of the UCX a build dir is for (prefix '' for Debian's)."""
+    out = {"version": "1.13.1", "prefix": ""}
+    try:
+        with open(os.path.join(build, "ucx-ext-build.env")) as f:
+            for l in f:
+                k, _, v = l.strip().partition("=")
+                if k == "UCX_EXT_UCX_VERSION" and v:
+                    out["version"] = v
+                elif k == "UCX_EXT_UCX_PREFIX":
+                    out["prefix"] = v
+    except OSError:
+        pass
+    return out
+
+
+def plugin_mode(build):
+    return ucx_of_build(build)["version"] != "1.13.1"
+
+
+def ucx_bin(name):
+    """A UCX tool of the run's UCX (ucx_info, ucx_perftest)."""
+    if UCX["prefix"]:
+        return os.path.join(UCX["prefix"], "bin", name)
+    return shutil.which(name) or os.path.join("/usr/bin", name)
+
+
+UCX_INFO = ucx_bin("ucx_info")
 
 
 def build_dir(args):
@@ -33,6 +67,8 @@ def ext_preload(build):
     """Colon list of the project's built transports (what `scripts/env` exports), or ''."""
     if build in _PRELOAD_CACHE:
         return _PRELOAD_CACHE[build]
+    if plugin_mode(build):
+        return ""   # plugins: nothing is preloaded (Ctx.plugin_env)
     env = dict(os.environ, UCXEXT_BUILD=build)
     pre = ""
     script = os.path.join(TOP, "scripts", "env")
@@ -61,8 +97,48 @@ def base_env(preload):
     else:
         env.pop("LD_PRELOAD", None)
     env.pop("UCX_TLS", None)
+    env.pop("UCX_PLUGIN_PATH", None)
     env["UCX_WARN_UNUSED_ENV_VARS"] = "n"
+    env.update(ucx_lib_env())
     return env
+
+
+def ucx_lib_env():
+    """What every process of the run needs to run the run's UCX (nothing for Debian's)."""
+    if not UCX["prefix"]:
+        return {}
+    lib = os.path.join(UCX["prefix"], "lib")
+    old = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p and p != lib]
+    return {"LD_LIBRARY_PATH": ":".join([lib] + old),
+            "PATH": os.path.join(UCX["prefix"], "bin") + ":" + os.environ.get("PATH", "")}
+
+
+def snapshot_plugins(build, out, only=None):
+    """Copies a plugin build's transports (stub libuct_<name>.so.0 and libucx_ext_<name>.so)
+    into <out>/plugins/ and returns ({UCX_PLUGIN_PATH, UCX_ALLOC_PRIO} for the ranks, info), as
+    snapshot_preload does for a preload."""
+    d = os.path.join(out, "plugins")
+    os.makedirs(d, exist_ok=True)
+    info = {}
+    for t in ("rdmach", "udzcopy", "unimem"):
+        if only and t not in only:
+            continue
+        for f in ("libuct_%s.so.0" % t, "libucx_ext_%s.so" % t):
+            src = os.path.join(build, "uct", f)
+            if not os.path.isfile(src):
+                continue
+            _wait_stable(src)
+            dst = os.path.join(d, f)
+            shutil.copy2(src, dst)
+            with open(dst, "rb") as fh:
+                info[dst] = {"source": src, "sha256": hashlib.sha256(fh.read()).hexdigest()}
+    env = {"UCX_PLUGIN_PATH": d}
+    script = os.path.join(TOP, "scripts", "env")
+    rc, prio, _ = run(["bash", "-c", 'eval "$("$0")" && printf %s "${UCX_ALLOC_PRIO:-}"', script],
+                      dict(os.environ, UCXEXT_BUILD=build), 30)
+    if rc == 0 and prio.strip():
+        env["UCX_ALLOC_PRIO"] = prio.strip()   # the transports' mds where the mm mds stand
+    return env, info
 
 
 def _wait_stable(path):
@@ -114,7 +190,9 @@ class Transport:
     def env(self, ctx, mpi=False):
         e = base_env(ctx.preload)
         if self.ours:
-            e["LD_PRELOAD"] = ":".join(p for p in (ctx.preload, e.get("LD_PRELOAD")) if p)
+            if ctx.preload:
+                e["LD_PRELOAD"] = ":".join(p for p in (ctx.preload, e.get("LD_PRELOAD")) if p)
+            e.update(getattr(ctx, "plugin_env", {}))
         e["UCX_TLS"] = self.tls + (",self" if mpi else "")
         e.update(self.extra_env)
         return e
@@ -139,15 +217,17 @@ def ucx_info(ctx, args, extra_env=None, ours=True):
     """ucx_info ARGS with our transports preloaded (stdout)."""
     env = base_env(ctx.preload)
     if ours:
-        env["LD_PRELOAD"] = ctx.preload
+        if ctx.preload:
+            env["LD_PRELOAD"] = ctx.preload
+        env.update(getattr(ctx, "plugin_env", {}))
     env.update(extra_env or {})
-    return run([UCX_INFO] + list(args), env, 60)[1]
+    return run([ucx_bin("ucx_info")] + list(args), env, 60)[1]
 
 
 def tl_available(ctx, t):
     env = t.env(ctx)
     env.pop("UCX_TLS", None)
-    rc, out, err = run([UCX_INFO, "-d"], env, 60)
+    rc, out, err = run([ucx_bin("ucx_info"), "-d"], env, 60)
     return rc == 0 and any(l.split(":", 1)[-1].strip() == t.tls.split(",")[0]
                            for l in out.splitlines() if "Transport:" in l)
 
@@ -159,10 +239,12 @@ def tl_knobs(ctx, prefix):
 
 
 def ucx_version():
-    rc, out, _ = run([UCX_INFO, "-v"], dict(os.environ, LD_PRELOAD=""), 30)
+    rc, out, _ = run([ucx_bin("ucx_info"), "-v"], dict(os.environ, LD_PRELOAD="", **ucx_lib_env()), 30)
     for l in out.splitlines():
-        if "Version" in l:
+        if "Version" in l:   # 1.13: "# Version 1.13.1"
             return l.split("Version", 1)[1].strip()
+        if "Library version:" in l:   # 1.22: "# Library version: 1.22.0"
+            return l.split(":", 1)[1].strip()
     return "?"
 
 
@@ -173,6 +255,7 @@ class Ctx:
     def __init__(self, args, sub, only=None):
         self.args = args
         self.build = build_dir(args)
+        UCX.update(ucx_of_build(self.build))
         self.preload_orig = ext_preload(self.build)
         if only:
             self.preload_orig = ":".join(
@@ -187,13 +270,18 @@ class Ctx:
         os.makedirs(self.out, exist_ok=True)
         self.t0 = time.time()
         self.preload, snap = snapshot_preload(self.preload_orig, self.out)
+        self.plugin_env = {}
+        if plugin_mode(self.build):
+            self.plugin_env, snap = snapshot_plugins(
+                self.build, self.out, [o.replace("_", "") for o in only] if only else None)
         self.meta = {
             "command": " ".join([os.path.relpath(sys.argv[0], TOP)] + sys.argv[1:]),
             "start": datetime.datetime.now().isoformat(timespec="seconds"),
             "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
             "loadavg_start": os.getloadavg(), "build": self.build, "preload": self.preload,
             "pinned": self.pin, "preload_snapshot": snap,
-            "ucx": ucx_version(), "ucx_env_inherited": {k: v for k, v in os.environ.items()
+            "ucx": ucx_version(), "ucx_prefix": UCX["prefix"], "plugin_env": self.plugin_env,
+            "ucx_env_inherited": {k: v for k, v in os.environ.items()
                                                         if k.startswith("UCX_")},
         }
 

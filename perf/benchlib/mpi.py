@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 
 from . import PERF_DIR, TOP
-from .env import base_env, find_program, perf_build_dir
+from .env import base_env, find_program, perf_build_dir, ucx_lib_env
 from .proc import MeasureError, run
 
 LAUNCH = os.path.join(TOP, "mpi_glue", "launch")
@@ -68,6 +68,8 @@ def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None, imp
             cmd += ["--counters", counters]
         if t.ours and rank_env.get("LD_PRELOAD"):
             cmd += ["--env", "LD_PRELOAD=" + rank_env["LD_PRELOAD"]]
+        for k, v in rank_ucx_env(ctx, t).items():
+            cmd += ["--env", "%s=%s" % (k, v)]
         return cmd + ["--"] + prog_args, env
     if impl != "mpich":
         raise MeasureError("%s needs mpi_glue/launch" % impl)
@@ -79,7 +81,18 @@ def mpi_cmd(ctx, t, prog_args, nranks=2, counters=None, launch_timeout=None, imp
         cmd += ["-genv", "UCX_EXT_COUNTERS_DIR", counters]
     if t.ours and rank_env.get("LD_PRELOAD"):
         cmd += ["-genv", "LD_PRELOAD", rank_env["LD_PRELOAD"]]
+    for k, v in rank_ucx_env(ctx, t).items():
+        cmd += ["-genv", k, v]
     return cmd + prog_args, env
+
+
+def rank_ucx_env(ctx, t):
+    """The ranks' UCX when it is not Debian's (its libraries, for the built-ins' runs too) and
+    our plugins (for ours): what the launcher is told with --no-preload."""
+    e = {k: v for k, v in ucx_lib_env().items() if k == "LD_LIBRARY_PATH"}
+    if t.ours:
+        e.update(getattr(ctx, "plugin_env", {}))
+    return e
 
 
 def parse_csv_rows(text, first_col):

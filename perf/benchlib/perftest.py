@@ -8,9 +8,12 @@ import tempfile
 import time
 
 from . import MiB
+from .env import ucx_bin
 from .proc import MeasureError, run, spawn, stop
 
-PERFTEST = shutil.which("ucx_perftest") or "/usr/bin/ucx_perftest"
+
+def perftest_bin():
+    return ucx_bin("ucx_perftest")   # the run's UCX (benchlib.env.UCX)
 
 
 def free_port():
@@ -66,7 +69,7 @@ def perftest(env, test, size, iters, warmup, uct=None, extra=(), timeout=120, pi
     for attempt in range(3):
         port = free_port()
         with tempfile.TemporaryFile("w+") as serr:
-            srv = spawn(srv_pre + [PERFTEST, "-p", port] + (["-c", "0"] if pin else []), env,
+            srv = spawn(srv_pre + [perftest_bin(), "-p", port] + (["-c", "0"] if pin else []), env,
                         stdout=subprocess.DEVNULL, stderr=serr)
             # in a namespace, `ip` execs ucx_perftest under the same pid: look into its net
             listen_pid = srv.pid if ns else None
@@ -83,7 +86,7 @@ def perftest(env, test, size, iters, warmup, uct=None, extra=(), timeout=120, pi
                     last = "server did not start listening on port %d%s: %s" % (
                         port, where, serr.read()[-400:])
                     continue
-                cmd = cli_pre + [PERFTEST, ns.addr_a if ns else "127.0.0.1", "-p", port,
+                cmd = cli_pre + [perftest_bin(), ns.addr_a if ns else "127.0.0.1", "-p", port,
                                  "-t", test, "-s", size, "-n", iters, "-w", warmup, "-v", "-f"]
                 if uct:
                     cmd += ["-x", uct[0], "-d", uct[1]]
