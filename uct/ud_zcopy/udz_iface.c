@@ -679,9 +679,46 @@ static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t 
 }
 
 /* What UCP asks besides the iface ops (ucx_ext_compat.h) */
+/*
+ * What an operation costs beyond the iface's attributes, for UCP's protocols v2 (1.16 on),
+ * which choose a protocol per message size by these estimates. UCT's base estimate gives every
+ * operation the same cost, and UCP 1.22 then took eager zero copy (am_zcopy) from 1 byte on.
+ * On a datagram wire that is the wrong way round:
+ *  - a zero-copy send is complete only when the peer's ack comes back, since the data must
+ *    stay for a retransmission: its buffer and request are held a round trip, and the ack's
+ *    receive (a system call) is the sender's. A short or bcopy send hands the kernel its copy
+ *    and is complete when sendmsg returns, which is what UCP 1.13's thresholds gave. (A held
+ *    buffer is also what MPI_Bsend cannot wait for: mpi4py's Bsend tests ran out of buffer
+ *    space over UCX 1.22 and passed over 1.13.)
+ *  - a get (and the rendezvous' read) asks the owner first: a request goes before the data.
+ */
+static ucs_status_t uct_udz_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
+{
+    uct_ep_operation_t op = (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ?
+                            perf_attr->operation : UCT_EP_OP_LAST;
+    uct_iface_attr_t attr;
+    ucs_status_t status;
+
+    status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    if ((status != UCS_OK) || (uct_iface_query(tl_iface, &attr) != UCS_OK)) {
+        return status;
+    }
+    if (((op == UCT_EP_OP_AM_ZCOPY) || (op == UCT_EP_OP_PUT_ZCOPY) ||
+         (op == UCT_EP_OP_EAGER_ZCOPY)) &&
+        (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD)) {
+        perf_attr->send_pre_overhead += attr.overhead;   /* the ack's receive */
+    }
+    if (((op == UCT_EP_OP_GET_ZCOPY) || (op == UCT_EP_OP_GET_BCOPY)) &&
+        (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_LATENCY)) {
+        perf_attr->latency.c += attr.latency.c;   /* the request to the owner */
+    }
+    return UCS_OK;
+}
+
 static const ucx_ext_iface_hooks_t uct_udz_iface_hooks = {
     .is_reachable    = uct_udz_iface_is_reachable,
-    .ep_is_connected = ucx_ext_ep_is_connected
+    .ep_is_connected = ucx_ext_ep_is_connected,
+    .estimate_perf   = uct_udz_iface_estimate_perf
 };
 
 static ucx_ext_internal_ops_t uct_udz_internal_ops = UCX_EXT_INTERNAL_OPS(&uct_udz_iface_hooks);
