@@ -203,7 +203,23 @@ struct Harness {
     }
     udz_peer_t *peer(Node *a, Node *b) {
         udz_addr_t addr = MemNet::addr(b->idx);
-        return udz_peer_get(a->core, &addr, b->cookie);
+        udz_chans_t ch = MemNet::chans(cfg.channels);   /* what b's address announces */
+        if (b->core != nullptr) {
+            /* as UCP connects both ways: b learns the channels a's address announces, the
+             * only ones it serves a on (without, b's transfers for a wait: peer_bare) */
+            udz_addr_t back = MemNet::addr(a->idx);
+            udz_peer_t *pb = udz_peer_get(b->core, &back, a->cookie, &ch);
+            if (pb != nullptr) {
+                udz_peer_put(b->core, pb);
+            }
+        }
+        return udz_peer_get(a->core, &addr, b->cookie, &ch);
+    }
+    /* a connects to b, and b learns nothing of a (a one-sided UCT connect) */
+    udz_peer_t *peer_bare(Node *a, Node *b) {
+        udz_addr_t addr = MemNet::addr(b->idx);
+        udz_chans_t ch = MemNet::chans(cfg.channels);
+        return udz_peer_get(a->core, &addr, b->cookie, &ch);
     }
     void round() {
         now += step;
@@ -1980,7 +1996,7 @@ TEST(UdzOwner, TransfersCappedPerPeer)
     ZreqInjector zreq{h, a, b};
     const unsigned n = 1000;
     for (unsigned i = 0; i < n; ++i) {
-        zreq(100 + i, 1 + (i % 4), (uint64_t)(uintptr_t)r.base, r.len, 1000, 4, 0x62);
+        zreq(100 + i, i % 4, (uint64_t)(uintptr_t)r.base, r.len, 1000, 4, 0x62);
     }
     for (int i = 0; i < 200; ++i) {
         h.round();
@@ -2077,8 +2093,101 @@ TEST(UdzOwner, NewSourceServedOnlyAfterItEchoes)
         h.round();
     }
     EXPECT_EQ(1u, a->cnt.chal_valid);
+    /* a proven address is not enough: no ep here brought c's address, so a does not know the
+     * channels c announces, and the transfer waits */
+    EXPECT_EQ(0u, zdata) << "served a peer whose address announced no channels";
+    /* an ep connects with c's address (as UCP's wireup does): served now, at most a's window */
+    udz_chans_t ch = MemNet::chans(h.cfg.channels);
+    udz_addr_t ca = MemNet::addr(c->idx);
+    udz_peer_t *pc = udz_peer_get(a->core, &ca, forged, &ch);
+    ASSERT_NE(nullptr, pc);
+    for (int i = 0; i < 5; ++i) {
+        h.round();
+    }
     EXPECT_GT(zdata, 0u);
     EXPECT_LE(zdata, h.cfg.zc_window / 1000);
+    EXPECT_EQ(0u, a->cnt.zreq_bad_chan);
+    udz_peer_put(a->core, pc);
+}
+
+/* Data goes only to a channel the requester's address announced: a ZREQ naming an index past
+ * them (or a port, as the first wire format did) is refused with ZERR and counted, and nothing
+ * reaches any channel; one naming an announced channel is served on that channel only. Before,
+ * the owner sent to whatever port the request named (issue 38: data channel named by the
+ * request). */
+TEST(UdzOwner, DataOnlyToAnnouncedChannels)
+{
+    Harness h(96);
+    Node *a = h.add(), *b = h.add();
+    udz_test_meet(h, a, b);
+    Region &r = h.reg(a, 100000, 0x65);
+    std::map<uint32_t, unsigned> zdata;     /* per receiving queue (1 + channel) */
+    unsigned zerr = 0;
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        if ((d.size() >= UDZ_HDR_LEN) && (d[3] == UDZ_T_ZDATA)) {
+            zdata[chan]++;
+            return true;
+        }
+        if ((chan == 0) && (d.size() == UDZ_HDR_LEN + sizeof(udz_zerr_t)) && (d[3] == UDZ_T_ZERR)) {
+            udz_zerr_t e;
+            memcpy(&e, d.data() + UDZ_HDR_LEN, sizeof(e));
+            zerr += (e.status == -EINVAL);
+        }
+        return false;
+    };
+    ZreqInjector zreq{h, a, b};
+    const uint64_t base = (uint64_t)(uintptr_t)r.base;
+    zreq(1, h.cfg.channels, base, r.len, 1000, 0xffffffffu, 0x65);     /* one past */
+    zreq(2, 40999, base, r.len, 1000, 0xffffffffu, 0x65);              /* a port */
+    zreq(3, 0xffffffffu, base, r.len, 1000, 0xffffffffu, 0x65);        /* -1 */
+    for (int i = 0; i < 10; ++i) {
+        h.round();
+    }
+    EXPECT_TRUE(zdata.empty()) << "data went to a channel b never announced";
+    EXPECT_EQ(3u, a->cnt.zreq_bad_chan);
+    EXPECT_EQ(3u, a->cnt.zreq_refused);
+    EXPECT_EQ(3u, zerr);
+    zreq(4, 2, base, r.len, 1000, 8, 0x65);                          /* channel 2: served */
+    for (int i = 0; i < 10; ++i) {
+        h.round();
+    }
+    ASSERT_EQ(1u, zdata.size());
+    EXPECT_EQ(3u, zdata.begin()->first) << "channel 2 is b's queue 3";
+    EXPECT_GT(zdata.begin()->second, 0u);
+    EXPECT_EQ(3u, a->cnt.zreq_bad_chan);
+}
+
+/* A requester whose owner never connected back (a one-sided UCT connect): the owner does not
+ * know its channels, so the get waits (the owner drops it after the peer timeout); once the
+ * owner connects an ep to it, the same kind of get completes, data checked. */
+TEST(UdzOwner, OneSidedConnectWaitsForTheOwnersEp)
+{
+    Harness h(97);
+    Node *a = h.add(), *b = h.add();
+    Region &r = h.reg(b, 50000, 0x66);
+    for (size_t i = 0; i < r.len; ++i) r.base[i] = (uint8_t)(i * 13 + 1);
+    uint8_t key[UDZ_RKEY_LEN];
+    memset(key, 0x66, sizeof(key));
+    udz_peer_t *pab = h.peer_bare(a, b);
+    std::vector<uint8_t> d1(r.len, 0), d2(r.len, 0);
+    ASSERT_EQ(0, udz_get(a->core, pab, d1.data(), r.len, (uint64_t)(uintptr_t)r.base, key, &d1));
+    for (int i = 0; i < 50; ++i) {
+        h.round();
+    }
+    EXPECT_EQ(0u, a->gets_done.size()) << "served without b knowing a's channels";
+    EXPECT_EQ(0u, b->cnt.zreq_bad_chan);
+    /* b connects to a: the waiting transfer goes */
+    udz_addr_t aa = MemNet::addr(a->idx);
+    udz_chans_t ch = MemNet::chans(h.cfg.channels);
+    udz_peer_t *pba = udz_peer_get(b->core, &aa, a->cookie, &ch);
+    ASSERT_NE(nullptr, pba);
+    ASSERT_TRUE(h.run_until([&] { return a->gets_done.size() == 1; }));
+    EXPECT_EQ(0, a->gets_done[&d1]);
+    EXPECT_EQ(0, memcmp(d1.data(), r.base, r.len));
+    ASSERT_EQ(0, udz_get(a->core, pab, d2.data(), r.len, (uint64_t)(uintptr_t)r.base, key, &d2));
+    ASSERT_TRUE(h.run_until([&] { return a->gets_done.size() == 2; }));
+    EXPECT_EQ(0, memcmp(d2.data(), r.base, r.len));
+    udz_peer_put(b->core, pba);
 }
 
 /* Honest peers validate each other at their first contact (the connecting side's challenge
@@ -2144,14 +2253,16 @@ TEST(UdzWire, MemWireOpenedThroughTheTable)
     o->dev_addr_pack(b->ep, dev.data());
     o->iface_addr_pack(b->ep, ifa.data());
     udz_addr_t to_b, want = MemNet::addr(b->idx);
-    o->addr_unpack(dev.data(), ifa.data(), &to_b);
+    udz_chans_t chans_b;
+    o->addr_unpack(dev.data(), ifa.data(), &to_b, &chans_b);
     EXPECT_EQ(0, memcmp(&want, &to_b, sizeof(want)));
+    EXPECT_EQ(h.cfg.channels, chans_b.b[0]);
     EXPECT_TRUE(o->is_reachable(a->ep, dev.data(), 0));
     udz_wire_attr_t attr;
     o->query(a->ep, &attr);
     EXPECT_GT(attr.rx_buffer, 0u);
 
-    udz_peer_t *pab = udz_peer_get(a->core, &to_b, b->cookie);
+    udz_peer_t *pab = udz_peer_get(a->core, &to_b, b->cookie, &chans_b);
     ASSERT_NE(nullptr, pab);
     int err2 = 0;
     void *pl = udz_send_begin(a->core, pab, &err2);
@@ -2179,7 +2290,7 @@ TEST(UdzCore, PeerStateIsSmall)
     uint64_t before = a->cnt.peer_state_bytes;
     for (int i = 0; i < 200; ++i) {
         udz_addr_t ad = MemNet::addr(1000 + i);
-        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 1234 + (uint64_t)i));
+        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 1234 + (uint64_t)i, nullptr));
     }
     EXPECT_EQ(200u, a->cnt.peers);
     EXPECT_LE(a->cnt.peer_state_bytes - before, 200u * 300);
@@ -2193,10 +2304,10 @@ TEST(UdzCore, MaxPeersRefusesMore)
     Node *a = h.add();
     for (int i = 0; i < 3; ++i) {
         udz_addr_t ad = MemNet::addr(100 + i);
-        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 9));
+        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 9, nullptr));
     }
     udz_addr_t ad = MemNet::addr(200);
-    EXPECT_EQ(nullptr, udz_peer_get(a->core, &ad, 9));
+    EXPECT_EQ(nullptr, udz_peer_get(a->core, &ad, 9, nullptr));
     /* and a datagram from a fourth address is dropped, counted */
     auto v = dgram(UDZ_T_AM, a->cookie, 9, 1, 1, "x", 1);
     h.net.inject(a->idx, 0, v.data(), v.size(), ad);
@@ -2664,7 +2775,7 @@ TEST_F(UdzCoalesce, PeerFailsWhileHolding)
     /* b comes back as a new incarnation at the same address: the old peer fails with what
      * was held for it, which never goes */
     udz_addr_t addr = MemNet::addr(b->idx);
-    ASSERT_NE(nullptr, udz_peer_get(a->core, &addr, b->cookie ^ 1));
+    ASSERT_NE(nullptr, udz_peer_get(a->core, &addr, b->cookie ^ 1, nullptr));
     EXPECT_EQ(0, udz_core_tx_held(a->core));
     EXPECT_EQ(1u, a->failed.size());
     ASSERT_EQ(1u, a->sends_done.count(&buf));

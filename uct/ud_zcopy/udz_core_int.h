@@ -127,6 +127,8 @@ struct udz_peer {
     struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
                                      * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
     uint32_t     ztx_n;
+    udz_chans_t  chans;             /* the data channels its address announced (an ep's
+                                     * udz_peer_get): where we send what it asks for */
     uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
                                      * failed record is freed once there are none */
 };
@@ -175,6 +177,7 @@ typedef struct udz_ztx {
     uint64_t        last_send_ns;
     uint64_t        rexmit_ns;
     uint32_t        xfer_id;
+    uint32_t        chan_id;        /* the ZREQ's name for the requester's channel (chan_addr) */
     uint32_t        chunk;
     uint32_t        batch;          /* chunks per send call (ztx_batch) */
     uint32_t        nchunks;
@@ -185,6 +188,8 @@ typedef struct udz_ztx {
     uint32_t        backoff;
     int32_t         status;         /* <0: refused, answer ZERR */
     int             held;           /* hold is linked to the registration (mem_hold) */
+    int             chan_wait;      /* dst unknown: the peer announced no channels yet (no ep
+                                     * here brought its address); served once one does */
     udz_mem_hold_t  hold;           /* revoked when the region is deregistered */
 } udz_ztx_t;
 

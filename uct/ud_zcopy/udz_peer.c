@@ -303,14 +303,24 @@ udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 
 /* The glue connects to a peer whose address UCP gave it: our challenge goes at once, so that
  * the peer is valid before it asks us for data (peer_chal_send). */
-udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie,
+                         const udz_chans_t *chans)
 {
     udz_peer_t *p = peer_get(core, addr, cookie);
+    static const udz_chans_t none;
 
     if (p == NULL) {
         return NULL;
     }
     p->refs++;
+    if ((chans != NULL) && memcmp(chans, &none, sizeof(none)) &&
+        memcmp(chans, &p->chans, sizeof(*chans))) {
+        /* from the address UCP gave us: transfers of this peer that waited for it go */
+        p->chans = *chans;
+        if (p->ztx != NULL) {
+            peer_activate(core, p);
+        }
+    }
     if (!p->valid && !p->failed) {
         peer_chal_send(core, p, 0);
     }
