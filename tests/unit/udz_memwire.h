@@ -277,6 +277,9 @@ public:
     static uint32_t chan_id_op(void *, unsigned chan) { return (uint32_t)chan; }
     static int chan_addr_op(void *, const udz_addr_t *ctrl, const udz_chans_t *chans,
                             uint32_t chan_id, udz_addr_t *out) {
+        if (chan_id >= UDZ_MAX_CHANNELS) {
+            return -EINVAL;
+        }
         if (chans->b[0] == 0) {
             return -ENOENT;
         }

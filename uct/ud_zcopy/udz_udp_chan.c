@@ -278,6 +278,9 @@ int udz_udp_chan_addr(void *wire __attribute__((unused)), const udz_addr_t *ctrl
     uint16_t port;
     unsigned n = chans->b[0];
 
+    if (chan_id >= UDZ_MAX_CHANNELS) {
+        return -EINVAL;     /* no wire has such a channel, announced or not: refused at once */
+    }
     if (n == 0) {
         return -ENOENT;
     }

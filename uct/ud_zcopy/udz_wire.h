@@ -185,8 +185,8 @@ typedef struct udz_wire_ops {
      * chan_id: how a peer names local channel chan in a ZREQ (UDP: its index, 0..channels-1).
      * chan_addr: the address of channel chan_id of the peer whose control address is ctrl and
      * whose announced channels are chans. 0; -ENOENT when chans announce none (the owner's
-     * transfer waits until an ep to the peer brings its address); -EINVAL when chan_id is
-     * not one of them (the ZREQ is refused and counted, zreq_bad_chan): a ZREQ cannot send
+     * transfer waits until an ep to the peer brings its address) and chan_id could be one;
+     * -EINVAL when chan_id is not one of them (or could not be, UDZ_MAX_CHANNELS) (the ZREQ is refused and counted, zreq_bad_chan): a ZREQ cannot send
      * the owner's data anywhere the requester did not announce. InfiniBand UD names a
      * channel by its QP number, which changes when a channel is renewed, so its address
      * cannot list them: there the Q_Key keeps ZDATA to ud_zcopy's own QPs, which drop what
