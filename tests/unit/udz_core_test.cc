@@ -2296,6 +2296,91 @@ TEST(UdzCore, PeerStateIsSmall)
     EXPECT_LE(a->cnt.peer_state_bytes - before, 200u * 300);
 }
 
+/* ---- idle records (issue 38: a process has no lifetime limit on peers) ---- */
+
+/* One AM of 100 bytes from a to p. */
+void idle_am(Node *a, udz_peer_t *p, uint8_t id)
+{
+    int err = 0;
+    uint8_t *d = (uint8_t*)udz_send_begin(a->core, p, &err);
+    ASSERT_NE(nullptr, d) << err;
+    memset(d, id, 100);
+    ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, id, 100));
+}
+
+/* A server with churning clients: 70,000 of them (more than the 65,536 records MAX_PEERS
+ * allows by default; here max_peers is 256), each seen once, half through an ep that connects
+ * and goes (udz_peer_get, udz_peer_put), half only through its first datagram, and never again
+ * (their processes are gone). Every one is served: their records, held by no ep and silent for
+ * peer_idle_ns, are probed, go unanswered and are freed, so the live records never pass the
+ * bound. Before, the 257th client was refused for the process's lifetime. */
+TEST(UdzPeerIdle, ChurningClientsBeyondTheOldMaxPeers)
+{
+    udz_config_t c = default_cfg();
+    c.max_peers    = 256;
+    c.peer_idle_ns = 2000000;           /* 2 ms */
+    Harness h(98, c);
+    h.step = 50000000;                  /* 50 ms a round: under the live clock's away cap */
+    Node *a = h.add();
+    const unsigned total = 70000, wave = 200;
+    unsigned made = 0;
+    while (made < total) {
+        for (unsigned i = 0; (i < wave) && (made < total); ++i, ++made) {
+            udz_addr_t ad = MemNet::addr(100000 + (int)made);
+            const uint64_t ck = 0xc1000000ull + made;
+            if (made % 2 == 0) {
+                udz_chans_t ch = MemNet::chans(4);
+                udz_peer_t *p = udz_peer_get(a->core, &ad, ck, &ch);
+                ASSERT_NE(nullptr, p) << "client " << made << " refused";
+                udz_peer_put(a->core, p);   /* its ep goes */
+            } else {
+                auto v = dgram(UDZ_T_AM, a->cookie, ck, 1, 1, "x", 1);
+                h.net.inject(a->idx, 0, v.data(), v.size(), ad);
+            }
+        }
+        for (int r = 0; r < 10; ++r) {  /* idle, probed 3 times 100 ms apart, freed */
+            h.round();
+        }
+        ASSERT_LE(a->cnt.peers - a->cnt.peers_freed, (uint64_t)c.max_peers);
+    }
+    for (int r = 0; r < 10; ++r) {
+        h.round();
+    }
+    EXPECT_EQ(total, a->cnt.peers);
+    EXPECT_EQ(total / 2, a->ams.size()) << "a datagram client was refused a record";
+    EXPECT_EQ(total, a->cnt.peers_freed);
+    EXPECT_EQ(total, a->cnt.peers_idle);
+    EXPECT_EQ(0u, a->cnt.rx_foreign) << "a client found the table full";
+}
+
+/* A live peer is never reclaimed: b's record of a (held by no ep at b: a connected one-sided)
+ * is probed once per idle period, a answers, and the record stays with its stream: a message
+ * a sends after 5 s of silence is delivered, in order, and nobody failed. a's record of b is
+ * held by a's ep and never probed. */
+TEST(UdzPeerIdle, LivePeerNeverReclaimed)
+{
+    udz_config_t c = default_cfg();
+    c.peer_idle_ns = 2000000;
+    Harness h(99, c);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer_bare(a, b);
+    idle_am(a, pab, 0);
+    ASSERT_TRUE(h.run_until([&] { return b->ams.size() == 1; }));
+    h.step = 50000000;
+    for (int r = 0; r < 100; ++r) {     /* 5 s of silence, 2,500 idle periods */
+        h.round();
+    }
+    h.step = 20000;
+    EXPECT_GT(b->cnt.peers_idle, 0u) << "b never probed its idle record of a";
+    EXPECT_EQ(0u, b->cnt.peers_freed);
+    EXPECT_EQ(0u, a->cnt.peers_idle);
+    idle_am(a, pab, 1);
+    ASSERT_TRUE(h.run_until([&] { return b->ams.size() == 2; }));
+    EXPECT_EQ(0u, b->cnt.rx_stranger);
+    EXPECT_TRUE(a->failed.empty());
+    EXPECT_TRUE(b->failed.empty());
+}
+
 TEST(UdzCore, MaxPeersRefusesMore)
 {
     udz_config_t c = default_cfg();

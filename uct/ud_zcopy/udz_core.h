@@ -108,7 +108,10 @@ typedef struct udz_config {
     size_t   zc_window;         /* bytes of a transfer in flight */
     size_t   zc_max;            /* largest get in one transfer (bitmap size) */
     unsigned rx_batch;          /* datagrams per receive call */
-    unsigned max_peers;
+    unsigned max_peers;         /* peer records alive at once (not in a process's lifetime) */
+    uint64_t peer_idle_ns;      /* a record that no ep holds and that was silent this long (live
+                                 * clock) is probed, and freed unless the peer answers
+                                 * (peer_idle_sweep in udz_peer.c); 0: never */
 } udz_config_t;
 
 /* Counters the core keeps (the glue exports them with its own). peer_state_bytes: bytes ever
@@ -132,7 +135,9 @@ typedef struct udz_config {
  * conversation (anything but a CHAL or a reliable packet of psn 1), dropped without making a
  * record; rx_held: reliable packets not taken while the user held receives back
  * (udz_core_rx_hold), each left to its sender's window; rx_busy_acks: BUSY acks received (a
- * peer alive but not taking packets: not failed for its silence); zreq_bad_chan: ZREQs refused
+ * peer alive but not taking packets: not failed for its silence); peers_idle: records no ep holds that were silent for
+ * peer_idle_ns and so were probed (freed unless the peer answered: counted in peers_freed, and
+ * in timeouts as any peer that failed its probes); zreq_bad_chan: ZREQs refused
  * because their data channel is not one the requester's address announced (the wire's
  * chan_addr; also counted in zreq_refused). */
 #define UDZ_CORE_COUNTERS(_) \
@@ -143,7 +148,7 @@ typedef struct udz_config {
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
     _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
     _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger) \
-    _(rx_held) _(rx_busy_acks) _(zreq_bad_chan)
+    _(rx_held) _(rx_busy_acks) _(zreq_bad_chan) _(peers_idle)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -127,6 +127,8 @@ struct udz_peer {
     struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
                                      * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
     uint32_t     ztx_n;
+    uint64_t     heard_live;        /* live clock when a datagram of it last came (or it was
+                                     * made, or last probed as idle): peer_idle_sweep */
     udz_chans_t  chans;             /* the data channels its address announced (an ep's
                                      * udz_peer_get): where we send what it asks for */
     uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
@@ -215,6 +217,7 @@ struct udz_core {
     udz_peer_t           *dead;         /* reaped, freed at the end of progress */
     udz_dlist_t           active;       /* peers with stream timers to run */
     unsigned              probing;      /* peers whose unreachable report is being probed */
+    uint64_t              idle_scan_live; /* live clock of the last peer_idle_sweep */
 
     /* reliable stream: send buffers (udz_stream.c) */
     udz_skb_t            *skb_free;
@@ -380,10 +383,20 @@ void peer_probe_start(udz_core_t *core, udz_peer_t *p);
 /* A datagram with p's cookie came: p is alive, its probe (if any) is answered. */
 static inline void peer_heard(udz_core_t *core, udz_peer_t *p)
 {
+    p->heard_live = core->live;     /* not idle (peer_idle_sweep) */
     if (__builtin_expect(p->probes != 0, 0)) {
         p->probes = 0;
         core->probing--;
     }
+}
+/* Probes the records no ep holds that were silent for peer_idle_ns (udz_peer.c). */
+void peer_idle_sweep(udz_core_t *core);
+/* How often peer_idle_sweep walks the records: a quarter of peer_idle_ns, at most a second. */
+static inline uint64_t peer_idle_scan_ns(const udz_core_t *core)
+{
+    uint64_t t = core->cfg.peer_idle_ns / 4;
+
+    return (t < 1000000000ull) ? t : 1000000000ull;
 }
 /* Address validation (udz_peer.c): sends p {echo, our challenge unless p is valid}; and
  * handles a CHAL from p. */
