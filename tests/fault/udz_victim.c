@@ -16,6 +16,14 @@
  * file named stop appears in DIR (the caller's window is over). The reader prints "PASS victim: N gets of
  * BYTES bytes, data checked" or "FAIL victim: ..."; the owner runs until done appears (or S + 60
  * seconds). Transports as UCX_TLS says; the project's are preloaded by the caller.
+ *
+ *   udz_victim sender   --dir DIR [--seconds S]
+ *   udz_victim receiver --dir DIR [--compute C]
+ *       a stream into a process that computes: the sender sends 16 KiB tagged messages (eager:
+ *       the data itself goes), at most 1,024 in flight (16 MiB), until the receiver's C seconds of compute
+ *       without a UCP call are over (at most S seconds); the receiver then takes every message,
+ *       in order, data checked, and prints "PASS stream: ... receiver RSS over C s of compute
+ *       +X KiB" (files sender.addr, receiver.addr, computed, sent, received, closed).
  */
 #include <ucp/api/ucp.h>
 
@@ -121,6 +129,166 @@ static ucs_status_t wait_req(ucp_worker_h w, void *req)
     return st;
 }
 
+static long rss_kb(void)
+{
+    char line[256];
+    long kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    while ((f != NULL) && (fgets(line, sizeof(line), f) != NULL)) {
+        if (!strncmp(line, "VmRSS:", 6)) {
+            kb = atol(line + 6);
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return kb;
+}
+
+/* Message n of the stream: 8 bytes of n, then bytes that depend on n and the offset. */
+static void stream_fill(uint8_t *m, size_t len, uint64_t n)
+{
+    size_t i;
+
+    memcpy(m, &n, sizeof(n));
+    for (i = sizeof(n); i < len; ++i) {
+        m[i] = (uint8_t)(n * 31 + i);
+    }
+}
+
+static ucp_ep_h connect_to(ucp_worker_h w, const void *addr);
+static void close_ep(ucp_worker_h w, ucp_ep_h ep);
+
+#define STREAM_TAG     0x5157ull
+#define STREAM_MSG     16384     /* eager: the data itself goes to a receiver that computes */
+#define STREAM_INFLIGHT 1024
+
+/* The streaming sender: tagged messages to the receiver, at most STREAM_INFLIGHT outstanding,
+ * until the receiver's compute is over (file computed), then the count (file sent). */
+static int run_sender(ucp_worker_h w, const void *my_addr, size_t my_len, double seconds)
+{
+    void *peer, *req[STREAM_INFLIGHT];
+    uint8_t (*buf)[STREAM_MSG] = malloc((size_t)STREAM_INFLIGHT * STREAM_MSG);
+    ucp_request_param_t p;
+    uint64_t n = 0, k;
+    size_t len;
+    double t0 = now();
+    ucp_ep_h ep;
+
+    memset(req, 0, sizeof(req));
+    if ((buf == NULL) || (put_file("sender.addr", my_addr, my_len, NULL, 0) != 0) ||
+        ((peer = get_file(w, "receiver.addr", &len, t0 + 60)) == NULL)) {
+        return 1;
+    }
+    ep = connect_to(w, peer);
+    memset(&p, 0, sizeof(p));
+    while (!exists("computed") && (now() < t0 + seconds)) {
+        k = n % STREAM_INFLIGHT;
+        if (req[k] != NULL) {   /* the oldest in flight must complete before its slot is reused */
+            ucp_worker_progress(w);
+            if (ucp_request_check_status(req[k]) == UCS_INPROGRESS) {
+                continue;
+            }
+            ucp_request_free(req[k]);
+            req[k] = NULL;
+        }
+        stream_fill(buf[k], STREAM_MSG, n);
+        req[k] = ucp_tag_send_nbx(ep, buf[k], STREAM_MSG, STREAM_TAG, &p);
+        if (UCS_PTR_IS_ERR(req[k])) {
+            fprintf(stderr, "udz_victim: send: %s\n", ucs_status_string(UCS_PTR_STATUS(req[k])));
+            return 1;
+        }
+        ++n;
+    }
+    for (k = 0; k < STREAM_INFLIGHT; ++k) {
+        if (wait_req(w, req[k]) != UCS_OK) {
+            fprintf(stderr, "udz_victim: a send failed\n");
+            return 1;
+        }
+    }
+    (void)put_file("sent", &n, sizeof(n), NULL, 0);
+    (void)get_file(w, "received", &len, now() + 120);
+    close_ep(w, ep);
+    (void)put_file("closed", "", 0, NULL, 0);
+    printf("udz_victim sender: %llu messages of %u bytes\n", (unsigned long long)n, STREAM_MSG);
+    free(peer);
+    free(buf);
+    return 0;
+}
+
+/* The computing receiver: connects, lets the stream start, computes for `compute` seconds
+ * without a UCP call, then receives and checks every message. Prints its resident memory's
+ * growth over the compute. */
+static int run_receiver(ucp_worker_h w, const void *my_addr, size_t my_len, double compute)
+{
+    void *peer, *cnt;
+    uint8_t *m = malloc(STREAM_MSG), *want = malloc(STREAM_MSG);
+    ucp_request_param_t p;
+    uint64_t n, i, got = 0, bad = 0;
+    long r0, r1, peak;
+    size_t len;
+    double t0 = now(), end;
+    volatile double x = 1;
+    ucp_ep_h ep;
+
+    if ((m == NULL) || (want == NULL) ||
+        (put_file("receiver.addr", my_addr, my_len, NULL, 0) != 0) ||
+        ((peer = get_file(w, "sender.addr", &len, t0 + 60)) == NULL)) {
+        return 1;
+    }
+    ep = connect_to(w, peer);
+    /* the first message: the stream runs */
+    memset(&p, 0, sizeof(p));
+    if (wait_req(w, ucp_tag_recv_nbx(w, m, STREAM_MSG, STREAM_TAG, ~0ull, &p)) != UCS_OK) {
+        printf("FAIL stream: no first message\n");
+        return 1;
+    }
+    stream_fill(want, STREAM_MSG, got);
+    bad += !!memcmp(m, want, STREAM_MSG);
+    ++got;
+    r0 = r1 = peak = rss_kb();
+    for (end = now() + compute; now() < end;) {     /* no UCP call: the transport is alone */
+        for (i = 0; i < 100000; ++i) {
+            x = x * 1.0000001 + 1e-9;
+        }
+        r1 = rss_kb();
+        peak = (r1 > peak) ? r1 : peak;
+    }
+    (void)put_file("computed", "", 0, NULL, 0);
+    cnt = get_file(w, "sent", &len, now() + 120);
+    if ((cnt == NULL) || (len != sizeof(n))) {
+        printf("FAIL stream: the sender did not finish\n");
+        return 1;
+    }
+    memcpy(&n, cnt, sizeof(n));
+    for (; got < n; ++got) {
+        if (wait_req(w, ucp_tag_recv_nbx(w, m, STREAM_MSG, STREAM_TAG, ~0ull, &p)) != UCS_OK) {
+            break;
+        }
+        stream_fill(want, STREAM_MSG, got);
+        bad += !!memcmp(m, want, STREAM_MSG);
+    }
+    (void)put_file("received", "", 0, NULL, 0);
+    for (end = now() + 30; !exists("closed") && (now() < end);) {
+        ucp_worker_progress(w);
+    }
+    close_ep(w, ep);
+    if ((got != n) || bad) {
+        printf("FAIL stream: %llu of %llu messages, %llu with wrong data\n",
+               (unsigned long long)got, (unsigned long long)n, (unsigned long long)bad);
+        return 1;
+    }
+    printf("PASS stream: %llu messages of %u bytes in order, data checked; receiver RSS over "
+           "%.0f s of compute +%ld KiB (peak +%ld KiB)\n", (unsigned long long)n, STREAM_MSG,
+           compute, r1 - r0, peak - r0);
+    free(peer);
+    free(cnt);
+    free(m);
+    free(want);
+    return 0;
+}
+
 static ucp_ep_h connect_to(ucp_worker_h w, const void *addr)
 {
     ucp_ep_params_t ep_params;
@@ -157,14 +325,16 @@ int main(int argc, char **argv)
     ucp_address_t *my_addr;
     size_t my_len, size = 1 << 20, i, len;
     double seconds = 20, t0;
-    int owner, a;
+    int owner, stream, a;
+    double compute = 10;
     ucs_status_t st;
 
     if (argc < 2) {
         goto usage;
     }
-    owner = !strcmp(argv[1], "owner");
-    if (!owner && strcmp(argv[1], "reader")) {
+    owner  = !strcmp(argv[1], "owner");
+    stream = !strcmp(argv[1], "sender") ? 1 : !strcmp(argv[1], "receiver") ? 2 : 0;
+    if (!owner && !stream && strcmp(argv[1], "reader")) {
         goto usage;
     }
     for (a = 2; a + 1 < argc; a += 2) {
@@ -172,13 +342,16 @@ int main(int argc, char **argv)
             dir = argv[a + 1];
         } else if (!strcmp(argv[a], "--seconds")) {
             seconds = atof(argv[a + 1]);
+        } else if (!strcmp(argv[a], "--compute")) {
+            compute = atof(argv[a + 1]);
         } else if (!strcmp(argv[a], "--size")) {
             size = (size_t)atol(argv[a + 1]);
         } else {
             goto usage;
         }
     }
-    if ((dir == NULL) || (seconds <= 0) || (seconds > 600) || (size == 0) ||
+    if ((dir == NULL) || (seconds <= 0) || (seconds > 600) || (compute <= 0) ||
+        (compute > 600) || (size == 0) ||
         (size > (256u << 20))) {
         goto usage;
     }
@@ -186,7 +359,7 @@ int main(int argc, char **argv)
 
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features   = UCP_FEATURE_RMA;
+    params.features   = UCP_FEATURE_RMA | UCP_FEATURE_TAG;
     st = ucp_init(&params, NULL, &ctx);
     if (st != UCS_OK) {
         fprintf(stderr, "udz_victim: ucp_init: %s\n", ucs_status_string(st));
@@ -201,6 +374,14 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (stream) {
+        int rc = (stream == 1) ? run_sender(w, my_addr, my_len, seconds) :
+                                 run_receiver(w, my_addr, my_len, compute);
+        ucp_worker_release_address(w, my_addr);
+        ucp_worker_destroy(w);
+        ucp_cleanup(ctx);
+        return rc;
+    }
     if (owner) {
         ucp_mem_map_params_t mp;
         ucp_mem_h memh;
@@ -321,6 +502,7 @@ int main(int argc, char **argv)
     return 0;
 
 usage:
-    fprintf(stderr, "usage: udz_victim owner|reader --dir DIR [--seconds S] [--size BYTES]\n");
+    fprintf(stderr, "usage: udz_victim owner|reader --dir DIR [--seconds S] [--size BYTES]\n"
+                    "       udz_victim sender|receiver --dir DIR [--seconds S] [--compute C]\n");
     return 2;
 }
