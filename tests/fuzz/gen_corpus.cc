@@ -90,6 +90,16 @@ static int gen_udz(const std::string &dir)
     b.clear(); rec(b, 0x10, dg(UDZ_T_ACK, 0, 0, 3, NULL, 0)); rc |= put(dir, "ack", b);
     b.clear(); rec(b, 0x10, dg(UDZ_T_ACK, UDZ_F_NAK, 0, 2, NULL, 0)); rc |= put(dir, "nak", b);
     b.clear(); rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 1, 4, &zr, sizeof(zr))); rc |= put(dir, "zreq", b);
+    {
+        /* data channels P never announced: one past its 2, and a port (the first wire's name) */
+        udz_zreq_t bad = zr;
+        b.clear();
+        bad.chan_id = 2;
+        rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 1, 4, &bad, sizeof(bad)));
+        bad.chan_id = 40999; bad.xfer_id = 78;
+        rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 2, 4, &bad, sizeof(bad)));
+        rc |= put(dir, "zreq_bad_chan", b);
+    }
     b.clear(); rec(b, 0x10, dg(UDZ_T_ZREQ, 0, 1, 4, &zr, sizeof(zr)));
     rec(b, 0x20, dg(UDZ_T_ZACK, 0, 77, 4, &za, UDZ_ZACK_LEN(1)));
     rec(b, 0x20, dg(UDZ_T_ZACK, UDZ_F_STUCK, 77, 4, &za, UDZ_ZACK_LEN(1)));

@@ -147,7 +147,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     udz_core_set_time(core, s.now);
 
     udz_addr_t pa = MemNet::addr(1), qa = MemNet::addr(2);
-    udz_peer_t *p = udz_peer_get(core, &pa, UDZF_COOKIE_P);
+    udz_chans_t pch = MemNet::chans(2);     /* P's address announces 2 data channels */
+    udz_peer_t *p = udz_peer_get(core, &pa, UDZF_COOKIE_P, &pch);
     {
         /* P echoes A's address challenge (udz_peer.c), so that ZREQs from the input are
          * served and the owner's paths are fuzzed too; inputs may send CHALs of their own */

@@ -203,7 +203,23 @@ struct Harness {
     }
     udz_peer_t *peer(Node *a, Node *b) {
         udz_addr_t addr = MemNet::addr(b->idx);
-        return udz_peer_get(a->core, &addr, b->cookie);
+        udz_chans_t ch = MemNet::chans(cfg.channels);   /* what b's address announces */
+        if (b->core != nullptr) {
+            /* as UCP connects both ways: b learns the channels a's address announces, the
+             * only ones it serves a on (without, b's transfers for a wait: peer_bare) */
+            udz_addr_t back = MemNet::addr(a->idx);
+            udz_peer_t *pb = udz_peer_get(b->core, &back, a->cookie, &ch);
+            if (pb != nullptr) {
+                udz_peer_put(b->core, pb);
+            }
+        }
+        return udz_peer_get(a->core, &addr, b->cookie, &ch);
+    }
+    /* a connects to b, and b learns nothing of a (a one-sided UCT connect) */
+    udz_peer_t *peer_bare(Node *a, Node *b) {
+        udz_addr_t addr = MemNet::addr(b->idx);
+        udz_chans_t ch = MemNet::chans(cfg.channels);
+        return udz_peer_get(a->core, &addr, b->cookie, &ch);
     }
     void round() {
         now += step;
@@ -1980,7 +1996,7 @@ TEST(UdzOwner, TransfersCappedPerPeer)
     ZreqInjector zreq{h, a, b};
     const unsigned n = 1000;
     for (unsigned i = 0; i < n; ++i) {
-        zreq(100 + i, 1 + (i % 4), (uint64_t)(uintptr_t)r.base, r.len, 1000, 4, 0x62);
+        zreq(100 + i, i % 4, (uint64_t)(uintptr_t)r.base, r.len, 1000, 4, 0x62);
     }
     for (int i = 0; i < 200; ++i) {
         h.round();
@@ -2077,8 +2093,101 @@ TEST(UdzOwner, NewSourceServedOnlyAfterItEchoes)
         h.round();
     }
     EXPECT_EQ(1u, a->cnt.chal_valid);
+    /* a proven address is not enough: no ep here brought c's address, so a does not know the
+     * channels c announces, and the transfer waits */
+    EXPECT_EQ(0u, zdata) << "served a peer whose address announced no channels";
+    /* an ep connects with c's address (as UCP's wireup does): served now, at most a's window */
+    udz_chans_t ch = MemNet::chans(h.cfg.channels);
+    udz_addr_t ca = MemNet::addr(c->idx);
+    udz_peer_t *pc = udz_peer_get(a->core, &ca, forged, &ch);
+    ASSERT_NE(nullptr, pc);
+    for (int i = 0; i < 5; ++i) {
+        h.round();
+    }
     EXPECT_GT(zdata, 0u);
     EXPECT_LE(zdata, h.cfg.zc_window / 1000);
+    EXPECT_EQ(0u, a->cnt.zreq_bad_chan);
+    udz_peer_put(a->core, pc);
+}
+
+/* Data goes only to a channel the requester's address announced: a ZREQ naming an index past
+ * them (or a port, as the first wire format did) is refused with ZERR and counted, and nothing
+ * reaches any channel; one naming an announced channel is served on that channel only. Before,
+ * the owner sent to whatever port the request named (issue 38: data channel named by the
+ * request). */
+TEST(UdzOwner, DataOnlyToAnnouncedChannels)
+{
+    Harness h(96);
+    Node *a = h.add(), *b = h.add();
+    udz_test_meet(h, a, b);
+    Region &r = h.reg(a, 100000, 0x65);
+    std::map<uint32_t, unsigned> zdata;     /* per receiving queue (1 + channel) */
+    unsigned zerr = 0;
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        if ((d.size() >= UDZ_HDR_LEN) && (d[3] == UDZ_T_ZDATA)) {
+            zdata[chan]++;
+            return true;
+        }
+        if ((chan == 0) && (d.size() == UDZ_HDR_LEN + sizeof(udz_zerr_t)) && (d[3] == UDZ_T_ZERR)) {
+            udz_zerr_t e;
+            memcpy(&e, d.data() + UDZ_HDR_LEN, sizeof(e));
+            zerr += (e.status == -EINVAL);
+        }
+        return false;
+    };
+    ZreqInjector zreq{h, a, b};
+    const uint64_t base = (uint64_t)(uintptr_t)r.base;
+    zreq(1, h.cfg.channels, base, r.len, 1000, 0xffffffffu, 0x65);     /* one past */
+    zreq(2, 40999, base, r.len, 1000, 0xffffffffu, 0x65);              /* a port */
+    zreq(3, 0xffffffffu, base, r.len, 1000, 0xffffffffu, 0x65);        /* -1 */
+    for (int i = 0; i < 10; ++i) {
+        h.round();
+    }
+    EXPECT_TRUE(zdata.empty()) << "data went to a channel b never announced";
+    EXPECT_EQ(3u, a->cnt.zreq_bad_chan);
+    EXPECT_EQ(3u, a->cnt.zreq_refused);
+    EXPECT_EQ(3u, zerr);
+    zreq(4, 2, base, r.len, 1000, 8, 0x65);                          /* channel 2: served */
+    for (int i = 0; i < 10; ++i) {
+        h.round();
+    }
+    ASSERT_EQ(1u, zdata.size());
+    EXPECT_EQ(3u, zdata.begin()->first) << "channel 2 is b's queue 3";
+    EXPECT_GT(zdata.begin()->second, 0u);
+    EXPECT_EQ(3u, a->cnt.zreq_bad_chan);
+}
+
+/* A requester whose owner never connected back (a one-sided UCT connect): the owner does not
+ * know its channels, so the get waits (the owner drops it after the peer timeout); once the
+ * owner connects an ep to it, the same kind of get completes, data checked. */
+TEST(UdzOwner, OneSidedConnectWaitsForTheOwnersEp)
+{
+    Harness h(97);
+    Node *a = h.add(), *b = h.add();
+    Region &r = h.reg(b, 50000, 0x66);
+    for (size_t i = 0; i < r.len; ++i) r.base[i] = (uint8_t)(i * 13 + 1);
+    uint8_t key[UDZ_RKEY_LEN];
+    memset(key, 0x66, sizeof(key));
+    udz_peer_t *pab = h.peer_bare(a, b);
+    std::vector<uint8_t> d1(r.len, 0), d2(r.len, 0);
+    ASSERT_EQ(0, udz_get(a->core, pab, d1.data(), r.len, (uint64_t)(uintptr_t)r.base, key, &d1));
+    for (int i = 0; i < 50; ++i) {
+        h.round();
+    }
+    EXPECT_EQ(0u, a->gets_done.size()) << "served without b knowing a's channels";
+    EXPECT_EQ(0u, b->cnt.zreq_bad_chan);
+    /* b connects to a: the waiting transfer goes */
+    udz_addr_t aa = MemNet::addr(a->idx);
+    udz_chans_t ch = MemNet::chans(h.cfg.channels);
+    udz_peer_t *pba = udz_peer_get(b->core, &aa, a->cookie, &ch);
+    ASSERT_NE(nullptr, pba);
+    ASSERT_TRUE(h.run_until([&] { return a->gets_done.size() == 1; }));
+    EXPECT_EQ(0, a->gets_done[&d1]);
+    EXPECT_EQ(0, memcmp(d1.data(), r.base, r.len));
+    ASSERT_EQ(0, udz_get(a->core, pab, d2.data(), r.len, (uint64_t)(uintptr_t)r.base, key, &d2));
+    ASSERT_TRUE(h.run_until([&] { return a->gets_done.size() == 2; }));
+    EXPECT_EQ(0, memcmp(d2.data(), r.base, r.len));
+    udz_peer_put(b->core, pba);
 }
 
 /* Honest peers validate each other at their first contact (the connecting side's challenge
@@ -2144,14 +2253,16 @@ TEST(UdzWire, MemWireOpenedThroughTheTable)
     o->dev_addr_pack(b->ep, dev.data());
     o->iface_addr_pack(b->ep, ifa.data());
     udz_addr_t to_b, want = MemNet::addr(b->idx);
-    o->addr_unpack(dev.data(), ifa.data(), &to_b);
+    udz_chans_t chans_b;
+    o->addr_unpack(dev.data(), ifa.data(), &to_b, &chans_b);
     EXPECT_EQ(0, memcmp(&want, &to_b, sizeof(want)));
+    EXPECT_EQ(h.cfg.channels, chans_b.b[0]);
     EXPECT_TRUE(o->is_reachable(a->ep, dev.data(), 0));
     udz_wire_attr_t attr;
     o->query(a->ep, &attr);
     EXPECT_GT(attr.rx_buffer, 0u);
 
-    udz_peer_t *pab = udz_peer_get(a->core, &to_b, b->cookie);
+    udz_peer_t *pab = udz_peer_get(a->core, &to_b, b->cookie, &chans_b);
     ASSERT_NE(nullptr, pab);
     int err2 = 0;
     void *pl = udz_send_begin(a->core, pab, &err2);
@@ -2179,10 +2290,95 @@ TEST(UdzCore, PeerStateIsSmall)
     uint64_t before = a->cnt.peer_state_bytes;
     for (int i = 0; i < 200; ++i) {
         udz_addr_t ad = MemNet::addr(1000 + i);
-        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 1234 + (uint64_t)i));
+        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 1234 + (uint64_t)i, nullptr));
     }
     EXPECT_EQ(200u, a->cnt.peers);
     EXPECT_LE(a->cnt.peer_state_bytes - before, 200u * 300);
+}
+
+/* ---- idle records (issue 38: a process has no lifetime limit on peers) ---- */
+
+/* One AM of 100 bytes from a to p. */
+void idle_am(Node *a, udz_peer_t *p, uint8_t id)
+{
+    int err = 0;
+    uint8_t *d = (uint8_t*)udz_send_begin(a->core, p, &err);
+    ASSERT_NE(nullptr, d) << err;
+    memset(d, id, 100);
+    ASSERT_EQ(0, udz_send_commit(a->core, UDZ_T_AM, id, 100));
+}
+
+/* A server with churning clients: 70,000 of them (more than the 65,536 records MAX_PEERS
+ * allows by default; here max_peers is 256), each seen once, half through an ep that connects
+ * and goes (udz_peer_get, udz_peer_put), half only through its first datagram, and never again
+ * (their processes are gone). Every one is served: their records, held by no ep and silent for
+ * peer_idle_ns, are probed, go unanswered and are freed, so the live records never pass the
+ * bound. Before, the 257th client was refused for the process's lifetime. */
+TEST(UdzPeerIdle, ChurningClientsBeyondTheOldMaxPeers)
+{
+    udz_config_t c = default_cfg();
+    c.max_peers    = 256;
+    c.peer_idle_ns = 2000000;           /* 2 ms */
+    Harness h(98, c);
+    h.step = 50000000;                  /* 50 ms a round: under the live clock's away cap */
+    Node *a = h.add();
+    const unsigned total = 70000, wave = 200;
+    unsigned made = 0;
+    while (made < total) {
+        for (unsigned i = 0; (i < wave) && (made < total); ++i, ++made) {
+            udz_addr_t ad = MemNet::addr(100000 + (int)made);
+            const uint64_t ck = 0xc1000000ull + made;
+            if (made % 2 == 0) {
+                udz_chans_t ch = MemNet::chans(4);
+                udz_peer_t *p = udz_peer_get(a->core, &ad, ck, &ch);
+                ASSERT_NE(nullptr, p) << "client " << made << " refused";
+                udz_peer_put(a->core, p);   /* its ep goes */
+            } else {
+                auto v = dgram(UDZ_T_AM, a->cookie, ck, 1, 1, "x", 1);
+                h.net.inject(a->idx, 0, v.data(), v.size(), ad);
+            }
+        }
+        for (int r = 0; r < 10; ++r) {  /* idle, probed 3 times 100 ms apart, freed */
+            h.round();
+        }
+        ASSERT_LE(a->cnt.peers - a->cnt.peers_freed, (uint64_t)c.max_peers);
+    }
+    for (int r = 0; r < 10; ++r) {
+        h.round();
+    }
+    EXPECT_EQ(total, a->cnt.peers);
+    EXPECT_EQ(total / 2, a->ams.size()) << "a datagram client was refused a record";
+    EXPECT_EQ(total, a->cnt.peers_freed);
+    EXPECT_EQ(total, a->cnt.peers_idle);
+    EXPECT_EQ(0u, a->cnt.rx_foreign) << "a client found the table full";
+}
+
+/* A live peer is never reclaimed: b's record of a (held by no ep at b: a connected one-sided)
+ * is probed once per idle period, a answers, and the record stays with its stream: a message
+ * a sends after 5 s of silence is delivered, in order, and nobody failed. a's record of b is
+ * held by a's ep and never probed. */
+TEST(UdzPeerIdle, LivePeerNeverReclaimed)
+{
+    udz_config_t c = default_cfg();
+    c.peer_idle_ns = 2000000;
+    Harness h(99, c);
+    Node *a = h.add(), *b = h.add();
+    udz_peer_t *pab = h.peer_bare(a, b);
+    idle_am(a, pab, 0);
+    ASSERT_TRUE(h.run_until([&] { return b->ams.size() == 1; }));
+    h.step = 50000000;
+    for (int r = 0; r < 100; ++r) {     /* 5 s of silence, 2,500 idle periods */
+        h.round();
+    }
+    h.step = 20000;
+    EXPECT_GT(b->cnt.peers_idle, 0u) << "b never probed its idle record of a";
+    EXPECT_EQ(0u, b->cnt.peers_freed);
+    EXPECT_EQ(0u, a->cnt.peers_idle);
+    idle_am(a, pab, 1);
+    ASSERT_TRUE(h.run_until([&] { return b->ams.size() == 2; }));
+    EXPECT_EQ(0u, b->cnt.rx_stranger);
+    EXPECT_TRUE(a->failed.empty());
+    EXPECT_TRUE(b->failed.empty());
 }
 
 TEST(UdzCore, MaxPeersRefusesMore)
@@ -2193,10 +2389,10 @@ TEST(UdzCore, MaxPeersRefusesMore)
     Node *a = h.add();
     for (int i = 0; i < 3; ++i) {
         udz_addr_t ad = MemNet::addr(100 + i);
-        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 9));
+        ASSERT_NE(nullptr, udz_peer_get(a->core, &ad, 9, nullptr));
     }
     udz_addr_t ad = MemNet::addr(200);
-    EXPECT_EQ(nullptr, udz_peer_get(a->core, &ad, 9));
+    EXPECT_EQ(nullptr, udz_peer_get(a->core, &ad, 9, nullptr));
     /* and a datagram from a fourth address is dropped, counted */
     auto v = dgram(UDZ_T_AM, a->cookie, 9, 1, 1, "x", 1);
     h.net.inject(a->idx, 0, v.data(), v.size(), ad);
@@ -2664,7 +2860,7 @@ TEST_F(UdzCoalesce, PeerFailsWhileHolding)
     /* b comes back as a new incarnation at the same address: the old peer fails with what
      * was held for it, which never goes */
     udz_addr_t addr = MemNet::addr(b->idx);
-    ASSERT_NE(nullptr, udz_peer_get(a->core, &addr, b->cookie ^ 1));
+    ASSERT_NE(nullptr, udz_peer_get(a->core, &addr, b->cookie ^ 1, nullptr));
     EXPECT_EQ(0, udz_core_tx_held(a->core));
     EXPECT_EQ(1u, a->failed.size());
     ASSERT_EQ(1u, a->sends_done.count(&buf));

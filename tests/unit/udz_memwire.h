@@ -89,6 +89,7 @@ class MemNet;
 struct Endpoint {
     MemNet *net;
     int     idx;
+    unsigned nchan = 0;     /* data channels it was opened with (announced in its address) */
     bool    dead = false;
     struct Queue {
         std::deque<Dgram> q;
@@ -222,7 +223,9 @@ public:
             snprintf(err, errlen, "%u channels", params->channels);
             return -EINVAL;
         }
-        *wire_p = current()->add();
+        Endpoint *e = current()->add();
+        e->nchan = params->channels;
+        *wire_p = e;
         return 0;
     }
     static void close_op(void *wire) {
@@ -235,17 +238,31 @@ public:
         attr->rx_buffer = e->net->qcap_ * 1024;
         snprintf(attr->desc, sizeof(attr->desc), "endpoint %d", e->idx);
     }
-    /* device address: the endpoint's index; iface address: its control channel (0) */
+    /* device address: the endpoint's index; iface address: its control channel (0, 2 bytes)
+     * and the count of its data channels (as UDP announces them) */
     static void dev_addr_pack_op(void *wire, void *dev_addr) {
         memcpy(dev_addr, &((Endpoint*)wire)->idx, 4);
     }
-    static void iface_addr_pack_op(void *, void *iface_addr) { memset(iface_addr, 0, 4); }
-    static void addr_unpack_op(const void *dev_addr, const void *iface_addr, udz_addr_t *out) {
+    static void iface_addr_pack_op(void *wire, void *iface_addr) {
+        memset(iface_addr, 0, 4);
+        ((uint8_t*)iface_addr)[2] = (uint8_t)((Endpoint*)wire)->nchan;
+    }
+    static void addr_unpack_op(const void *dev_addr, const void *iface_addr, udz_addr_t *out,
+                               udz_chans_t *chans) {
         int idx;
-        uint32_t chan;
+        uint16_t chan;
         memcpy(&idx, dev_addr, 4);
-        memcpy(&chan, iface_addr, 4);
+        memcpy(&chan, iface_addr, 2);
         *out = addr(idx, chan);
+        memset(chans, 0, sizeof(*chans));
+        chans->b[0] = ((const uint8_t*)iface_addr)[2];
+    }
+    /* What an endpoint with n data channels announces (a test's udz_peer_get). */
+    static udz_chans_t chans(unsigned n) {
+        udz_chans_t c;
+        memset(&c, 0, sizeof(c));
+        c.b[0] = (uint8_t)n;
+        return c;
     }
     static int is_reachable_op(void *, const void *, int) { return 1; }
     static int send_op(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n) {
@@ -256,11 +273,23 @@ public:
         Endpoint *at = (Endpoint*)wire;
         return at->net->recv(at, 0, msgs, n);
     }
-    /* data channel c is queue 1 + c; its id (like a UDP port) is that queue */
-    static uint32_t chan_id_op(void *, unsigned chan) { return (uint32_t)chan + 1; }
-    static void chan_addr_op(void *, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out) {
+    /* data channel c is queue 1 + c; its id (as UDP's) is its index among those announced */
+    static uint32_t chan_id_op(void *, unsigned chan) { return (uint32_t)chan; }
+    static int chan_addr_op(void *, const udz_addr_t *ctrl, const udz_chans_t *chans,
+                            uint32_t chan_id, udz_addr_t *out) {
+        if (chan_id >= UDZ_MAX_CHANNELS) {
+            return -EINVAL;
+        }
+        if (chans->b[0] == 0) {
+            return -ENOENT;
+        }
+        if (chan_id >= chans->b[0]) {
+            return -EINVAL;
+        }
+        uint32_t q = chan_id + 1;
         *out = *ctrl;
-        memcpy(out->b + 4, &chan_id, 4);
+        memcpy(out->b + 4, &q, 4);
+        return 0;
     }
     static size_t path_mtu_op(void *wire, const udz_addr_t *) {
         MemNet *net = ((Endpoint*)wire)->net;

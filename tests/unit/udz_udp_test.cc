@@ -52,6 +52,8 @@ struct Wire {
     {
         udz_addr_t a;
         udz_udp_addr_make(u->ip, u->chan_port[c - 1], &a);
+        /* the block: channel i on the port i + 1 after the control socket's */
+        EXPECT_EQ(ntohs(u->port) + c, ntohs(u->chan_port[c - 1]));
         return a;
     }
 };
@@ -367,7 +369,8 @@ TEST(UdzWires, UdpTableOnLoopback)
     o.dev_addr_pack(b, dev.data());
     o.iface_addr_pack(b, ifa.data());
     udz_addr_t to_b, b_ctrl;
-    o.addr_unpack(dev.data(), ifa.data(), &to_b);
+    udz_chans_t chans_b;
+    o.addr_unpack(dev.data(), ifa.data(), &to_b, &chans_b);
     udz_udp_addr_make(static_cast<udz_udp_t*>(b)->ip, static_cast<udz_udp_t*>(b)->port, &b_ctrl);
     EXPECT_EQ(0, memcmp(&to_b, &b_ctrl, sizeof(to_b)));
     EXPECT_TRUE(o.is_reachable(a, dev.data(), 1));
@@ -403,16 +406,34 @@ TEST(UdzWires, UdpTableOnLoopback)
     o.dev_addr_pack(a, dev.data());
     o.iface_addr_pack(a, ifa.data());
     udz_addr_t a_ctrl;
-    o.addr_unpack(dev.data(), ifa.data(), &a_ctrl);
+    udz_chans_t chans_a;
+    o.addr_unpack(dev.data(), ifa.data(), &a_ctrl, &chans_a);
     EXPECT_EQ(0, memcmp(&a_ctrl, &r.src, sizeof(a_ctrl)));
 
     /* a data channel's id, turned into an address by the owner, reaches that channel */
     udz_addr_t ch;
-    o.chan_addr(a, &to_b, o.chan_id(b, 1), &ch);
     udz_udp_t *ub = static_cast<udz_udp_t*>(b);
+    EXPECT_EQ(ub->nchan, chans_b.b[0]) << "b's address announces its channels";
+    ASSERT_EQ(0, o.chan_addr(a, &to_b, &chans_b, o.chan_id(b, 1), &ch));
     udz_addr_t want;
     udz_udp_addr_make(ub->ip, ub->chan_port[1], &want);
     EXPECT_EQ(0, memcmp(&want, &ch, sizeof(ch)));
+    /* and nothing else: an index past them, a port, none announced */
+    EXPECT_EQ(-EINVAL, o.chan_addr(a, &to_b, &chans_b, ub->nchan, &ch));
+    EXPECT_EQ(-EINVAL, o.chan_addr(a, &to_b, &chans_b, ntohs(ub->chan_port[1]), &ch));
+    EXPECT_EQ(-EINVAL, o.chan_addr(a, &to_b, &chans_b, 0xffffffffu, &ch));
+    udz_chans_t none;
+    memset(&none, 0, sizeof(none));
+    EXPECT_EQ(-ENOENT, o.chan_addr(a, &to_b, &none, 0, &ch));
+    /* an address that announces more than a wire opens, or ports past 65535, announces none */
+    ifa[2] = UDZ_MAX_CHANNELS + 1;
+    o.addr_unpack(dev.data(), ifa.data(), &a_ctrl, &chans_a);
+    EXPECT_EQ(0, chans_a.b[0]);
+    uint16_t high = htons(65530);
+    memcpy(ifa.data(), &high, 2);
+    ifa[2] = 8;
+    o.addr_unpack(dev.data(), ifa.data(), &a_ctrl, &chans_a);
+    EXPECT_EQ(0, chans_a.b[0]);
     o.close(a);
     o.close(b);
 }
@@ -442,7 +463,8 @@ TEST(UdzUdpIdle, PollsWithoutSyscallAndMissesNothing)
     o.dev_addr_pack(b, dev.data());
     o.iface_addr_pack(b, ifa.data());
     udz_addr_t to_b;
-    o.addr_unpack(dev.data(), ifa.data(), &to_b);
+    udz_chans_t chans_b;
+    o.addr_unpack(dev.data(), ifa.data(), &to_b, &chans_b);
 
     uint8_t in[UDZ_UDP_BATCH][16];
     udz_rxmsg_t r[UDZ_UDP_BATCH];

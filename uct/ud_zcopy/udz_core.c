@@ -217,6 +217,10 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
     if (core->ztx_active != NULL) {
         ztx_timers(core);
     }
+    if (__builtin_expect(core->cfg.peer_idle_ns != 0, 1) &&
+        (live_since(core, core->idle_scan_live) >= peer_idle_scan_ns(core))) {
+        peer_idle_sweep(core);      /* records of peers gone while no ep held them */
+    }
     hold_flush(core);   /* and what the user's callbacks sent meanwhile */
     if (core->dead != NULL) {
         peer_reclaim(core);

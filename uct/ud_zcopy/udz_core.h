@@ -108,7 +108,10 @@ typedef struct udz_config {
     size_t   zc_window;         /* bytes of a transfer in flight */
     size_t   zc_max;            /* largest get in one transfer (bitmap size) */
     unsigned rx_batch;          /* datagrams per receive call */
-    unsigned max_peers;
+    unsigned max_peers;         /* peer records alive at once (not in a process's lifetime) */
+    uint64_t peer_idle_ns;      /* a record that no ep holds and that was silent this long (live
+                                 * clock) is probed, and freed unless the peer answers
+                                 * (peer_idle_sweep in udz_peer.c); 0: never */
 } udz_config_t;
 
 /* Counters the core keeps (the glue exports them with its own). peer_state_bytes: bytes ever
@@ -132,7 +135,11 @@ typedef struct udz_config {
  * conversation (anything but a CHAL or a reliable packet of psn 1), dropped without making a
  * record; rx_held: reliable packets not taken while the user held receives back
  * (udz_core_rx_hold), each left to its sender's window; rx_busy_acks: BUSY acks received (a
- * peer alive but not taking packets: not failed for its silence). */
+ * peer alive but not taking packets: not failed for its silence); peers_idle: records no ep holds that were silent for
+ * peer_idle_ns and so were probed (freed unless the peer answered: counted in peers_freed, and
+ * in timeouts as any peer that failed its probes); zreq_bad_chan: ZREQs refused
+ * because their data channel is not one the requester's address announced (the wire's
+ * chan_addr; also counted in zreq_refused). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
@@ -141,7 +148,7 @@ typedef struct udz_config {
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
     _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
     _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger) \
-    _(rx_held) _(rx_busy_acks)
+    _(rx_held) _(rx_busy_acks) _(zreq_bad_chan) _(peers_idle)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;
@@ -179,8 +186,11 @@ void udz_core_rx_hold(udz_core_t *core, int hold);
 void udz_core_set_time(udz_core_t *core, uint64_t now_ns);
 
 /* The peer at addr whose iface has the given cookie: found or created, and held (one hold
- * per call) until udz_peer_put. NULL if max_peers records are alive. */
-udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+ * per call) until udz_peer_put. NULL if max_peers records are alive. chans: the data channels
+ * the peer's address announces (the wire's addr_unpack; NULL: none), the only ones the owner
+ * will send a transfer of this peer's to. */
+udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie,
+                         const udz_chans_t *chans);
 /* One hold more on a record (the glue's deferred failure event), and one less: a failed
  * record that nobody holds is freed (at the next progress); the pointer is not to be used
  * after its last put. */

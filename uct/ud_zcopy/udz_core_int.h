@@ -127,6 +127,10 @@ struct udz_peer {
     struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
                                      * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
     uint32_t     ztx_n;
+    uint64_t     heard_live;        /* live clock when a datagram of it last came (or it was
+                                     * made, or last probed as idle): peer_idle_sweep */
+    udz_chans_t  chans;             /* the data channels its address announced (an ep's
+                                     * udz_peer_get): where we send what it asks for */
     uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
                                      * failed record is freed once there are none */
 };
@@ -175,6 +179,7 @@ typedef struct udz_ztx {
     uint64_t        last_send_ns;
     uint64_t        rexmit_ns;
     uint32_t        xfer_id;
+    uint32_t        chan_id;        /* the ZREQ's name for the requester's channel (chan_addr) */
     uint32_t        chunk;
     uint32_t        batch;          /* chunks per send call (ztx_batch) */
     uint32_t        nchunks;
@@ -185,6 +190,8 @@ typedef struct udz_ztx {
     uint32_t        backoff;
     int32_t         status;         /* <0: refused, answer ZERR */
     int             held;           /* hold is linked to the registration (mem_hold) */
+    int             chan_wait;      /* dst unknown: the peer announced no channels yet (no ep
+                                     * here brought its address); served once one does */
     udz_mem_hold_t  hold;           /* revoked when the region is deregistered */
 } udz_ztx_t;
 
@@ -210,6 +217,7 @@ struct udz_core {
     udz_peer_t           *dead;         /* reaped, freed at the end of progress */
     udz_dlist_t           active;       /* peers with stream timers to run */
     unsigned              probing;      /* peers whose unreachable report is being probed */
+    uint64_t              idle_scan_live; /* live clock of the last peer_idle_sweep */
 
     /* reliable stream: send buffers (udz_stream.c) */
     udz_skb_t            *skb_free;
@@ -375,10 +383,20 @@ void peer_probe_start(udz_core_t *core, udz_peer_t *p);
 /* A datagram with p's cookie came: p is alive, its probe (if any) is answered. */
 static inline void peer_heard(udz_core_t *core, udz_peer_t *p)
 {
+    p->heard_live = core->live;     /* not idle (peer_idle_sweep) */
     if (__builtin_expect(p->probes != 0, 0)) {
         p->probes = 0;
         core->probing--;
     }
+}
+/* Probes the records no ep holds that were silent for peer_idle_ns (udz_peer.c). */
+void peer_idle_sweep(udz_core_t *core);
+/* How often peer_idle_sweep walks the records: a quarter of peer_idle_ns, at most a second. */
+static inline uint64_t peer_idle_scan_ns(const udz_core_t *core)
+{
+    uint64_t t = core->cfg.peer_idle_ns / 4;
+
+    return (t < 1000000000ull) ? t : 1000000000ull;
 }
 /* Address validation (udz_peer.c): sends p {echo, our challenge unless p is valid}; and
  * handles a CHAL from p. */

@@ -14,9 +14,9 @@
 static void uct_udz_ep_unpack_addr(const uct_udz_iface_t *iface,
                                    const uct_device_addr_t *dev_addr,
                                    const uct_iface_addr_t *iface_addr, udz_addr_t *addr,
-                                   uint64_t *cookie)
+                                   udz_chans_t *chans, uint64_t *cookie)
 {
-    iface->wops->addr_unpack(dev_addr, iface_addr, addr);
+    iface->wops->addr_unpack(dev_addr, iface_addr, addr, chans);
     memcpy(cookie, UCS_PTR_BYTE_OFFSET(iface_addr, iface->wops->iface_addr_len),
            sizeof(*cookie));
 }
@@ -25,6 +25,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
 {
     uct_udz_iface_t *iface = ucs_derived_of(params->iface, uct_udz_iface_t);
     udz_addr_t addr;
+    udz_chans_t chans;
     uint64_t cookie;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
@@ -32,8 +33,10 @@ UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
     ucx_ext_ep_set_peer_addr(&self->super, UCX_EXT_PEER_IFACE, params->iface_addr,
                              iface->wops->iface_addr_len + sizeof(uint64_t));
 
-    uct_udz_ep_unpack_addr(iface, params->dev_addr, params->iface_addr, &addr, &cookie);
-    self->peer = udz_peer_get(iface->core, &addr, cookie);
+    uct_udz_ep_unpack_addr(iface, params->dev_addr, params->iface_addr, &addr, &chans,
+                           &cookie);
+    /* the data channels the peer's address announces: the only ones we serve it on */
+    self->peer = udz_peer_get(iface->core, &addr, cookie, &chans);
     if (self->peer == NULL) {
         ucs_error("ud_zcopy: more than UCX_" UCT_UDZ_PREFIX "MAX_PEERS peers");
         return UCS_ERR_EXCEEDS_LIMIT;

@@ -806,10 +806,21 @@ static uint32_t ibud_chan_id(void *wire, unsigned chan)
     return ((udz_ibud_t*)wire)->chan[chan].qp->qp_num;
 }
 
-static void ibud_chan_addr(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out)
+/* A channel is a QP, named by its number, which changes when the channel is renewed
+ * (udz_postq.h), so the address cannot announce them (chans stay empty): a ZREQ's QP number
+ * is taken at the requester's GID and LID, where the Q_Key lets only ud_zcopy's own QPs take
+ * the data, and they drop what does not carry their cookie. */
+static int ibud_chan_addr(void *wire, const udz_addr_t *ctrl, const udz_chans_t *chans,
+                          uint32_t chan_id, udz_addr_t *out)
 {
+    (void)wire;
+    (void)chans;
+    if (chan_id > 0xffffffu) {
+        return -EINVAL;     /* QP numbers are 24 bits */
+    }
     *out = *ctrl;
     memcpy(out->b + 20, &chan_id, 4);
+    return 0;
 }
 
 /* ---- life cycle ---- */
@@ -1016,10 +1027,13 @@ static void ibud_iface_addr_pack(void *wire, void *iface_addr)
     memcpy((uint8_t*)iface_addr + 4, &w->lid, 2);
 }
 
-static void ibud_addr_unpack(const void *dev_addr, const void *iface_addr, udz_addr_t *out)
+static void ibud_addr_unpack(const void *dev_addr, const void *iface_addr, udz_addr_t *out,
+                             udz_chans_t *chans)
 {
     uint16_t lid;
     uint32_t qpn;
+
+    memset(chans, 0, sizeof(*chans));   /* channels are named by QP number (ibud_chan_addr) */
 
     memcpy(&qpn, iface_addr, 4);
     memcpy(&lid, (const uint8_t*)iface_addr + 4, 2);

@@ -576,6 +576,10 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     cc.zc_max          = config->zc_max;
     cc.rx_batch        = config->rx_batch;
     cc.max_peers       = config->max_peers;
+    /* a record no ep holds, silent for four peer timeouts (2 minutes by default), is probed
+     * and freed unless the peer answers: MAX_PEERS bounds the live records, not a server's
+     * lifetime of churning clients */
+    cc.peer_idle_ns    = 4 * cc.peer_timeout_ns;
     self->zcopy_thresh = config->zcopy_thresh;
     self->zc_max       = config->zc_max;
 

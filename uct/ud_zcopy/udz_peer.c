@@ -145,6 +145,7 @@ udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cooki
     p->addr        = *addr;
     p->cookie      = cookie;
     p->chal        = peer_random(core);
+    p->heard_live  = core->live;
     p->next_psn    = 1;
     p->rx_expected = 1;
     dl_init(&p->active);
@@ -278,6 +279,36 @@ int peer_probe_timer(udz_core_t *core, udz_peer_t *p)
     return 0;
 }
 
+/* ---- idle records ----
+ *
+ * A record no ep holds stays as long as the peer may still talk to us with it: its stream's
+ * sequence numbers are in it, and a datagram of that stream from an unknown address is dropped
+ * (rx_stranger). A server with churning clients would keep one per client ever seen, up to
+ * max_peers, and then refuse new ones. So a record that no ep holds, with nothing in flight
+ * (no unacked packet, no transfer served) and silent for peer_idle_ns, is probed as an
+ * unreachable report would have it probed (peer_probe_start): a live peer answers (its async
+ * timer does, when its application is away) and keeps its record; one that does not answer
+ * UDZ_PROBES times is gone, fails, and its record is freed (peer_reap). A record an ep holds is
+ * never probed for being idle. One walk of the records per peer_idle_scan_ns. */
+void peer_idle_sweep(udz_core_t *core)
+{
+    udz_dlist_t *e;
+    udz_peer_t *p;
+
+    core->idle_scan_live = core->live;
+    for (e = core->all.next; e != &core->all; e = e->next) {
+        p = container_of_(e, udz_peer_t, all);
+        if ((p->refs != 0) || p->failed || (p->probes != 0) || (p->unacked != NULL) ||
+            (p->ztx != NULL) || (core->hold_peer == p) ||
+            (live_since(core, p->heard_live) < core->cfg.peer_idle_ns)) {
+            continue;
+        }
+        p->heard_live = core->live;     /* one probe round per idle period */
+        core->cnt->peers_idle++;
+        peer_probe_start(core, p);
+    }
+}
+
 udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
     udz_peer_t *p = peer_lookup(core, addr), *n;
@@ -303,14 +334,24 @@ udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 
 /* The glue connects to a peer whose address UCP gave it: our challenge goes at once, so that
  * the peer is valid before it asks us for data (peer_chal_send). */
-udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie,
+                         const udz_chans_t *chans)
 {
     udz_peer_t *p = peer_get(core, addr, cookie);
+    static const udz_chans_t none;
 
     if (p == NULL) {
         return NULL;
     }
     p->refs++;
+    if ((chans != NULL) && memcmp(chans, &none, sizeof(none)) &&
+        memcmp(chans, &p->chans, sizeof(*chans))) {
+        /* from the address UCP gave us: transfers of this peer that waited for it go */
+        p->chans = *chans;
+        if (p->ztx != NULL) {
+            peer_activate(core, p);
+        }
+    }
     if (!p->valid && !p->failed) {
         peer_chal_send(core, p, 0);
     }

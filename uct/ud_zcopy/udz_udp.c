@@ -61,8 +61,9 @@ void udz_udp_src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_add
     }
 }
 
-static int open_one(struct in_addr ip, int rcvbuf, int sndbuf, int *fd_p, uint16_t *port_p,
-                    int *rcv_got, int *snd_got, char *err, size_t errlen)
+/* One socket bound to ip:port (host order; 0: any). */
+static int open_one(struct in_addr ip, uint16_t port, int rcvbuf, int sndbuf, int *fd_p,
+                    uint16_t *port_p, int *rcv_got, int *snd_got, char *err, size_t errlen)
 {
     struct sockaddr_in sin;
     socklen_t len = sizeof(sin);
@@ -77,6 +78,7 @@ static int open_one(struct in_addr ip, int rcvbuf, int sndbuf, int *fd_p, uint16
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
     sin.sin_addr   = ip;
+    sin.sin_port   = htons(port);
     if ((bind(fd, (struct sockaddr*)&sin, sizeof(sin)) != 0) ||
         (getsockname(fd, (struct sockaddr*)&sin, &len) != 0)) {
         e = errno;
@@ -99,11 +101,70 @@ static int open_one(struct in_addr ip, int rcvbuf, int sndbuf, int *fd_p, uint16
     return 0;
 }
 
+/* Tries to bind a block: the control socket where the kernel puts it, the data channels on
+ * the nchan ports right after it (0, -EADDRINUSE to try another block, or another -errno). */
+static int udz_udp_try_block(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf,
+                             int sndbuf, char *err, size_t errlen)
+{
+    unsigned i;
+    int rc, r, s;
+
+    rc = open_one(ip, 0, rcvbuf, sndbuf, &u->fd, &u->port, &u->rcvbuf, &u->sndbuf, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    if ((unsigned)ntohs(u->port) + nchan > 65535u) {
+        return -EADDRINUSE;     /* the block would run past the last port */
+    }
+    for (i = 0; i < nchan; ++i) {
+        /* data channels only receive: their buffer holds a transfer's window */
+        rc = open_one(ip, (uint16_t)(ntohs(u->port) + 1 + i), rcvbuf, 0, &u->chan_fd[i],
+                      &u->chan_port[i], &r, &s, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+        u->nchan = i + 1;
+    }
+    return 0;
+}
+
+/* The control socket and the data channels on consecutive ports, so that the iface address
+ * announces every channel in one byte (the count after the control port) and an owner sends
+ * a transfer only to a port that address names (udz_udp_chan_addr). A block whose ports are
+ * taken is let go and another tried where the kernel puts the next control socket. */
+static int udz_udp_open_block(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf,
+                              int sndbuf, char *err, size_t errlen)
+{
+    unsigned attempt, i;
+    int rc = -EADDRINUSE;
+
+    for (attempt = 0; (attempt < UDZ_UDP_BLOCK_TRIES) && (rc == -EADDRINUSE); ++attempt) {
+        rc = udz_udp_try_block(u, ip, nchan, rcvbuf, sndbuf, err, errlen);
+        if (rc == 0) {
+            return 0;
+        }
+        if (u->fd >= 0) {
+            close(u->fd);
+            u->fd = -1;
+        }
+        for (i = 0; i < u->nchan; ++i) {
+            close(u->chan_fd[i]);
+            u->chan_fd[i] = -1;
+        }
+        u->nchan = 0;
+    }
+    if (rc == -EADDRINUSE) {
+        snprintf(err, errlen, "no %u free consecutive UDP ports on %s in %u tries", nchan + 1,
+                 inet_ntoa(ip), UDZ_UDP_BLOCK_TRIES);
+    }
+    return rc;
+}
+
 int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, int sndbuf,
                  int gro, char *err, size_t errlen)
 {
     unsigned i;
-    int rc, r, s;
+    int rc;
 
     memset(u, 0, sizeof(*u));
     u->fd       = -1;
@@ -118,7 +179,7 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
         return -EINVAL;
     }
     u->ip = ip;
-    rc = open_one(ip, rcvbuf, sndbuf, &u->fd, &u->port, &u->rcvbuf, &u->sndbuf, err, errlen);
+    rc = udz_udp_open_block(u, ip, nchan, rcvbuf, sndbuf, err, errlen);
     if (rc != 0) {
         return rc;
     }
@@ -129,15 +190,6 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
          * packet and is cut into datagrams late (or by the NIC); probed once here */
         int zero = 0;
         u->gso = (setsockopt(u->fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0);
-    }
-    for (i = 0; i < nchan; ++i) {
-        /* data channels only receive: their buffer holds a transfer's window */
-        rc = open_one(ip, rcvbuf, 0, &u->chan_fd[i], &u->chan_port[i], &r, &s, err, errlen);
-        if (rc != 0) {
-            udz_udp_close(u);
-            return rc;
-        }
-        u->nchan = i + 1;
     }
     /* UDP GRO (Linux >= 5.0): a GSO run from the peer (kept whole across veth and loopback,
      * or rebuilt by the NIC's GRO) reaches a data channel as one packet instead of being cut
@@ -659,19 +711,31 @@ static void udz_udp_dev_addr_pack(void *wire, void *dev_addr)
     memcpy(dev_addr, &((udz_udp_t*)wire)->ip, sizeof(struct in_addr));
 }
 
+/* iface address: the control port and the count of data channels, which are on the ports
+ * right after it (udz_udp_open_block) */
 static void udz_udp_iface_addr_pack(void *wire, void *iface_addr)
 {
-    memcpy(iface_addr, &((udz_udp_t*)wire)->port, sizeof(uint16_t));
+    const udz_udp_t *u = wire;
+
+    memcpy(iface_addr, &u->port, sizeof(uint16_t));
+    ((uint8_t*)iface_addr)[2] = (uint8_t)u->nchan;
 }
 
-static void udz_udp_addr_unpack(const void *dev_addr, const void *iface_addr, udz_addr_t *out)
+static void udz_udp_addr_unpack(const void *dev_addr, const void *iface_addr, udz_addr_t *out,
+                                udz_chans_t *chans)
 {
     struct in_addr ip;
     uint16_t port;
+    uint8_t n = ((const uint8_t*)iface_addr)[2];
 
     memcpy(&ip, dev_addr, sizeof(ip));
     memcpy(&port, iface_addr, sizeof(port));
     udz_udp_addr_make(ip, port, out);
+    memset(chans, 0, sizeof(*chans));
+    /* more than a wire opens, or past the last port: announces nothing we would send to */
+    if ((n <= UDZ_MAX_CHANNELS) && ((unsigned)ntohs(port) + n <= 65535u)) {
+        chans->b[0] = n;
+    }
 }
 
 static int udz_udp_is_loopback(struct in_addr ip)
@@ -755,7 +819,7 @@ const udz_wire_ops_t udz_udp_wire = {
     .close           = udz_udp_wire_close,
     .query           = udz_udp_query,
     .dev_addr_len    = sizeof(struct in_addr),
-    .iface_addr_len  = sizeof(uint16_t),
+    .iface_addr_len  = sizeof(uint16_t) + 1,
     .dev_addr_pack   = udz_udp_dev_addr_pack,
     .iface_addr_pack = udz_udp_iface_addr_pack,
     .addr_unpack     = udz_udp_addr_unpack,

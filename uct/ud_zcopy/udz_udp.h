@@ -23,6 +23,8 @@ extern "C" {
 #endif
 
 #define UDZ_UDP_BATCH      64
+/* Blocks of consecutive ports (control + channels) tried at open before giving up. */
+#define UDZ_UDP_BLOCK_TRIES 64
 #define UDZ_UDP_GRO_OFF    256      /* uncoalesced datagrams in a row: GRO off on the channel */
 #define UDZ_UDP_GRO_PROBE  8192     /* datagrams later: GRO on again, to see if runs come */
 /* The largest UDP payload over IPv4: 65535 - 20 (IP header) - 8 (UDP header). */
@@ -179,7 +181,8 @@ static inline int udz_udp_ctl_pending(const udz_udp_t *u)
 int udz_udp_chan_set_gro(int fd, int on);
 int udz_udp_chan_recv(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
 uint32_t udz_udp_chan_id(void *wire, unsigned chan);
-void udz_udp_chan_addr(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
+int udz_udp_chan_addr(void *wire, const udz_addr_t *ctrl, const udz_chans_t *chans,
+                      uint32_t chan_id, udz_addr_t *out);
 
 #ifdef __cplusplus
 }

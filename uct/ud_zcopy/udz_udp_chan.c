@@ -262,19 +262,33 @@ int udz_udp_chan_recv(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n)
     return rc;
 }
 
-uint32_t udz_udp_chan_id(void *wire, unsigned chan)
+/* A channel is named by its index in the block after the control port (udz_udp_open_block). */
+uint32_t udz_udp_chan_id(void *wire __attribute__((unused)), unsigned chan)
 {
-    udz_udp_t *u = wire;
-
-    return u->chan_port[chan];
+    return chan;
 }
 
-void udz_udp_chan_addr(void *wire __attribute__((unused)), const udz_addr_t *ctrl,
-                       uint32_t chan_id, udz_addr_t *out)
+/* Channel chan_id of the peer at ctrl: a port of the block its address announced, nothing
+ * else (a ZREQ naming any other is refused: an owner never sends a transfer to a port the
+ * requester did not announce, whatever a forged ZREQ says). */
+int udz_udp_chan_addr(void *wire __attribute__((unused)), const udz_addr_t *ctrl,
+                      const udz_chans_t *chans, uint32_t chan_id, udz_addr_t *out)
 {
     struct in_addr ip;
     uint16_t port;
+    unsigned n = chans->b[0];
 
+    if (chan_id >= UDZ_MAX_CHANNELS) {
+        return -EINVAL;     /* no wire has such a channel, announced or not: refused at once */
+    }
+    if (n == 0) {
+        return -ENOENT;
+    }
     udz_udp_addr_split(ctrl, &ip, &port);
-    udz_udp_addr_make(ip, (uint16_t)chan_id, out);
+    /* addr_unpack bounded n and port + n; checked again here, unsigned, overflow-free */
+    if ((chan_id >= n) || ((unsigned)ntohs(port) + 1u + chan_id > 65535u)) {
+        return -EINVAL;
+    }
+    udz_udp_addr_make(ip, htons((uint16_t)(ntohs(port) + 1u + chan_id)), out);
+    return 0;
 }

@@ -12,7 +12,8 @@
  *    [header, chunk] pair of slots so that the payload lands in the destination buffer.
  * The core never learns what an address means: a udz_addr_t names a control endpoint and is
  * compared bytewise; a data channel is named in a ZREQ by a 32-bit id that the owner turns into
- * an address with chan_addr.
+ * an address with chan_addr, checked against the channels the requester announced in the
+ * address UCP exchanged (udz_chans_t), never against anything a datagram says.
  */
 #ifndef UDZ_WIRE_H
 #define UDZ_WIRE_H
@@ -34,6 +35,16 @@ extern "C" {
 typedef struct udz_addr {
     uint8_t b[UDZ_ADDR_LEN];
 } udz_addr_t;
+
+/* The data channels a peer announced in its iface address, as the wire reads them out of it
+ * (addr_unpack): opaque to the core, which keeps them in the peer's record when an ep connects
+ * (udz_peer_get) and hands them to chan_addr. All zero: none announced (the peer is known from
+ * its datagrams only). UDP: b[0] is the count of channels, on the ports after the control
+ * port. */
+#define UDZ_CHANS_LEN     4
+typedef struct udz_chans {
+    uint8_t b[UDZ_CHANS_LEN];
+} udz_chans_t;
 
 /* What a data channel's receive slot is (udz_rxmsg_t.kind):
  *  NONE: it predicts no datagram (room for an unexpected one), the area is the core's for
@@ -139,15 +150,17 @@ typedef struct udz_wire_ops {
 
     /* ---- addresses (what UCP exchanges) ----
      * The device address (dev_addr_len bytes; UDP: the IPv4 address) and the iface address
-     * (iface_addr_len bytes; UDP: the control port), packed by the open wire; addr_unpack
-     * turns a peer's pair into its control endpoint's address. is_reachable: whether a peer
+     * (iface_addr_len bytes; UDP: the control port and the count of data channels), packed by
+     * the open wire; addr_unpack turns a peer's pair into its control endpoint's address and
+     * the data channels it announces (chans). is_reachable: whether a peer
      * with this device address can be reached from here; same_host: the peer runs on this
      * host, in this network namespace (the glue compares host identities). */
     size_t dev_addr_len;
     size_t iface_addr_len;
     void (*dev_addr_pack)(void *wire, void *dev_addr);
     void (*iface_addr_pack)(void *wire, void *iface_addr);
-    void (*addr_unpack)(const void *dev_addr, const void *iface_addr, udz_addr_t *out);
+    void (*addr_unpack)(const void *dev_addr, const void *iface_addr, udz_addr_t *out,
+                        udz_chans_t *chans);
     int  (*is_reachable)(void *wire, const void *dev_addr, int same_host);
 
     /* ---- the control endpoint ----
@@ -169,8 +182,15 @@ typedef struct udz_wire_ops {
     /* ---- data channels (0 .. params.channels - 1) ----
      * Payload iovecs point into user memory and come without memory keys: a wire that needs
      * them (verbs: lkeys) registers that memory itself.
-     * chan_id: how a peer names local channel chan in a ZREQ (UDP: its port).
-     * chan_addr: the address of channel chan_id of the peer whose control address is ctrl.
+     * chan_id: how a peer names local channel chan in a ZREQ (UDP: its index, 0..channels-1).
+     * chan_addr: the address of channel chan_id of the peer whose control address is ctrl and
+     * whose announced channels are chans. 0; -ENOENT when chans announce none (the owner's
+     * transfer waits until an ep to the peer brings its address) and chan_id could be one;
+     * -EINVAL when chan_id is not one of them (or could not be, UDZ_MAX_CHANNELS) (the ZREQ is refused and counted, zreq_bad_chan): a ZREQ cannot send
+     * the owner's data anywhere the requester did not announce. InfiniBand UD names a
+     * channel by its QP number, which changes when a channel is renewed, so its address
+     * cannot list them: there the Q_Key keeps ZDATA to ud_zcopy's own QPs, which drop what
+     * does not carry their cookie.
      * chan_recv: up to n datagrams of channel chan, each scattered into its [header, chunk]
      * pair msgs[i].iov[0..1]; with coalescing, a run of equal datagrams in one call, datagram
      * i in pair i. A wire whose datagram already lies elsewhere (in a receive posted ahead)
@@ -192,7 +212,8 @@ typedef struct udz_wire_ops {
      * call (no datagram to report, no receive to post), so the core spares its predictions:
      * a busy channel is polled on every progress, and predicting is a loop over slots. */
     uint32_t (*chan_id)(void *wire, unsigned chan);
-    void (*chan_addr)(void *wire, const udz_addr_t *ctrl, uint32_t chan_id, udz_addr_t *out);
+    int  (*chan_addr)(void *wire, const udz_addr_t *ctrl, const udz_chans_t *chans,
+                      uint32_t chan_id, udz_addr_t *out);
     int (*chan_recv)(void *wire, unsigned chan, udz_rxmsg_t *msgs, int n);
     int (*chan_send)(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
 

@@ -11,6 +11,8 @@
  */
 #include "udz_core_int.h"
 
+static int ztx_blocked(udz_core_t *core, udz_ztx_t *t);
+
 /* The transfer lets go of its registration (the md unlinks its hold, if not done already by
  * a deregistration). */
 static void ztx_unhold(udz_core_t *core, udz_ztx_t *t)
@@ -142,8 +144,8 @@ unsigned ztx_pump(udz_core_t *core)
     udz_ztx_t *t;
 
     for (t = core->ztx_active; t != NULL; t = t->next) {
-        if (__builtin_expect(!t->peer->valid, 0)) {
-            continue;   /* its address is not proven yet: nothing goes (udz_peer.c) */
+        if (__builtin_expect(!t->peer->valid || t->chan_wait, 0) && ztx_blocked(core, t)) {
+            continue;   /* address not proven or channels not known yet: nothing goes */
         }
         while ((t->status == 0) && (t->sent < t->nchunks) && (t->sent < t->cum + t->window)) {
             for (n = 0; (n < t->batch) && (t->sent + n < t->nchunks) &&
@@ -232,6 +234,43 @@ static uint32_t ztx_window(const udz_core_t *core, uint32_t chunk, uint32_t aske
     return (asked < own) ? asked : (uint32_t)own;
 }
 
+/* Where t's data goes: the requester's channel t->chan_id among those its address announced
+ * (the wire's chan_addr). Not one of them: t is refused (-EINVAL, counted zreq_bad_chan); none
+ * announced yet: t waits (chan_wait) until an ep here brings the peer's address
+ * (udz_peer_get), or is dropped after peer_timeout like any transfer whose requester is
+ * silent. Returns 1 when t may send. */
+static int ztx_chan_resolve(udz_core_t *core, udz_ztx_t *t)
+{
+    int rc = core->wops->chan_addr(core->wire, &t->peer->addr, &t->peer->chans, t->chan_id,
+                                   &t->dst);
+
+    t->chan_wait = (rc == -ENOENT);
+    if ((rc != 0) && (rc != -ENOENT)) {
+        t->status = -EINVAL;
+        core->cnt->zreq_bad_chan++;
+    }
+    return rc == 0;
+}
+
+/* A transfer that may not send yet: its peer's address is not proven (udz_peer.c), or its
+ * channels are not known (chan_wait; resolved again here, refused with ZERR if the announced
+ * channels do not include it). Returns 1 when it still may not. */
+static int ztx_blocked(udz_core_t *core, udz_ztx_t *t)
+{
+    if (!t->peer->valid) {
+        return 1;
+    }
+    if (t->chan_wait && (t->status == 0) && !ztx_chan_resolve(core, t)) {
+        if (t->status != 0) {
+            udz_zerr_t e = {t->xfer_id, t->status};
+            core->cnt->zreq_refused++;
+            send_zctl(core, t->peer, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+        }
+        return 1;
+    }
+    return 0;
+}
+
 void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
 {
     udz_ztx_t *t = core->ztx_free;
@@ -254,7 +293,7 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     t->xfer_id = req->xfer_id;
     t->len     = req->len;
     t->chunk   = req->chunk;
-    core->wops->chan_addr(core->wire, &p->addr, req->chan_id, &t->dst);
+    t->chan_id = req->chan_id;
     t->last_progress_ns   = core->now;
     t->last_progress_live = core->live;
     src = NULL;
@@ -271,6 +310,9 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     }
     if ((t->status == 0) && (src == NULL)) {
         t->status = -EACCES;
+    }
+    if (t->status == 0) {
+        ztx_chan_resolve(core, t);  /* -EINVAL: refused below; unknown: waits */
     }
     if (t->status != 0) {
         core->cnt->zreq_refused++;
@@ -316,6 +358,9 @@ void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned 
     if (!p->valid) {
         peer_chal_send(core, p, 0);     /* our challenge was lost: again, one for one */
         return;
+    }
+    if (t->chan_wait) {
+        return;     /* nothing sent yet: no progress to note (dropped after peer_timeout) */
     }
     if ((a->cum > t->nchunks) || (a->cum > t->sent)) {
         core->cnt->rx_corrupt++;
