@@ -29,6 +29,8 @@ static unsigned     reg_rand_calls;
 static uint8_t      reg_rand_last[64];
 static size_t       reg_rand_last_len;
 
+/* (default visibility: the executable is built with UCX's internal flags, hidden by default) */
+__attribute__((visibility("default")))
 ssize_t getrandom(void *buf, size_t len, unsigned int flags)
 {
     long n = syscall(SYS_getrandom, buf, len, flags);
