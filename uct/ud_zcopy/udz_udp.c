@@ -743,12 +743,26 @@ static int udz_udp_is_loopback(struct in_addr ip)
     return (ntohl(ip.s_addr) >> 24) == 127;
 }
 
+/* an address a datagram can be sent to one peer at: not 0.0.0.0/8 ("this network"),
+ * multicast (224.0.0.0/4) or reserved and broadcast (240.0.0.0/4) */
+static int udz_udp_is_unicast(struct in_addr ip)
+{
+    uint32_t a = ntohl(ip.s_addr);
+
+    return ((a >> 24) != 0) && ((a >> 28) < 0xe);
+}
+
 static int udz_udp_is_reachable(void *wire, const void *dev_addr, int same_host)
 {
     udz_udp_t *u = wire;
     struct in_addr remote;
 
     memcpy(&remote, dev_addr, sizeof(remote));
+    if (!udz_udp_is_unicast(remote)) {
+        /* a corrupt or foreign address (UCX 1.22's test_uct_iface.is_reachable feeds random
+         * ones): no peer there */
+        return 0;
+    }
     if (udz_udp_is_loopback(u->ip) || udz_udp_is_loopback(remote)) {
         /* a loopback address means "this host, this network namespace" */
         return udz_udp_is_loopback(u->ip) && udz_udp_is_loopback(remote) && same_host;
