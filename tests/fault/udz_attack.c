@@ -112,6 +112,26 @@ static int attack_flood(const struct sockaddr_in *to, const int *ports, int npor
     return 0;
 }
 
+/* A socket bound to the foreign port the forged requests name: whatever reaches it is what an
+ * amplifier would send a victim (-1 on failure, reported). */
+static int foreign_port_open(int foreign)
+{
+    struct sockaddr_in me;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+    memset(&me, 0, sizeof(me));
+    me.sin_family = AF_INET;
+    me.sin_port   = htons((uint16_t)foreign);
+    if ((fd < 0) || (bind(fd, (const struct sockaddr*)&me, sizeof(me)) != 0)) {
+        perror("udz_attack: foreign port");
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    return fd;
+}
+
 /* Captures IPv4 datagrams until one to `to` on one of the ports carries a ZREQ; 0 when found. */
 static int forge_sniff(const struct sockaddr_in *to, const int *ports, int nports, double end,
                        udz_hdr_t *hdr, udz_zreq_t *req, uint16_t *port)
@@ -180,8 +200,7 @@ static int attack_forge(const struct sockaddr_in *to, const int *ports, int npor
                         int foreign, double seconds)
 {
     double end = now() + seconds;
-    struct sockaddr_in dst = *to, me;
-    socklen_t mlen = sizeof(me);
+    struct sockaddr_in dst = *to;
     uint8_t buf[UDZ_HDR_LEN + sizeof(udz_zreq_t)], junk[2048];
     udz_hdr_t h;
     udz_zreq_t q;
@@ -200,12 +219,8 @@ static int attack_forge(const struct sockaddr_in *to, const int *ports, int npor
     for (i = 0; (fds != NULL) && (i < sources); ++i) {
         fds[i] = socket(AF_INET, SOCK_DGRAM, 0);
     }
-    lfd = socket(AF_INET, SOCK_DGRAM, 0);
-    memset(&me, 0, sizeof(me));
-    me.sin_family = AF_INET;
-    me.sin_port   = htons((uint16_t)foreign);
-    if ((fds == NULL) || (lfd < 0) || (bind(lfd, (const struct sockaddr*)&me, sizeof(me)) != 0)) {
-        perror("udz_attack: foreign port");
+    lfd = foreign_port_open(foreign);
+    if ((fds == NULL) || (lfd < 0)) {
         return 1;
     }
     if (forge_sniff(to, ports, nports, end, &h, &q, &port) != 0) {
@@ -249,7 +264,6 @@ static int attack_forge(const struct sockaddr_in *to, const int *ports, int npor
         }
     }
     free(fds);
-    (void)getsockname(lfd, (struct sockaddr*)&me, &mlen);
     close(lfd);
     printf("udz_attack: sent %ld forged ZREQs for %llu bytes (window 2^32-1, data channel %d) "
            "from %ld sources to port %u (%ld sends failed); the foreign port got %ld datagrams "
@@ -267,7 +281,7 @@ static int attack_reflect(const struct sockaddr_in *to, const int *ports, int np
                           long sources, int foreign, double seconds)
 {
     double end = now() + seconds, quiet;
-    struct sockaddr_in dst = *to, me;
+    struct sockaddr_in dst = *to;
     uint8_t buf[UDZ_HDR_LEN + sizeof(udz_zreq_t)], in[2048];
     udz_hdr_t h;
     udz_zreq_t q;
@@ -279,13 +293,8 @@ static int attack_reflect(const struct sockaddr_in *to, const int *ports, int np
 
     pfd    = calloc((size_t)sources + 1, sizeof(*pfd));
     cookie = calloc((size_t)sources, sizeof(*cookie));
-    lfd    = socket(AF_INET, SOCK_DGRAM, 0);
-    memset(&me, 0, sizeof(me));
-    me.sin_family = AF_INET;
-    me.sin_port   = htons((uint16_t)foreign);
-    if ((pfd == NULL) || (cookie == NULL) || (lfd < 0) ||
-        (bind(lfd, (const struct sockaddr*)&me, sizeof(me)) != 0)) {
-        perror("udz_attack: foreign port");
+    lfd    = foreign_port_open(foreign);
+    if ((pfd == NULL) || (cookie == NULL) || (lfd < 0)) {
         return 1;
     }
     if (forge_sniff(to, ports, nports, end, &h, &q, &port) != 0) {
