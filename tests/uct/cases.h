@@ -26,6 +26,7 @@ int case_rkeys(ut_t *t);       /* a second region with its own rkey; both keys m
 /* semantics */
 int case_flush(ut_t *t);       /* many puts in flight, one ep/iface flush, then all visible */
 int case_fence(ut_t *t);       /* data put, fence, flag put (or am): flag never before data */
+int case_atomic_order(ut_t *t); /* zcopy put, then atomic swap unfenced: swap not before put */
 int case_pending_order(ut_t *t); /* a new send must not overtake a queued request */
 int case_pending(ut_t *t);     /* fill to NO_RESOURCE, pending_add, all arrive once, in order */
 int case_peer_death(ut_t *t);      /* target SIGKILLed while idle: error within 10 s */

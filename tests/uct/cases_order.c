@@ -548,3 +548,179 @@ int case_pending_order(ut_t *t)
     }
     return ((pair_sync(t->pair, ok) == 0) && ok) ? PAIR_PASS : PAIR_FAIL;
 }
+
+/* ---- an atomic after a put ---- */
+
+#define AORDER_ITERS    40
+#define AORDER_FLAG_OFF 0
+#define AORDER_DATA_OFF 4096
+#define AORDER_SEED     0x6000u
+
+/* Target: the flag the atomic swaps in for iteration k must find the put before it there. */
+static int atomic_order_target(ut_t *t, uint8_t *region, size_t data_len, unsigned seed)
+{
+    volatile uint64_t *flag = (volatile uint64_t*)(region + AORDER_FLAG_OFF);
+    uint64_t k;
+    ssize_t bad;
+    int ok;
+
+    *flag = 0;
+    if (pair_sync(t->pair, 1) != 0) {
+        return PAIR_FAIL;
+    }
+    for (k = 1; k <= AORDER_ITERS; ++k) {
+        while ((__atomic_load_n(flag, __ATOMIC_ACQUIRE) != k) && !ut_expired(t)) {
+            ut_progress(t);
+        }
+        if (ut_expired(t)) {
+            pair_log(t->pair, "flag %llu: timed out waiting for it", (unsigned long long)k);
+            return PAIR_FAIL;
+        }
+        bad = pair_pattern_check(region + AORDER_DATA_OFF, data_len, seed + k);
+        ok  = bad < 0;
+        if (!ok) {
+            pair_log(t->pair, "flag %llu swapped in before the put ahead of it landed (byte %zd "
+                     "of %zu differs)", (unsigned long long)k, bad, data_len);
+        }
+        if ((pair_sendf(t->pair, "seen %s", ok ? "ok" : "bad") != 0) || !ok) {
+            return PAIR_FAIL;
+        }
+    }
+    return PAIR_PASS;
+}
+
+static int atomic_order_initiator(ut_t *t, ut_buf_t *buf, uint64_t raddr, uct_rkey_t rkey,
+                                  size_t data_len, unsigned seed, const char *what)
+{
+    ut_comp_t data_comp, amo_comp;
+    ucs_status_t status, ast;
+    uint64_t k, old;
+    const char *seen;
+    uct_iov_t iov;
+
+    if (pair_sync(t->pair, 1) != 0) {
+        return PAIR_FAIL;
+    }
+    for (k = 1; k <= AORDER_ITERS; ++k) {
+        pair_pattern_fill(buf->addr, data_len, seed + k);
+        /* one iov: rdmach's shm wire runs a single buffer on in the background */
+        iov.buffer = buf->addr;
+        iov.length = data_len;
+        iov.memh   = buf->memh;
+        iov.stride = 0;
+        iov.count  = 1;
+        ut_comp_init(&data_comp);
+        status = UT_RETRY(t, uct_ep_put_zcopy(t->ep, &iov, 1, raddr + AORDER_DATA_OFF, rkey,
+                                              &data_comp.uct));
+        if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
+            pair_log(t->pair, "%s: put_zcopy of %zu bytes: %s", what, data_len,
+                     ucs_status_string(status));
+            return PAIR_FAIL;
+        }
+        data_comp.done |= (status == UCS_OK);
+        ut_comp_init(&amo_comp);
+        ast = UT_RETRY(t, uct_ep_atomic64_fetch(t->ep, UCT_ATOMIC_OP_SWAP, k, &old,
+                                                raddr + AORDER_FLAG_OFF, rkey, &amo_comp.uct));
+        if ((ast != UCS_OK) && (ast != UCS_INPROGRESS)) {
+            pair_log(t->pair, "%s: atomic swap: %s", what, ucs_status_string(ast));
+            return PAIR_FAIL;
+        }
+        /* the swap's result is what Open MPI waits for: the put must be done by then */
+        while ((ast == UCS_INPROGRESS) && !amo_comp.done && !ut_expired(t)) {
+            ut_progress(t);
+        }
+        if (!data_comp.done) {
+            pair_log(t->pair, "%s, iteration %llu: the swap's result came before the completion "
+                     "of the %zu-byte put issued ahead of it", what, (unsigned long long)k,
+                     data_len);
+            ut_comp_wait(t, &data_comp, status);   /* before the rkey and buffer go */
+            return PAIR_FAIL;
+        }
+        if ((seen = pair_expect(t->pair, "seen")) == NULL || strcmp(seen, "ok")) {
+            pair_log(t->pair, "%s, iteration %llu: %s", what, (unsigned long long)k,
+                     seen ? "the target saw the flag before the data" :
+                            "no answer from the target (timed out or died)");
+            return PAIR_FAIL;
+        }
+        if (ut_comp_wait(t, &data_comp, data_comp.done ? UCS_OK : status) != UCS_OK) {
+            pair_log(t->pair, "%s, iteration %llu: put completion failed", what,
+                     (unsigned long long)k);
+            return PAIR_FAIL;
+        }
+    }
+    return PAIR_PASS;
+}
+
+/* A large zero-copy put, not waited for, then a fetching atomic swap on the same ep, with no
+ * fence between: the swap's result must not come before the put's completion, and the target
+ * must find the data when it sees the flag. UCT does not promise this order; rdmach does, as
+ * RC hardware gives it, because Open MPI 4.1.4's MPI_Accumulate(MPI_REPLACE) unlocks with
+ * such a swap and MPI_Raccumulate completes at it (rdmach_ep.c, uct_rdmach_ep_order_atomic).
+ * Twice: into the registered region (on shm: atomics the target serves) and into memory the
+ * md allocated (on shm: mapped by the initiator, CPU atomics, as MPI_Win_allocate's). */
+int case_atomic_order(ut_t *t)
+{
+    size_t rkey_len = t->md_attr.rkey_packed_size, data_len;
+    uct_rkey_bundle_t rkey2 = {.rkey = UCT_INVALID_RKEY};
+    uint8_t rkey_buf[1024];
+    ucs_status_t status;
+    ut_buf_t buf, region2;
+    uint64_t addr2;
+    int result;
+
+    if (!(t->attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) ||
+        !(t->attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_SWAP)) ||
+        (8 + rkey_len > sizeof(rkey_buf))) {
+        if (t->pair->role == PAIR_INITIATOR) {
+            pair_log(t->pair, "skip: %s has no put_zcopy or no 64-bit atomic swap", t->tl);
+        }
+        return PAIR_SKIP;
+    }
+    /* past rdmach's shm cooperative-copy threshold (64 KiB), which is what runs on */
+    data_len = ut_op_len(t, UCT_IFACE_FLAG_PUT_ZCOPY, 256 * 1024 + 8);
+    if (t->pair->role == PAIR_TARGET) {
+        result = atomic_order_target(t, t->region.addr, data_len, AORDER_SEED);
+        if (result != PAIR_PASS) {
+            return result;
+        }
+        if (ut_buf_alloc_md(t, &region2, AORDER_DATA_OFF + data_len) != 0) {
+            return PAIR_FAIL;
+        }
+        status = uct_md_mkey_pack(t->md, region2.memh, rkey_buf + 8);
+        addr2  = (uintptr_t)region2.addr;
+        memcpy(rkey_buf, &addr2, 8);
+        if ((status != UCS_OK) || (pair_send(t->pair, rkey_buf, 8 + rkey_len) != 0)) {
+            pair_log(t->pair, "uct_md_mkey_pack: %s", ucs_status_string(status));
+            return PAIR_FAIL;
+        }
+        result = atomic_order_target(t, region2.addr, data_len, AORDER_SEED + 0x100);
+        /* the initiator's rkey to it is released before the memory goes */
+        if ((result == PAIR_PASS) && (pair_sync(t->pair, 1) != 0)) {
+            result = PAIR_FAIL;
+        }
+        ut_buf_free(t, &region2);
+        return result;
+    }
+    if (ut_buf_alloc(t, &buf, data_len) != 0) {
+        return PAIR_FAIL;
+    }
+    result = atomic_order_initiator(t, &buf, t->peer_addr, t->peer_rkey.rkey, data_len,
+                                    AORDER_SEED, "registered memory");
+    if (result == PAIR_PASS) {
+        if ((pair_recv(t->pair, rkey_buf, sizeof(rkey_buf)) != (ssize_t)(8 + rkey_len)) ||
+            (uct_rkey_unpack(t->component, rkey_buf + 8, &rkey2) != UCS_OK)) {
+            pair_log(t->pair, "no rkey to the md's memory from the target");
+            result = PAIR_FAIL;
+        } else {
+            memcpy(&addr2, rkey_buf, 8);
+            result = atomic_order_initiator(t, &buf, addr2, rkey2.rkey, data_len,
+                                            AORDER_SEED + 0x100, "memory the md allocated");
+            uct_rkey_release(t->component, &rkey2);
+            if ((result == PAIR_PASS) && (pair_sync(t->pair, 1) != 0)) {
+                result = PAIR_FAIL;
+            }
+        }
+    }
+    ut_buf_free(t, &buf);
+    return result;
+}

@@ -125,10 +125,32 @@ static void progress_cb(void *arg)
 
 /* ---- buffers ---- */
 
-int ut_buf_alloc(ut_t *t, ut_buf_t *buf, size_t len)
+/* Memory the md allocates (e.g. posix: shared memory, which a peer may map). */
+static int ut_buf_alloc_by_md(ut_t *t, ut_buf_t *buf, size_t len)
 {
     uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
     uct_mem_alloc_params_t params;
+    ucs_status_t status;
+
+    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MDS |
+                        UCT_MEM_ALLOC_PARAM_FIELD_NAME;
+    params.flags      = UCT_MD_MEM_ACCESS_ALL;
+    params.mds.mds    = &t->md;
+    params.mds.count  = 1;
+    params.name       = "uct_pair";
+    status = uct_mem_alloc(len ? len : 1, &method, 1, &params, &buf->mem);
+    if (status != UCS_OK) {
+        pair_log(t->pair, "uct_mem_alloc(%zu bytes): %s", len, ucs_status_string(status));
+        return -1;
+    }
+    buf->addr     = buf->mem.address;
+    buf->memh     = buf->mem.memh;
+    buf->md_alloc = 1;
+    return 0;
+}
+
+int ut_buf_alloc(ut_t *t, ut_buf_t *buf, size_t len)
+{
     ucs_status_t status;
 
     memset(buf, 0, sizeof(*buf));
@@ -147,25 +169,22 @@ int ut_buf_alloc(ut_t *t, ut_buf_t *buf, size_t len)
         }
     } else if (t->md_attr.cap.flags & UCT_MD_FLAG_ALLOC) {
         /* e.g. posix: remote access needs memory the md allocated (shared memory) */
-        params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MDS |
-                            UCT_MEM_ALLOC_PARAM_FIELD_NAME;
-        params.flags      = UCT_MD_MEM_ACCESS_ALL;
-        params.mds.mds    = &t->md;
-        params.mds.count  = 1;
-        params.name       = "uct_pair";
-        status = uct_mem_alloc(len ? len : 1, &method, 1, &params, &buf->mem);
-        if (status != UCS_OK) {
-            pair_log(t->pair, "uct_mem_alloc(%zu bytes): %s", len, ucs_status_string(status));
-            return -1;
-        }
-        buf->addr     = buf->mem.address;
-        buf->memh     = buf->mem.memh;
-        buf->md_alloc = 1;
+        return ut_buf_alloc_by_md(t, buf, len);
     } else {
         buf->addr = malloc(len ? len : 1);
         buf->memh = UCT_MEM_HANDLE_NULL;
     }
     return 0;
+}
+
+int ut_buf_alloc_md(ut_t *t, ut_buf_t *buf, size_t len)
+{
+    if (!(t->md_attr.cap.flags & UCT_MD_FLAG_ALLOC)) {
+        return ut_buf_alloc(t, buf, len);
+    }
+    memset(buf, 0, sizeof(*buf));
+    buf->len = len;
+    return ut_buf_alloc_by_md(t, buf, len);
 }
 
 void ut_buf_free(ut_t *t, ut_buf_t *buf)

@@ -100,6 +100,9 @@ void ut_progress(ut_t *t);
 int  ut_expired(const ut_t *t);                 /* past the pair's deadline */
 
 int  ut_buf_alloc(ut_t *t, ut_buf_t *buf, size_t len);
+/* Memory the md allocates where it can (rdmach: shared memory its peers map, as UCP's
+ * ucp_mem_map with ALLOCATE and so MPI_Win_allocate get), else as ut_buf_alloc. */
+int  ut_buf_alloc_md(ut_t *t, ut_buf_t *buf, size_t len);
 void ut_buf_free(ut_t *t, ut_buf_t *buf);
 
 /* Completion objects for zcopy/get operations. */

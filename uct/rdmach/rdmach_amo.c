@@ -316,6 +316,9 @@ static ucs_status_t uct_rdmach_amo_start(uct_ep_h tl_ep, unsigned op, unsigned b
     if (key == NULL) {
         return UCS_ERR_INVALID_PARAM;
     }
+    if (ucs_unlikely(uct_rdmach_ep_order_atomic(iface, ep))) {
+        return ucx_ext_ep_no_resource(&ep->super, 0);   /* after the ep's copies still running */
+    }
     if (iface->amo_cpu) {
         ptr = uct_rdmach_ep_mapped(rkey, remote_addr, bits / 8);
         if (ucs_likely(ptr != NULL) && !uct_rdmach_ep_serving(ep, iface)) {

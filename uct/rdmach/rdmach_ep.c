@@ -624,6 +624,18 @@ static int uct_rdmach_ep_fence_block(uct_rdmach_iface_t *iface, uct_rdmach_ep_t 
     return 1;
 }
 
+/* An atomic acts after the ep's earlier puts and gets are done, as a responder on RC executes
+ * a connection's requests in order. Open MPI 4.1.4 counts on it: its MPI_Accumulate with
+ * MPI_REPLACE takes the target's accumulate lock by compare-and-swap, puts, and releases the
+ * lock by an atomic swap with no fence between; MPI_Raccumulate then completes its request
+ * at once. A cooperative copy still running (shm) would land after the release, and read the
+ * origin buffer after MPI_Wait returned (tests/mpi: Accumulate(REPLACE) sync=request).
+ * Blocks the ep as a fence does; 1 if it did (the atomic then waits in the pending queue). */
+int uct_rdmach_ep_order_atomic(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep)
+{
+    return iface->wire->ops->fence_query && uct_rdmach_ep_fence_block(iface, ep, 0);
+}
+
 /* A fence orders: what is issued after it waits in the ep's pending queue (the ep is
  * blocked) while operations issued before it still run on the wire (shm: posted cooperative
  * copies, which the peer may be copying meanwhile). It does not wait itself, so Open MPI's

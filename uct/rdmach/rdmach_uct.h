@@ -309,6 +309,10 @@ static UCS_F_ALWAYS_INLINE int uct_rdmach_ep_serving(const uct_rdmach_ep_t *ep,
     return ucs_unlikely((iface->amo_cpu && (ep->amo_busy != 0)) || ep->super.blocked);
 }
 
+/* Before an atomic: blocks the ep while its puts and gets still run on the wire (shm's
+ * cooperative copies); 1 if it did (rdmach_ep.c says why). */
+int uct_rdmach_ep_order_atomic(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep);
+
 /* Eps blocked by a fence whose operations are done are unblocked (from progress). */
 unsigned uct_rdmach_ep_fence_progress(uct_rdmach_iface_t *iface);
 
