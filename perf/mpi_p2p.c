@@ -5,17 +5,23 @@
  * rate (osu_mbw_mr: rank i of the first half with rank i of the second). Built against MPICH
  * and Open MPI (perf/meson.build). Every size's data is checked once after its timed loop.
  *
- *   mpi_p2p [-m lat|bw|bibw|mbw] [-s sizes] [-i iters] [-w warmup] [-W window] [--csv]
+ *   mpi_p2p [-m lat|bw|bibw|mbw] [-r one|rotate] [-s sizes] [-i iters] [-w warmup]
+ *           [-W window] [--csv]
  *
  *   -m      lat (default; 2 ranks), bw and bibw (2 ranks), mbw (an even number of ranks)
+ *   -r      receive buffers of a window: one (default, as OSU: every receive into the same
+ *           buffer, which stays in cache) or rotate (each receive of the window into its own
+ *           buffer: window x size bytes, out of cache from 64 KiB at window 64)
  *   -s      sizes, comma-separated, K/M suffixes (default 8,64,512,4K,32K,256K,1M,4M)
- *   -i      timed iterations of a small size (default 1000 for lat, 100 for the others; fewer
- *           from 64 KiB on), -w untimed ones first (default 10% of them)
+ *   -i      timed iterations of a small size (fewer from 64 KiB on), -w untimed ones first
+ *           (default 10% of them). Without -i, OSU's: lat 10000 (skip 100) up to 8 KiB and
+ *           1000 (skip 10) above; bw, bibw, mbw 100 windows (skip 10) and 20 (skip 2)
  *   -W      sends in flight for bw, bibw and mbw (default 64)
  *
- * Prints, with --csv, "mode,bytes,lat_us_median,lat_us_mean,bw_MBps,msg_rate" (latency:
- * one-way, median and mean over round trips; bandwidth: bytes moved by the pairs / the median
- * iteration time; a shared 2-core VM preempts).
+ * Prints, with --csv, "mode,bytes,lat_us_median,lat_us_mean,bw_MBps,msg_rate,bw_MBps_mean,recv"
+ * (latency: one-way, median and mean over round trips; bandwidth: bytes moved by the pairs /
+ * the median iteration time, and / the mean, which is OSU's statistic: the whole timed loop;
+ * a shared 2-core VM preempts, which the median leaves out).
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -71,6 +77,16 @@ static int iters_for(int iters, size_t size)
     return (int)((n < 10) ? 10 : n);
 }
 
+/* OSU's iterations and warm-up (osu_util.h: LARGE_MESSAGE_SIZE 8192, LAT_LOOP_SMALL ...). */
+#define OSU_LARGE 8192
+static void osu_iters(int lat, size_t size, int *iters, int *skip)
+{
+    int large = size > OSU_LARGE;
+
+    *iters = lat ? (large ? 1000 : 10000) : (large ? 20 : 100);
+    *skip  = lat ? (large ? 10 : 100) : (large ? 2 : 10);
+}
+
 /* lat: rank 0 sends, rank 1 returns; t[] one-way latencies of the timed round trips. */
 static void run_lat(size_t size, int iters, int warmup, uint8_t *sbuf, uint8_t *rbuf,
                     double *t, int rank)
@@ -98,7 +114,7 @@ static void run_lat(size_t size, int iters, int warmup, uint8_t *sbuf, uint8_t *
 /* bw, bibw, mbw: one iteration of a window of sends (and, bidirectional, of receives) from a
  * sender to its partner, then a 4-byte ack; returns its seconds on a sender, 0 elsewhere. */
 static double window(size_t size, int win, int sender, int receiver, int bidir, int partner,
-                     uint8_t *sbuf, uint8_t *rbuf, MPI_Request req[])
+                     uint8_t *sbuf, uint8_t *rbuf, int rotate, MPI_Request req[])
 {
     double t0 = MPI_Wtime();
     int ack = 0, j, n = 0;
@@ -110,7 +126,7 @@ static double window(size_t size, int win, int sender, int receiver, int bidir, 
     }
     if (receiver || bidir) {
         for (j = 0; j < win; ++j) {
-            MPI_Irecv(rbuf + (size_t)j * size, (int)size, MPI_BYTE, partner, TAG,
+            MPI_Irecv(rbuf + (rotate ? (size_t)j * size : 0), (int)size, MPI_BYTE, partner, TAG,
                       MPI_COMM_WORLD, &req[n++]);
         }
     }
@@ -129,7 +145,7 @@ int main(int argc, char **argv)
 {
     size_t sizes[MAX_SIZES] = {8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20};
     size_t nsizes = 8, max_size = 4 << 20, s;
-    int iters = -1, warmup = -1, win = 64, csv = 0, rank, nranks, i, k;
+    int iters = -1, warmup = -1, win = 64, csv = 0, rotate = 0, rank, nranks, i, k;
     p2p_mode_t mode = MODE_LAT;
     uint8_t *sbuf, *rbuf;
     MPI_Request *req;
@@ -147,6 +163,12 @@ int main(int argc, char **argv)
             }
             mode = (p2p_mode_t)k;
             ++i;
+        } else if (!strcmp(argv[i], "-r") && (i + 1 < argc)) {
+            ++i;
+            if (strcmp(argv[i], "one") && strcmp(argv[i], "rotate")) {
+                die("-r takes one or rotate");
+            }
+            rotate = !strcmp(argv[i], "rotate");
         } else if (!strcmp(argv[i], "-s") && (i + 1 < argc)) {
             max_size = 1;
             nsizes   = mpi_bench_parse_sizes(argv[++i], sizes, MAX_SIZES, 64u << 20, &max_size);
@@ -162,37 +184,39 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--csv")) {
             csv = 1;
         } else {
-            die("usage: mpi_p2p [-m lat|bw|bibw|mbw] [-s sizes] [-i iters] [-w warmup] "
-                "[-W window] [--csv]");
+            die("usage: mpi_p2p [-m lat|bw|bibw|mbw] [-r one|rotate] [-s sizes] [-i iters] "
+                "[-w warmup] [-W window] [--csv]");
         }
     }
     if (((mode != MODE_MBW) && (nranks != 2)) || ((mode == MODE_MBW) && (nranks % 2))) {
         die("lat, bw and bibw run on 2 ranks, mbw on an even number");
     }
-    if (iters < 0) {
-        iters = (mode == MODE_LAT) ? 1000 : 100;
-    }
-    if (warmup < 0) {
-        warmup = iters / 10;
-    }
-    if ((iters < 1) || (win < 1) || (win > 1024)) {
+    if ((iters == 0) || (iters < -1) || (win < 1) || (win > 1024)) {
         die("-i must be at least 1, -W 1 to 1024");
     }
     sbuf = malloc(max_size);
-    rbuf = malloc(max_size * (mode == MODE_LAT ? 1 : (size_t)win));
+    rbuf = malloc(max_size * ((mode == MODE_LAT) || !rotate ? 1 : (size_t)win));
     req  = malloc(sizeof(*req) * 2 * (size_t)win);
-    t    = malloc(sizeof(double) * (size_t)(iters + 1));
+    t    = malloc(sizeof(double) * (size_t)((iters > 10000) ? iters : 10000) + 1);
     if ((sbuf == NULL) || (rbuf == NULL) || (req == NULL) || (t == NULL)) {
         die("out of memory (try smaller -s or -W)");
     }
     if (csv && (rank == 0)) {
-        printf("mode,bytes,lat_us_median,lat_us_mean,bw_MBps,msg_rate\n");
+        printf("mode,bytes,lat_us_median,lat_us_mean,bw_MBps,msg_rate,bw_MBps_mean,recv\n");
     }
     for (s = 0; s < nsizes; ++s) {
         size_t size = sizes[s];
-        int n = iters_for(iters, size), w = (warmup * n + iters - 1) / iters;
         int pairs = nranks / 2, half = rank < pairs, partner = half ? rank + pairs : rank - pairs;
-        double sum = 0, p50, bw = -1, rate = -1;
+        double sum = 0, p50, bw = -1, rate = -1, bw_mean = -1;
+        int n, w;
+
+        if (iters < 0) {
+            osu_iters(mode == MODE_LAT, size, &n, &w);
+            w = (warmup >= 0) ? warmup : w;
+        } else {
+            n = iters_for(iters, size);
+            w = (warmup >= 0) ? (warmup * n + iters - 1) / iters : n / 10;
+        }
 
         if (mode == MODE_LAT) {
             run_lat(size, n, w, sbuf, rbuf, t, rank);
@@ -201,13 +225,13 @@ int main(int argc, char **argv)
             MPI_Barrier(MPI_COMM_WORLD);
             for (k = 0; k < w + n; ++k) {
                 double sec = window(size, win, half, !half, mode == MODE_BIBW, partner, sbuf,
-                                    rbuf, req);
+                                    rbuf, rotate, req);
                 if (k >= w) {
                     t[k - w] = sec * 1e6;
                 }
             }
             if (!half || (mode == MODE_BIBW)) {   /* what this rank received */
-                check(rbuf + (size_t)(win - 1) * size, size, mode_names[mode]);
+                check(rbuf + (rotate ? (size_t)(win - 1) * size : 0), size, mode_names[mode]);
             }
         }
         for (k = 0; k < n; ++k) {
@@ -217,20 +241,25 @@ int main(int argc, char **argv)
         if (mode != MODE_LAT) {
             /* one sender's rate; the pairs' sum is rank 0's times the pairs (rank 0 reports) */
             double dirs = (mode == MODE_BIBW) ? 2 : 1;
-            bw   = (double)size * win * dirs * pairs / p50;
-            rate = win * dirs * pairs / (p50 * 1e-6);
+            bw      = (double)size * win * dirs * pairs / p50;
+            rate    = win * dirs * pairs / (p50 * 1e-6);
+            bw_mean = (double)size * win * dirs * pairs * n / sum;
         }
         if (rank == 0) {
             if (csv) {
                 printf("%s,%zu,", mode_names[mode], size);
                 printf((mode == MODE_LAT) ? "%.3f,%.3f," : ",,", p50, sum / n);
-                printf((bw >= 0) ? "%.1f,%.0f\n" : ",\n", bw, rate);
+                printf((bw >= 0) ? "%.1f,%.0f," : ",,", bw, rate);
+                if (bw_mean >= 0) {
+                    printf("%.1f", bw_mean);
+                }
+                printf(",%s\n", (mode == MODE_LAT) ? "" : rotate ? "rotate" : "one");
             } else if (mode == MODE_LAT) {
                 printf("%-4s %9zu bytes  median %9.3f us  mean %9.3f us\n", mode_names[mode],
                        size, p50, sum / n);
             } else {
-                printf("%-4s %9zu bytes  %10.1f MB/s  %12.0f msg/s\n", mode_names[mode], size,
-                       bw, rate);
+                printf("%-4s %9zu bytes  %10.1f MB/s (mean %10.1f)  %12.0f msg/s  receive %s\n",
+                       mode_names[mode], size, bw, bw_mean, rate, rotate ? "rotate" : "one");
             }
             fflush(stdout);
         }

@@ -168,13 +168,21 @@ def snapshot_preload(preload, out):
         if not src:
             continue
         _wait_stable(src)
-        dst = os.path.join(d, os.path.basename(src))
-        shutil.copy2(src, dst)
-        with open(dst, "rb") as f:
-            h = hashlib.sha256(f.read()).hexdigest()
-        copies.append(dst)
-        info[dst] = {"source": src, "sha256": h,
-                     "mtime": datetime.datetime.fromtimestamp(os.path.getmtime(src)).isoformat()}
+        # the stub UCX loads (libuct_<name>.so) loads the transport from beside itself
+        # (libucx_ext_<name>.so, uct/common/ucx_ext_stub.c): both go into the snapshot
+        base = os.path.basename(src)
+        impl = os.path.join(os.path.dirname(src), "libucx_ext_" + base[len("libuct_"):])
+        for f in [src] + ([impl] if base.startswith("libuct_") and os.path.isfile(impl) else []):
+            if f != src:
+                _wait_stable(f)
+            dst = os.path.join(d, os.path.basename(f))
+            shutil.copy2(f, dst)
+            with open(dst, "rb") as fh:
+                h = hashlib.sha256(fh.read()).hexdigest()
+            if f == src:
+                copies.append(dst)
+            info[dst] = {"source": f, "sha256": h, "mtime": datetime.datetime.fromtimestamp(
+                os.path.getmtime(f)).isoformat()}
     return ":".join(copies), info
 
 

@@ -992,15 +992,55 @@ TEST(RdmachWireShm, AnOwnerWithCopiesOfItsOwnDoesThoseFirst)
     EXPECT_EQ(in_a, to_b_buf);
     EXPECT_EQ(0u, c.b.wire_stats.copy_helped);
 
-    // a has nothing of its own now: it helps b's next job again
+    // a has nothing of its own now: it helps b's next job again (into another buffer: one
+    // copied into again goes in fixed halves, the next test)
+    std::vector<uint8_t> to_b_buf2(len);
+    rdmach_wire_iov_t iov_b2 = {to_b_buf2.data(), len, nullptr};
     ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
-              c.b.ops->rma(c.b.w, c.peer, &iov_b, 1, reinterpret_cast<uintptr_t>(in_b.data()), 0,
-                           len, 0, nullptr, &b_get2));
+              c.b.ops->rma(c.b.w, c.peer, &iov_b2, 1, reinterpret_cast<uintptr_t>(in_b.data()),
+                           0, len, 0, nullptr, &b_get2));
     EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.ops->progress(c.a.w));
     EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.wire_stats.copy_helped);
     EXPECT_EQ(1u, c.b.ops->progress(c.b.w));
     EXPECT_EQ(1, b_get2.calls);
-    EXPECT_EQ(in_b, to_b_buf);
+    EXPECT_EQ(in_b, to_b_buf2);
+}
+
+// A buffer copied into again (MPI receiving into one buffer) goes in two fixed halves: the
+// reader's first half is copied before rma returns, so the owner can only take the second,
+// and each half stays in one core's cache from one copy to the next.
+TEST(RdmachWireShm, ABufferCopiedIntoAgainGoesInFixedHalves)
+{
+    CopyPair c;
+    const size_t len = 256 * 1024;
+    std::vector<uint8_t> src = pattern(len, 21), dst(len);
+    rdmach_wire_iov_t iov = {dst.data(), len, nullptr};
+    Done first, again;
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,      // new to the reader: chunks for whoever comes first
+              c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
+                           len, 0, nullptr, &first));
+    EXPECT_EQ(0u, c.b.wire_stats.copy_helped);
+    while (first.calls == 0) {
+        c.b.ops->progress(c.b.w);
+    }
+    ASSERT_EQ(0, first.err);
+    ASSERT_EQ(src, dst);
+
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
+                           len, 0, nullptr, &again));
+    EXPECT_TRUE(std::equal(src.begin(), src.begin() + len / 2, dst.begin()))
+        << "the reader's half is copied at once";
+    EXPECT_TRUE(std::all_of(dst.begin() + len / 2, dst.end(), [](uint8_t x) { return x == 0; }))
+        << "the owner's half waits for the owner";
+    EXPECT_EQ(1u, c.a.ops->progress(c.a.w)) << "the owner takes the second half, only";
+    EXPECT_EQ(1u, c.a.wire_stats.copy_helped);
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(1, again.calls);
+    EXPECT_EQ(0, again.err);
+    EXPECT_EQ(src, dst);
 }
 
 // An owner that never looks: the reader's progress copies everything, both ways.

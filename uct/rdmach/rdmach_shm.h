@@ -240,6 +240,17 @@ int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *pee
                          void *local, uint64_t remote_addr, void *mapped, size_t len,
                          int write, unsigned split);
 
+/* Reader: a job into (or out of) a buffer that is in this core's cache (rdmach_wire_shm.c
+ * tells): two halves; the first is ours, copied before this returns (the owner never sees
+ * it), the second the owner's if it is in its progress. Each half then stays in one core's
+ * cache from one copy into the buffer to the next, where halves taken by whoever comes first
+ * would move between the cores on every copy. 0 (a failed first half is reported by advance),
+ * or -EBUSY: the desk is full; nothing was copied. */
+int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                             unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                             void *local, uint64_t remote_addr, void *mapped, size_t len,
+                             int write);
+
 /* Chunks a job alone (or with mapped memory) is cut into (rdmach_shm_copy.c has the
  * measurements). */
 #define RDMACH_SHM_COPY_SPLIT 8

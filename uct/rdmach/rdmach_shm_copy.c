@@ -110,10 +110,11 @@ static int rdmach_shm_copy_own_chunk(const rdmach_shm_copy_req_t *req, int k)
     return 0;
 }
 
-int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
-                         unsigned long long peer_start, const rdmach_shm_seg_t *own,
-                         void *local, uint64_t remote_addr, void *mapped, size_t len, int write,
-                         unsigned split)
+/* Opens the job; with first, chunk 0 is ours before the owner can see it. */
+static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                                unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                                void *local, uint64_t remote_addr, void *mapped, size_t len,
+                                int write, unsigned split, int first)
 {
     rdmach_shm_hdr_t *hdr = peer->hdr;
     rdmach_shm_copy_t *job;
@@ -148,7 +149,7 @@ int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *pee
     req->chunk   = chunk;
     req->nchunks = (uint32_t)((len + chunk - 1) / chunk);
     req->all     = rdmach_shm_copy_mask(req->nchunks);
-    req->mine    = 0;
+    req->mine    = first ? 1 : 0;
     req->bit     = bit;
     req->probe   = 0;
     req->write   = write;
@@ -169,8 +170,47 @@ int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *pee
     job->len        = len;
     job->chunk      = chunk;
     job->to_req     = !write;
-    __atomic_store_n(&job->claim, req->gen << 32, __ATOMIC_RELEASE);
+    __atomic_store_n(&job->claim, (req->gen << 32) | (first ? 1 : 0), __ATOMIC_RELEASE);
     __atomic_fetch_or(&hdr->copy_active, bit, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Closes the job after our chunk failed with ret: the owner takes no more; the chunks it
+ * claimed before are those below the count the claim word had. */
+static void rdmach_shm_copy_fail(rdmach_shm_copy_req_t *req, int ret)
+{
+    uint64_t c = __atomic_exchange_n(&req->job->claim,
+                                     (req->gen << 32) | RDMACH_SHM_COPY_CLOSED,
+                                     __ATOMIC_ACQ_REL);
+
+    req->all = rdmach_shm_copy_mask((uint32_t)rdmach_shm_copy_min(req->nchunks, (uint32_t)c));
+    req->ret = ret;
+}
+
+int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                         unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                         void *local, uint64_t remote_addr, void *mapped, size_t len, int write,
+                         unsigned split)
+{
+    return rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, mapped, len,
+                                write, split, 0);
+}
+
+int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                             unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                             void *local, uint64_t remote_addr, void *mapped, size_t len,
+                             int write)
+{
+    int ret = rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, mapped, len,
+                                   write, 2, 1);
+
+    if (ret != 0) {
+        return ret;
+    }
+    ret = rdmach_shm_copy_own_chunk(req, 0);
+    if (ret != 0) {
+        rdmach_shm_copy_fail(req, ret);   /* advance reports it */
+    }
     return 0;
 }
 
@@ -189,13 +229,7 @@ int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait)
             ret        = rdmach_shm_copy_own_chunk(req, k);
             req->mine |= 1ull << k;
             if (ret != 0) {
-                /* close the job: the owner takes no more; c: how many went before */
-                c = __atomic_exchange_n(&job->claim, (req->gen << 32) | RDMACH_SHM_COPY_CLOSED,
-                                        __ATOMIC_ACQ_REL);
-                /* the owner's chunks are those it claimed before: below the count */
-                req->all = rdmach_shm_copy_mask((uint32_t)rdmach_shm_copy_min(req->nchunks,
-                                                                             (uint32_t)c));
-                req->ret = ret;
+                rdmach_shm_copy_fail(req, ret);
                 break;
             }
         }
