@@ -7,7 +7,7 @@ unimem / sm (shared memory), ud_zcopy / tcp (loopback). --mbw adds multi-pair ba
 namespace hosts (tests/mpi/hosts.sh: one rank on each, the veth's 1500-byte MTU; needs root)
 instead of the loopback pairs. Prints per pair and size the medians over
 repetitions and the ratio candidate / baseline with the spread of the per-repetition ratios,
-and how many sizes meet the targets of "Win where users measure" (ud_zcopy: latency <= 0.9x
+and how many sizes meet the point-to-point targets (ud_zcopy: latency <= 0.9x
 tcp, bandwidth >= 1.0x; unimem: latency <= 1.0x sm; rdmach: latency <= 0.9x sm, bandwidth
 >= 1.1x sm). Every candidate run's counters must show that its transport carried it.
 Writes raw.csv, summary.csv, targets.csv, p2p-<mpi>.png and meta.json.
