@@ -119,7 +119,7 @@ def measure(ctx, cfg, impl, iters, timeout, prefix):
         passed = ("PASS hosts" if cfg[3] else "PASS pingpong") in out
         if lat is not None and passed and rc != 0 and not cfg[2]:
             # measured and checked, then the run did not end: stock MPICH over tcp sometimes
-            # hangs in MPI_Finalize (../shared/DESIGN.md); the figure stands
+            # hangs in MPI_Finalize (perf/README.md, "perf/bench unimem"); the figure stands
             log("bench hosts: %s %s: measured, but the run did not exit (rc %s): kept"
                 % (impl, cfg[0], rc))
         elif lat is None or rc != 0 or not passed:

@@ -167,7 +167,7 @@ def transport(ctx, name, ppn, extra=()):
     tls, ours, devs, _ = CONFIGS[name]
     env = {"UCX_SHM_DEVICES": "none",
            # UCX 1.13.1's ud_verbs reads a RoCE packet's L3 type from the completion's sl,
-           # which rdma_rxe leaves 0: with the IPv4 GID it drops everything (README.md)
+           # which rdma_rxe leaves 0: with the IPv4 GID it drops everything (tests/README.md)
            "UCX_UD_VERBS_ETH_DGID_CHECK": "n"}
     for r in range(2 * ppn):
         env["VERBS_NET_DEVICES_%d" % r] = devs[r // ppn]

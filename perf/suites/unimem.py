@@ -59,7 +59,8 @@ def run_pingpong(ctx, t, sizes, iters, timeout):
         rows = parse_csv_rows(out, "bytes")
         if rc != 0 and "PASS pingpong" in out and len(rows) == len(sizes):
             # every size measured and checked, then the run did not end: stock MPICH over tcp
-            # sometimes hangs in MPI_Finalize (../shared/DESIGN.md); the figures stand
+            # sometimes hangs in MPI_Finalize (perf/README.md, "perf/bench unimem"); the
+            # figures stand
             log("bench unimem: %s: measured, but the run did not exit (rc %s): kept" % (t.name, rc))
         elif rc != 0 or "PASS pingpong" not in out or len(rows) != len(sizes):
             raise MeasureError("%s: rc=%s %s" % (t.name, rc, (err.strip() or out.strip())[-600:]))

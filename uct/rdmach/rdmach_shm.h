@@ -21,7 +21,7 @@
  *                Large rings go to the first senders (ring ids are claimed in order): a ring
  *                whose span is well beyond the receiver's private cache makes every record's
  *                lines cheaper to write, since the sender rewrites a line a lap later, after it
- *                has left the receiver's cache (DESIGN.md, "rdmach large rings").
+ *                has left the receiver's cache (docs/rdmach.md, "rdmach large rings").
  * Pages are touched only when used, so max_rings costs address space, not memory.
  */
 #ifndef RDMACH_SHM_H
