@@ -70,12 +70,13 @@ typedef struct rdmach_wire_dev {
  * completions (shm: 0); reg_peak: the most bytes the wire held registered at once for its rings,
  * doorbells and bounce buffers (the resource model's figure, checked against a live iface).
  * shm's cooperative zero copy (rdmach_shm.h): copy_jobs, the large gets and puts this process
- * put on a peer's desk; copy_helped, the chunks it copied for peers from their desks on its
- * own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
+ * put on a peer's desk, copy_halves those of them into a buffer copied into again (two fixed
+ * halves, the first copied at once); copy_helped, the chunks it copied for peers from their
+ * desks on its own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
  * large rings, rdmach_shm.h; RC: 0). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
-    uint64_t copy_jobs, copy_helped, large_rings;
+    uint64_t copy_jobs, copy_halves, copy_helped, large_rings;
 } rdmach_wire_stats_t;
 
 /* A wire's counters: the glue's, or a sink when it keeps none (unit tests). */
@@ -86,7 +87,8 @@ extern rdmach_wire_stats_t rdmach_wire_stats_sink;
 /* Their names in the transport's counters file, in field order. */
 #define RDMACH_WIRE_COUNTERS(_) \
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
-    _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped) _(wire_large_rings)
+    _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_halves) _(wire_copy_helped) \
+    _(wire_large_rings)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {

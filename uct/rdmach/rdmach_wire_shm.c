@@ -429,6 +429,7 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                 ++peer->refs;
                 w->posted_busy |= 1u << e;
                 RDMACH_WIRE_STATS(wire)->copy_jobs++;
+                RDMACH_WIRE_STATS(wire)->copy_halves += hot;
                 return RDMACH_WIRE_INPROGRESS;
             }
         } else {
