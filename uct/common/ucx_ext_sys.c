@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -206,4 +207,30 @@ int ucx_ext_proc_alive(pid_t pid, unsigned long long start_time)
         return 1;   /* no start time: do not fail a peer on a parse problem */
     }
     return start == start_time;
+}
+
+static pid_t ucx_ext_pid_cache;
+
+static void ucx_ext_pid_forget(void)
+{
+    __atomic_store_n(&ucx_ext_pid_cache, 0, __ATOMIC_RELAXED);
+}
+
+static void ucx_ext_pid_watch_fork(void)
+{
+    (void)pthread_atfork(NULL, NULL, ucx_ext_pid_forget);
+}
+
+pid_t ucx_ext_getpid(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pid_t pid = __atomic_load_n(&ucx_ext_pid_cache, __ATOMIC_RELAXED);
+
+    if (__builtin_expect(pid != 0, 1)) {
+        return pid;
+    }
+    (void)pthread_once(&once, ucx_ext_pid_watch_fork);
+    pid = getpid();
+    __atomic_store_n(&ucx_ext_pid_cache, pid, __ATOMIC_RELAXED);
+    return pid;
 }

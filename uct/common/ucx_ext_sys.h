@@ -56,6 +56,11 @@ int ucx_ext_process_vm(pid_t pid, struct iovec *local, size_t cnt, uint64_t remo
  * -EPERM another owner or mode, -EINVAL not a regular file. */
 int ucx_ext_open_own_file(const char *path, char *why, size_t why_len);
 
+/* This process's pid without a system call (glibc's getpid is one): the hot paths name
+ * themselves in every rkey they pack or unpack. Kept right across fork (the child's
+ * first call after it asks again). */
+pid_t ucx_ext_getpid(void);
+
 /* The start time of process pid (field 22 of /proc/<pid>/stat), 0 if it has none. */
 unsigned long long ucx_ext_proc_start_time(pid_t pid);
 

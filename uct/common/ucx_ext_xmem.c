@@ -299,7 +299,7 @@ void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t
         }
     }
     if ((desc->pid == 0) && (length > 0) && ucx_ext_xmem_file_of(address, length, desc)) {
-        desc->pid    = getpid();
+        desc->pid    = ucx_ext_getpid();
         desc->fd     = UCX_EXT_XMEM_FILE;
         desc->base   = address;
         desc->length = length;
@@ -318,7 +318,7 @@ void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
     if (desc->pid == 0) {
         return NULL;
     }
-    if (desc->pid == getpid()) {
+    if (desc->pid == ucx_ext_getpid()) {
         return (void*)(uintptr_t)desc->base;   /* our own segment (a key to ourselves) */
     }
     if (desc->fd == UCX_EXT_XMEM_FILE) {

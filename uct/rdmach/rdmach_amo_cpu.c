@@ -87,7 +87,7 @@ static uint64_t *uct_rdmach_amo_replies_own(const rdmach_serve_replies_t *replie
     ucx_ext_xmem_desc_t own;
 
     ucx_ext_xmem_describe(replies->base, RDMACH_SERVE_REPLY_BYTES, &own);
-    if ((own.pid != getpid()) || (own.fd != replies->fd) || (own.ino != replies->ino) ||
+    if ((own.pid != ucx_ext_getpid()) || (own.fd != replies->fd) || (own.ino != replies->ino) ||
         (own.base != replies->base) || (own.length < RDMACH_SERVE_REPLY_BYTES)) {
         return NULL;
     }
@@ -114,7 +114,7 @@ uint64_t *uct_rdmach_amo_replies(uct_rdmach_iface_t *iface, int32_t sender,
             return (uint64_t*)iface->serve_peers[i].local;
         }
     }
-    if (sender == getpid()) {
+    if (sender == ucx_ext_getpid()) {
         return uct_rdmach_amo_replies_own(replies);   /* nothing to map or cache */
     }
     i = iface->serve_next++ % ucs_static_array_size(iface->serve_peers);
@@ -132,7 +132,7 @@ int uct_rdmach_serve_reply_vm(int32_t sender, const rdmach_serve_replies_t *repl
 {
     struct iovec iov = {(void*)values, count * sizeof(uint64_t)};
 
-    if (sender == getpid()) {
+    if (sender == ucx_ext_getpid()) {
         return -EPERM;   /* our own segment is always mapped: never write a named address */
     }
     return ucx_ext_process_vm(sender, &iov, 1,

@@ -348,7 +348,7 @@ static void uct_rdmach_rkey_pack(uct_md_h tl_md, uct_mem_h tl_memh, void *rkey_b
     uct_rdmach_rkey_t rkey        = {
         .magic   = UCT_RDMACH_RKEY_MAGIC,
         /* the shm wire reaches a process; a network wire's key is checked by its device */
-        .pid     = (md->wire == NULL) ? getpid() : 0,
+        .pid     = (md->wire == NULL) ? ucx_ext_getpid() : 0,
         .key     = memh->key,
         .address = memh->super.address,
         .length  = memh->super.length

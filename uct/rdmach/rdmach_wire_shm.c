@@ -401,8 +401,7 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     if (cnt > RDMACH_WIRE_MAX_IOV) {
         return -EINVAL;
     }
-    hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && (comp != NULL) &&
-          (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED)) &&
+    hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) &&
           rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
     if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1)) {
         if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
@@ -432,7 +431,10 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                 RDMACH_WIRE_STATS(wire)->copy_halves += hot;
                 return RDMACH_WIRE_INPROGRESS;
             }
-        } else {
+        } else if (!hot) {
+            /* done at return (no completion, or 16 posted): shared all the same, but a
+             * buffer copied into again is ours alone (below), halves taken by whoever comes
+             * first would move between the cores */
             ret = (mapped != NULL) ? -EBUSY :
                   rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
                                       remote_addr, len, write);
