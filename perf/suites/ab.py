@@ -8,6 +8,9 @@ measures both builds and the UCX built-in next to them, in a rotated order.
   rdmach     UCP tag latency 8 B, tag bandwidth 64 KiB and 1 MiB   vs posix
   ud_zcopy   UCP tag latency 8 B, tag bandwidth 64 KiB and 1 MiB   vs tcp  (loopback)
   unimem     MPI ping-pong latency 8 B and 4 KiB (MPICH)           vs posix,cma
+  rdmach     MPI (MPICH, perf/mpi_p2p, OSU's mean) windowed bandwidth 64 KiB into one receive
+             buffer, and 64 KiB, 256 KiB, 1 MiB with each receive into its own buffer
+             (-rot), ping-pong latency 256 KiB                     vs posix,cma
 
 Prints, per figure, the medians of each build and of the built-in, each build's ratio to the
 built-in, and build / ref with the spread of the per-repetition ratios. Writes raw.csv and
@@ -20,7 +23,7 @@ import statistics
 
 from benchlib import fmt_size
 from benchlib.env import STOCK, Ctx, Transport, ext_preload, snapshot_preload
-from benchlib.mpi import find_pingpong, mpi_cmd, parse_csv_rows
+from benchlib.mpi import find_perf_mpi, find_pingpong, mpi_cmd, parse_csv_rows
 from benchlib.perftest import measure
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.stats import rotated
@@ -37,6 +40,9 @@ FIGURES = [
     ("ud_zcopy", "tcp", "ucp", "tag_lat", 8), ("ud_zcopy", "tcp", "ucp", "tag_bw", 65536),
     ("ud_zcopy", "tcp", "ucp", "tag_bw", 1 << 20),
     ("unimem", "posix,cma", "mpi", "lat", 8), ("unimem", "posix,cma", "mpi", "lat", 4096),
+    ("rdmach", "posix,cma", "p2p", "bw", 65536), ("rdmach", "posix,cma", "p2p", "bw-rot", 65536),
+    ("rdmach", "posix,cma", "p2p", "bw-rot", 262144),
+    ("rdmach", "posix,cma", "p2p", "bw-rot", 1 << 20), ("rdmach", "posix,cma", "p2p", "lat", 262144),
 ]
 
 
@@ -62,6 +68,16 @@ def one(ctx, bctx, t, kind, test, size, quick, timeout):
             env["UCX_NET_DEVICES"] = "lo"
         r = measure(env, test, size, quick, pin=ctx.pin, timeout=timeout)
         return r["bw_MBps"] if test.endswith("_bw") else r["lat_us"]
+    if kind == "p2p":
+        mode, _, rot = test.partition("-")
+        args = [ctx.meta["p2p"], "-m", mode, "-r", "rotate" if rot else "one", "-s", str(size),
+                "--csv"]
+        cmd, env = mpi_cmd(bctx, t, args, launch_timeout=int(timeout * 4))
+        rc, out, err = run_cmd(cmd, env, timeout * 4 + 30)
+        rows = parse_csv_rows(out, "mode")
+        if not rows:
+            raise MeasureError("mpi_p2p over %s: rc %d %s" % (t.name, rc, err[-300:]))
+        return float(rows[0]["lat_us_mean" if mode == "lat" else "bw_MBps_mean"])
     args = [ctx.meta["pingpong"], "-s", str(size), "--csv", "-", "-i",
             "5000" if quick else "20000"]
     cmd, env = mpi_cmd(bctx, t, args, launch_timeout=int(timeout * 4))
@@ -80,6 +96,7 @@ def run(args):
               "ref": BuildCtx(ctx, os.path.abspath(args.ref), "ref")}
     ctx.meta["ref"] = builds["ref"].build
     ctx.meta["pingpong"] = find_pingpong(ctx)
+    ctx.meta["p2p"] = find_perf_mpi(ctx.build, "mpi_p2p")
     only = set(args.only.split(",")) if args.only else None
     figs = [f for f in FIGURES if only is None or f[0] in only]
     raw = []   # (rep, figure index, who, value)
@@ -125,7 +142,8 @@ def summarize(figs, raw, reps):
         med = {w: statistics.median(v.values()) for w, v in vals.items()}
         per = [vals["new"][r] / vals["ref"][r] for r in range(reps)
                if r in vals["new"] and r in vals["ref"]]
-        unit = "MB/s" if kind == "ucp" and test.endswith("_bw") else "us"
+        unit = "MB/s" if (kind == "ucp" and test.endswith("_bw")) or \
+            (kind == "p2p" and test != "lat") else "us"
         row = [tl, test, size, unit, round(med["new"], 3), round(med["ref"], 3),
                round(med[base], 3), round(med["new"] / med[base], 3),
                round(med["ref"] / med[base], 3), round(med["new"] / med["ref"], 3),

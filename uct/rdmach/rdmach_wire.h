@@ -76,7 +76,7 @@ typedef struct rdmach_wire_dev {
  * large rings, rdmach_shm.h; RC: 0). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
-    uint64_t copy_jobs, copy_halves, copy_helped, large_rings;
+    uint64_t copy_jobs, copy_helped, large_rings, copy_halves;
 } rdmach_wire_stats_t;
 
 /* A wire's counters: the glue's, or a sink when it keeps none (unit tests). */
@@ -87,8 +87,8 @@ extern rdmach_wire_stats_t rdmach_wire_stats_sink;
 /* Their names in the transport's counters file, in field order. */
 #define RDMACH_WIRE_COUNTERS(_) \
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
-    _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_halves) _(wire_copy_helped) \
-    _(wire_large_rings)
+    _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped) _(wire_large_rings) \
+    _(wire_copy_halves)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {
