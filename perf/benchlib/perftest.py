@@ -1,7 +1,6 @@
 """ucx_perftest: a server and a client process per measurement, on loopback or with the server
 and the client in two network namespaces; the iteration policy of the bench."""
 
-import shutil
 import socket
 import subprocess
 import tempfile

@@ -137,3 +137,11 @@ class Targets:
                        (["aim"] if self.with_aim else []) + ["result"])
             w.writerows(self.rows)
         ctx.meta["targets"] = self.rows
+
+
+def write_csv(path, header, rows):
+    """CSV with the values as formatted (a name such as posix,cma is quoted)."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(header.split(","))
+        w.writerows(rows)

@@ -33,12 +33,11 @@ import time
 import counters
 
 from benchlib.env import Ctx
-from benchlib.mpi import HOSTS_SH, LAUNCH, find_pingpong, hosts_launch, parse_csv_rows, pinned
+from benchlib.mpi import HOSTS_SH, LAUNCH, hosts_launch, parse_csv_rows, pinned
 from benchlib.plots import pyplot, save
-from benchlib.report import print_checks
 from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
+from benchlib.report import print_checks, write_csv
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
-from suites.unimem import write_csv
 
 NAME = "hosts"
 HELP = "on-host MPI latency with UCX_TLS=rdmach,ud_zcopy vs rdmach alone, one host and two"

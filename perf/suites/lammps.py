@@ -16,11 +16,11 @@ import tempfile
 
 from benchlib.env import Ctx
 from benchlib.mpi import mpi_run_carried
+from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
-from benchlib.proc import MeasureError, log, run as run_cmd
+from benchlib.proc import MeasureError, log
+from benchlib.report import write_csv
 from benchlib.stats import rotated
-from suites.osc import PAIRS, transports
-from suites.unimem import write_csv
 
 NAME = "lammps"
 HELP = "LAMMPS (peptide, rhodopsin) timesteps/s over the transports vs sm and tcp, Open MPI"

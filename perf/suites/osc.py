@@ -26,13 +26,13 @@ import statistics
 import time
 
 from benchlib import fmt_size
-from benchlib.env import Ctx, Transport
+from benchlib.env import Ctx
 from benchlib.mpi import mpi_run_carried, parse_csv_rows
+from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
-from benchlib.proc import MeasureError, log, run as run_cmd
-from benchlib.report import print_checks
+from benchlib.proc import MeasureError, log
+from benchlib.report import print_checks, write_csv
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
-from suites.unimem import write_csv
 
 NAME = "osc"
 HELP = "MPI-3 one-sided (RMA) latency, bandwidth, overlap and atomics vs sm and tcp, both MPIs"
@@ -40,12 +40,6 @@ CONTENTION = False
 TIMEOUT = (120, "seconds per MPI launch")
 
 IMPLS = [("mpich", "MPICH 4.0.2 ch4:ucx"), ("openmpi", "Open MPI 4.1.4 osc ucx")]
-SM = Transport("sm", "sm")
-TCP = Transport("tcp", "tcp")
-# (candidate, baseline)
-PAIRS = [(Transport("rdmach", "rdmach", ours=True), SM),
-         (Transport("unimem", "unimem", ours=True), SM),
-         (Transport("ud_zcopy", "ud_zcopy", ours=True), TCP)]
 # mpi_osc runs: (section, arguments); each gives several rows
 RUNS = [("lat", ["-m", "lat", "-y", "flush", "-o", "put,get,acc,gacc,fop,cas", "-s", "8"]),
         ("lat", ["-m", "lat", "-y", "flush_local", "-o", "put,get", "-s", "8"]),
@@ -57,14 +51,6 @@ RUNS = [("lat", ["-m", "lat", "-y", "flush", "-o", "put,get,acc,gacc,fop,cas", "
         ("bw", ["-m", "bw", "-W", "create", "-s", "8,4K"]),
         ("overlap", ["-m", "overlap", "-s", "64K,512K,4M"]),
         ("lockall", ["-m", "lockall"])]
-
-
-def transports(pairs):
-    """The candidates and baselines of pairs, each once, in order (the alternating set)."""
-    who = []
-    for cand, base in pairs:
-        who += [t for t in (cand, base) if t not in who]
-    return who
 
 
 def add_arguments(p):

@@ -29,11 +29,11 @@ import counters
 
 from benchlib.env import Ctx
 from benchlib.mpi import HOSTS_SH, hosts_launch, mpi_run_carried, parse_csv_rows, pinned
+from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
+from benchlib.report import write_csv
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
-from suites.osc import PAIRS, transports
-from suites.unimem import write_csv
 
 NAME = "p2p"
 HELP = "OSU-style MPI latency, bandwidth, bi-directional bandwidth vs sm and tcp, both MPIs"

@@ -27,17 +27,16 @@ Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
 """
 
 import csv
-import os
 import statistics
 
 from benchlib import fmt_size
 from benchlib.env import Ctx, Transport
 from benchlib.guest import run_in_guest
-from benchlib.mpi import find_rotbuf, mpi_run
 from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log
 from benchlib.stats import rotated
+from benchlib.verbsfig import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
 
 NAME = "rdmach-rc"
 HELP = "rdmach's RC verbs wire vs rc_verbs on a verbs port (Soft-RoCE in the verbs tier's guest)"
@@ -64,27 +63,12 @@ FIGURES = [
     ("ompi", "osc_put_lat", 8, []), ("ompi", "osc_get_lat", 8, []),
     ("ompi", "osc_fop_lat", 8, []), ("ompi", "osc_cas_lat", 8, []),
 ]
-MPI_KINDS = {"mpi": ("mpich", "mpich"), "ompi": ("openmpi", "ompi")}   # launch --impl, suffix
-OSC_RUNS = {}   # (rep, kind, transport) -> mpi_osc's rows by op
 
 
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="3 repetitions, fewer iterations")
     p.add_argument("--in-guest", action="store_true",
                    help="boot the verbs tier's guest and run there (results to --out on the host)")
-
-
-def iters(test, size, quick):
-    if not is_bw(test):
-        return 1000 if quick else 3000
-    return max(20, min(2000, (8 << 20 if quick else 32 << 20) // size))
-
-
-LATENCY_TESTS = ("ucp_fadd", "ucp_cswap")   # round trips, reported as latency
-
-
-def is_bw(test):
-    return not (test.endswith("_lat") or test in LATENCY_TESTS)
 
 
 def transports():
@@ -94,44 +78,6 @@ def transports():
                "UCX_WARN_UNUSED_ENV_VARS": "n"}
         both.append(Transport(tl, tl + ",ud_zcopy:aux", (tl, DEV), ours=True, extra_env=env))
     return both
-
-
-def mpi_program_name(test):
-    """Which MPI program measures an MPI figure."""
-    if test == "window_bw":
-        return "rotbuf"
-    return "mpi_osc" if test.startswith("osc") else "pingpong"
-
-
-def mpi_program(ctx, kind, name):
-    """The MPI program `name` built for kind's MPI, or None."""
-    impl, suffix = MPI_KINDS[kind]
-    if name == "rotbuf":
-        return find_rotbuf(ctx) if impl == "mpich" else None
-    d = "perf" if name == "mpi_osc" else "mpi_glue"
-    p = os.path.join(ctx.build, d, "%s.%s" % (name, suffix))
-    return p if os.access(p, os.X_OK) else None
-
-
-def one_mpi(ctx, t, kind, test, size, quick, timeout, rep):
-    impl, prog = MPI_KINDS[kind][0], mpi_program(ctx, kind, mpi_program_name(test))
-    if test.startswith("pingpong"):
-        rows = mpi_run(ctx, t, [prog, "-s", str(size), "--csv",
-                                "-", "-i", "200" if quick else "500"], "bytes", timeout * 4,
-                       impl=impl)
-        return float(rows[0]["bw_MBps" if is_bw(test) else "lat_us_median"])
-    if test == "window_bw":
-        rows = mpi_run(ctx, t, [prog, "-s", str(size), "-m", "bw",
-                                "-b", "16M" if quick else "64M", "--csv"], "test", timeout * 4,
-                       impl=impl)
-        return float(rows[0]["bw_MBps_p50"])
-    # one mpi_osc run per transport, MPI and repetition gives all its ops
-    key = (rep, kind, t.name)
-    if key not in OSC_RUNS:
-        OSC_RUNS[key] = {r["op"]: r for r in mpi_run(
-            ctx, t, [prog, "-s", "8", "-i",
-                     "300" if quick else "1000", "--csv"], "op", timeout * 4, impl=impl)}
-    return float(OSC_RUNS[key][test.split("_")[1]]["lat_us_median"])
 
 
 def one(ctx, t, kind, test, size, extra, quick, timeout, rep=0):

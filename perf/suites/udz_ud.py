@@ -44,7 +44,7 @@ from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd, spawn, stop
 from benchlib.stats import Recorder, rotated
-from suites.rdmach_rc import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
+from benchlib.verbsfig import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
 
 NAME = "udz-ud"
 HELP = "ud_zcopy's UD verbs wire vs ud_verbs and rc_verbs on a verbs port (Soft-RoCE, guest)"

@@ -14,7 +14,6 @@ targets.csv, unimem.png and meta.json and prints the table. Targets: unimem >= 1
 latency than tcp at 8 B, and within 1.5x of posix,cma at 8 B.
 """
 
-import csv
 import os
 import shutil
 import statistics
@@ -27,7 +26,7 @@ from benchlib import fmt_size
 from benchlib.env import STOCK, Ctx, Transport
 from benchlib.mpi import find_pingpong, mpi_cmd, parse_csv_rows
 from benchlib.plots import pyplot, save
-from benchlib.report import print_checks
+from benchlib.report import print_checks, write_csv
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.stats import cpu_stall_us, rotated, stall_fraction
 
@@ -162,14 +161,6 @@ def check_targets(ctx, raw, summary, reps):
               [(name, "%.3f" % val, op, "%.2f" % lim, "yes" if met else "no")
                for name, val, op, lim, met in targets])
     return targets
-
-
-def write_csv(path, header, rows):
-    """CSV with the values as formatted (a name such as posix,cma is quoted)."""
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(header.split(","))
-        w.writerows(rows)
 
 
 def print_tables(ctx, summary, targets, reps, lat_iters, bw_iters, notes):
