@@ -172,11 +172,14 @@ static pair_case_t cases[] = {
     /* UCP emulates atomics with active messages, unless the transport has device atomics
      * (rdmach on a verbs port: tests/verbs checks they went through the wire) */
     CASE("amo", up_amo_case, "rx_am>0|tx_atomic>0,rx_corrupt==0", NULL),
-    /* the same on memory UCP allocates (Open MPI's Win_allocate): rdmach's and unimem's mds
-     * allocate it mapped, so puts and gets are stores and loads, and rdmach's atomics CPU
-     * atomics; main() gives the other transports the plain expectations */
-    CASE("rma_alloc", up_rma_case, "rma_mapped>0", "UCP_OPS_ALLOCATE=1"),
-    CASE("amo_alloc", up_amo_case, "atomic_cpu>0,atomic_served==0,rx_corrupt==0",
+    /* the same on memory UCP allocates (Open MPI's Win_allocate): on shared memory it is a
+     * file the peer maps (the posix or sysv md's), so rdmach's and unimem's puts and gets are
+     * stores and loads, and rdmach's atomics CPU atomics; on rdmach's RC wire alone
+     * (tests/verbs: no shared-memory device, so UCP closes those mds and allocates
+     * anonymous memory) they go through the QPs, atomics the device's. main() gives the
+     * other transports the plain expectations */
+    CASE("rma_alloc", up_rma_case, "rma_mapped>0|wire_posts>0", "UCP_OPS_ALLOCATE=1"),
+    CASE("amo_alloc", up_amo_case, "atomic_cpu>0|wire_atomics>0,atomic_served==0,rx_corrupt==0",
          "UCP_OPS_ALLOCATE=1"),
     /* rdmach on shared memory: small puts and gets on memory it cannot map (the rma case's
      * malloc'd region, MPI_Win_create) are served by the target's progress (on its RC wire
