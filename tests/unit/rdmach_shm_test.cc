@@ -846,8 +846,10 @@ TEST(RdmachWireShm, ALargeRmaIsCopiedWithTheOwnersProgress)
     rdmach_rx_t rx{};
     uint32_t id;
     const size_t len = 8 * 1024 * 1024;
-    std::vector<uint8_t> src = pattern(len, 3), dst(len);
-    rdmach_wire_iov_t iov = {dst.data(), len, nullptr};
+    std::vector<uint8_t> src = pattern(len, 3);
+    // more destinations than the wire remembers: a buffer copied into again at once would be
+    // the reader's alone (ABufferCopiedIntoAgainGoesInFixedHalves)
+    std::vector<std::vector<uint8_t>> dst(5, std::vector<uint8_t>(len));
     std::atomic<bool> stop{false};
 
     ASSERT_EQ(0, b.ops->attach(b.w, a.addr.data(), &peer));
@@ -859,9 +861,11 @@ TEST(RdmachWireShm, ALargeRmaIsCopiedWithTheOwnersProgress)
         }
     });
     for (int i = 0; (i < 200) && (a.wire_stats.copy_helped == 0); ++i) {
+        std::vector<uint8_t> &to = dst[i % dst.size()];
+        rdmach_wire_iov_t iov = {to.data(), len, nullptr};
         ASSERT_EQ(0, b.ops->rma(b.w, peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
                                 len, 0, nullptr, nullptr));
-        ASSERT_EQ(src, dst);
+        ASSERT_EQ(src, to);
     }
     stop = true;
     owner.join();
