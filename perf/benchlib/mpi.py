@@ -172,3 +172,10 @@ def find_rotbuf(ctx):
 def find_pingpong(ctx):
     p = os.path.join(ctx.build, "mpi_glue", "pingpong.mpich")
     return p if os.access(p, os.X_OK) else None
+
+
+def p2p_args(prog, mode, sizes):
+    """perf/mpi_p2p's arguments for a mode of perf/bench p2p: lat, bw, bibw, mbw, and bw-rot or
+    bibw-rot (each receive of a window into its own buffer); --csv."""
+    base, _, rot = mode.partition("-")
+    return [prog, "-m", base, "-r", "rotate" if rot else "one", "-s", str(sizes), "--csv"]

@@ -23,7 +23,7 @@ import statistics
 
 from benchlib import fmt_size
 from benchlib.env import STOCK, Ctx, Transport, ext_preload, snapshot_preload
-from benchlib.mpi import find_perf_mpi, find_pingpong, mpi_cmd, parse_csv_rows
+from benchlib.mpi import find_perf_mpi, find_pingpong, mpi_cmd, p2p_args, parse_csv_rows
 from benchlib.perftest import measure
 from benchlib.proc import MeasureError, log, run as run_cmd
 from benchlib.stats import rotated
@@ -69,15 +69,13 @@ def one(ctx, bctx, t, kind, test, size, quick, timeout):
         r = measure(env, test, size, quick, pin=ctx.pin, timeout=timeout)
         return r["bw_MBps"] if test.endswith("_bw") else r["lat_us"]
     if kind == "p2p":
-        mode, _, rot = test.partition("-")
-        args = [ctx.meta["p2p"], "-m", mode, "-r", "rotate" if rot else "one", "-s", str(size),
-                "--csv"]
+        args = p2p_args(ctx.meta["p2p"], test, size)
         cmd, env = mpi_cmd(bctx, t, args, launch_timeout=int(timeout * 4))
         rc, out, err = run_cmd(cmd, env, timeout * 4 + 30)
         rows = parse_csv_rows(out, "mode")
         if not rows:
             raise MeasureError("mpi_p2p over %s: rc %d %s" % (t.name, rc, err[-300:]))
-        return float(rows[0]["lat_us_mean" if mode == "lat" else "bw_MBps_mean"])
+        return float(rows[0]["lat_us_mean" if test == "lat" else "bw_MBps_mean"])
     args = [ctx.meta["pingpong"], "-s", str(size), "--csv", "-", "-i",
             "5000" if quick else "20000"]
     cmd, env = mpi_cmd(bctx, t, args, launch_timeout=int(timeout * 4))

@@ -28,7 +28,7 @@ import time
 import counters
 
 from benchlib.env import Ctx
-from benchlib.mpi import HOSTS_SH, hosts_launch, mpi_run_carried, parse_csv_rows, pinned
+from benchlib.mpi import HOSTS_SH, hosts_launch, mpi_run_carried, p2p_args, parse_csv_rows, pinned
 from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
@@ -89,8 +89,7 @@ def measure(ctx, t, impl, mode, sizes, quick, timeout, veth=None):
     prog = os.path.join(ctx.build, "perf", "mpi_p2p." + ("ompi" if impl == "openmpi" else "mpich"))
     # OSU's iterations per size class unless quick
     iters = ["-i", "300" if mode == "lat" else "30"] if quick else []
-    base, _, rot = mode.partition("-")
-    args = [prog, "-m", base, "-r", "rotate" if rot else "one", "-s", sizes] + iters + ["--csv"]
+    args = p2p_args(prog, mode, sizes) + iters
     if veth:
         rc, out, err = veth_run_carried(ctx, t, args, timeout, impl, veth)
     else:

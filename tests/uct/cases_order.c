@@ -660,17 +660,14 @@ static int atomic_order_initiator(ut_t *t, ut_buf_t *buf, uint64_t raddr, uct_rk
  * md allocated (on shm: mapped by the initiator, CPU atomics, as MPI_Win_allocate's). */
 int case_atomic_order(ut_t *t)
 {
-    size_t rkey_len = t->md_attr.rkey_packed_size, data_len;
     uct_rkey_bundle_t rkey2 = {.rkey = UCT_INVALID_RKEY};
-    uint8_t rkey_buf[1024];
-    ucs_status_t status;
     ut_buf_t buf, region2;
+    size_t data_len;
     uint64_t addr2;
     int result;
 
     if (!(t->attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) ||
-        !(t->attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_SWAP)) ||
-        (8 + rkey_len > sizeof(rkey_buf))) {
+        !(t->attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_SWAP))) {
         if (t->pair->role == PAIR_INITIATOR) {
             pair_log(t->pair, "skip: %s has no put_zcopy or no 64-bit atomic swap", t->tl);
         }
@@ -686,11 +683,8 @@ int case_atomic_order(ut_t *t)
         if (ut_buf_alloc_md(t, &region2, AORDER_DATA_OFF + data_len) != 0) {
             return PAIR_FAIL;
         }
-        status = uct_md_mkey_pack(t->md, region2.memh, rkey_buf + 8);
-        addr2  = (uintptr_t)region2.addr;
-        memcpy(rkey_buf, &addr2, 8);
-        if ((status != UCS_OK) || (pair_send(t->pair, rkey_buf, 8 + rkey_len) != 0)) {
-            pair_log(t->pair, "uct_md_mkey_pack: %s", ucs_status_string(status));
+        if (ut_send_region(t, &region2) != 0) {
+            ut_buf_free(t, &region2);
             return PAIR_FAIL;
         }
         result = atomic_order_target(t, region2.addr, data_len, AORDER_SEED + 0x100);
@@ -707,12 +701,9 @@ int case_atomic_order(ut_t *t)
     result = atomic_order_initiator(t, &buf, t->peer_addr, t->peer_rkey.rkey, data_len,
                                     AORDER_SEED, "registered memory");
     if (result == PAIR_PASS) {
-        if ((pair_recv(t->pair, rkey_buf, sizeof(rkey_buf)) != (ssize_t)(8 + rkey_len)) ||
-            (uct_rkey_unpack(t->component, rkey_buf + 8, &rkey2) != UCS_OK)) {
-            pair_log(t->pair, "no rkey to the md's memory from the target");
+        if (ut_recv_region(t, &addr2, &rkey2) != 0) {
             result = PAIR_FAIL;
         } else {
-            memcpy(&addr2, rkey_buf, 8);
             result = atomic_order_initiator(t, &buf, addr2, rkey2.rkey, data_len,
                                             AORDER_SEED + 0x100, "memory the md allocated");
             uct_rkey_release(t->component, &rkey2);

@@ -424,14 +424,13 @@ int case_rkeys(ut_t *t)
     static const uint64_t puts[] = {UCT_IFACE_FLAG_PUT_SHORT, UCT_IFACE_FLAG_PUT_BCOPY,
                                     UCT_IFACE_FLAG_PUT_ZCOPY};
     static const uint64_t gets[] = {UCT_IFACE_FLAG_GET_BCOPY, UCT_IFACE_FLAG_GET_ZCOPY};
-    size_t rkey_len = t->md_attr.rkey_packed_size, len, i, off;
-    uint8_t rkey_buf[1024];
     uct_rkey_bundle_t rkey2 = {.rkey = UCT_INVALID_RKEY};
+    size_t len, i, off;
     ucs_status_t status;
     uint64_t addr2;
     ut_buf_t region2, buf;
     ut_comp_t comp;
-    ssize_t n, bad;
+    ssize_t bad;
     int ok = 1;
 
     if (!(t->attr.cap.flags & (UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
@@ -458,11 +457,7 @@ int case_rkeys(ut_t *t)
         /* region 2 holds the background pattern shifted by 1000 bytes: gets can tell them apart */
         ut_bg_fill(region2.addr, 0, region2.len);
         memmove(region2.addr, region2.addr + 1000, region2.len - 1000);
-        status = uct_md_mkey_pack(t->md, region2.memh, rkey_buf + 8);
-        addr2  = (uintptr_t)region2.addr;
-        memcpy(rkey_buf, &addr2, 8);
-        if ((status != UCS_OK) || (pair_send(t->pair, rkey_buf, 8 + rkey_len) != 0)) {
-            pair_log(t->pair, "uct_md_mkey_pack: %s", ucs_status_string(status));
+        if (ut_send_region(t, &region2) != 0) {
             return PAIR_FAIL;
         }
         /* gets first (region 2 must still be pristine), then the puts are checked */
@@ -483,14 +478,8 @@ int case_rkeys(ut_t *t)
         return result;
     }
 
-    n = pair_recv(t->pair, rkey_buf, sizeof(rkey_buf));
-    if (n != (ssize_t)(8 + rkey_len)) {
-        return PAIR_FAIL;
-    }
-    memcpy(&addr2, rkey_buf, 8);
-    status = uct_rkey_unpack(t->component, rkey_buf + 8, &rkey2);
-    if ((status != UCS_OK) || (ut_buf_alloc(t, &buf, rkeys_region_len(t)) != 0)) {
-        pair_log(t->pair, "uct_rkey_unpack: %s", ucs_status_string(status));
+    if ((ut_recv_region(t, &addr2, &rkey2) != 0) ||
+        (ut_buf_alloc(t, &buf, rkeys_region_len(t)) != 0)) {
         return PAIR_FAIL;
     }
 

@@ -621,3 +621,43 @@ const char *ut_cap_names(void)
     }
     return names;
 }
+
+int ut_send_region(ut_t *t, const ut_buf_t *buf)
+{
+    size_t rkey_len = t->md_attr.rkey_packed_size;
+    uint64_t addr   = (uintptr_t)buf->addr;
+    uint8_t msg[1024];
+    ucs_status_t status;
+
+    if (8 + rkey_len > sizeof(msg)) {
+        pair_log(t->pair, "a packed rkey of %zu bytes", rkey_len);
+        return -1;
+    }
+    status = uct_md_mkey_pack(t->md, buf->memh, msg + 8);
+    memcpy(msg, &addr, 8);
+    if ((status != UCS_OK) || (pair_send(t->pair, msg, 8 + rkey_len) != 0)) {
+        pair_log(t->pair, "uct_md_mkey_pack: %s", ucs_status_string(status));
+        return -1;
+    }
+    return 0;
+}
+
+int ut_recv_region(ut_t *t, uint64_t *addr, uct_rkey_bundle_t *rkey)
+{
+    size_t rkey_len = t->md_attr.rkey_packed_size;
+    uint8_t msg[1024];
+    ucs_status_t status;
+
+    if ((8 + rkey_len > sizeof(msg)) ||
+        (pair_recv(t->pair, msg, sizeof(msg)) != (ssize_t)(8 + rkey_len))) {
+        pair_log(t->pair, "no region from the peer");
+        return -1;
+    }
+    memcpy(addr, msg, 8);
+    status = uct_rkey_unpack(t->component, msg + 8, rkey);
+    if (status != UCS_OK) {
+        pair_log(t->pair, "uct_rkey_unpack: %s", ucs_status_string(status));
+        return -1;
+    }
+    return 0;
+}

@@ -103,6 +103,11 @@ int  ut_buf_alloc(ut_t *t, ut_buf_t *buf, size_t len);
 /* Memory the md allocates where it can (rdmach: shared memory its peers map, as UCP's
  * ucp_mem_map with ALLOCATE and so MPI_Win_allocate get), else as ut_buf_alloc. */
 int  ut_buf_alloc_md(ut_t *t, ut_buf_t *buf, size_t len);
+/* Another region for the peer's RMA: its address and packed rkey over the pair's socket;
+ * the peer takes them with ut_recv_region (release its rkey with uct_rkey_release). 0 or -1,
+ * with a diagnostic. */
+int  ut_send_region(ut_t *t, const ut_buf_t *buf);
+int  ut_recv_region(ut_t *t, uint64_t *addr, uct_rkey_bundle_t *rkey);
 void ut_buf_free(ut_t *t, ut_buf_t *buf);
 
 /* Completion objects for zcopy/get operations. */
