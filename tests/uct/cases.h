@@ -32,6 +32,7 @@ int case_pending(ut_t *t);     /* fill to NO_RESOURCE, pending_add, all arrive o
 int case_peer_death(ut_t *t);      /* target SIGKILLed while idle: error within 10 s */
 int case_peer_death_full(ut_t *t); /* ... while the ep is out of resources with pending requests */
 int case_hostile_serve(ut_t *t); /* rdmach: forged served requests (cases_hostile.c) */
+int case_hostile_serve_rc(ut_t *t); /* ... over RC, which serves none: dropped, counted */
 int case_ep_churn(ut_t *t);    /* eps made, used, destroyed, again (UT_CHURN_CYCLES, default 40) */
 int case_ep_is_connected(ut_t *t); /* UCT 1.22: the ep knows its peer's address from others' */
 

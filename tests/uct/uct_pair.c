@@ -115,6 +115,7 @@ static pair_case_t cases[] = {
     CASE(ep_churn, "rx_am>0,rx_corrupt==0"),
     CASE(ep_is_connected, NULL),
     CASE(hostile_serve, "serve_dropped>=2,serve_refused>=3,served>=2"),
+    CASE(hostile_serve_rc, "serve_dropped>=4,rx_corrupt>=4"),
     CASE(rkey_access, "put_denied>0,get_denied>0"),
     {"dereg_revokes", run_case, (void*)case_dereg_revokes, "ztx_revoked>0",
      "UCX_UD_ZCOPY_ZC_WINDOW=256k", 0, 0},
