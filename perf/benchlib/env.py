@@ -63,6 +63,20 @@ def perf_build_dir():
 _PRELOAD_CACHE = {}
 
 
+def build_env_script(build):
+    """The scripts/env of the tree build was configured from (an older build's layout may
+    differ from this tree's, e.g. a reference build of `perf/bench ab`), else this tree's."""
+    try:
+        with open(os.path.join(build, "meson-info", "meson-info.json")) as f:
+            src = json.load(f)["directories"]["source"]
+        script = os.path.join(src, "scripts", "env")
+        if os.access(script, os.X_OK):
+            return script
+    except (OSError, ValueError, KeyError):
+        pass
+    return os.path.join(TOP, "scripts", "env")
+
+
 def ext_preload(build):
     """Colon list of the project's built transports (what `scripts/env` exports), or ''."""
     if build in _PRELOAD_CACHE:
@@ -71,7 +85,7 @@ def ext_preload(build):
         return ""   # plugins: nothing is preloaded (Ctx.plugin_env)
     env = dict(os.environ, UCXEXT_BUILD=build)
     pre = ""
-    script = os.path.join(TOP, "scripts", "env")
+    script = build_env_script(build)
     if os.access(script, os.X_OK):
         rc, out, _ = run(["bash", "-c", 'eval "$("$0")" && printf %s "$UCXEXT_PRELOAD"', script],
                          env, 30)
