@@ -57,9 +57,8 @@ ucs_status_t uct_rdmach_amo_init(uct_rdmach_iface_t *iface)
     iface->amo_inflight = 0;
     iface->amo_free = NULL;
     iface->amo_pool = NULL;
-    /* a wire without device atomics reaches memory on this host: CPU atomics */
-    iface->amo_cpu  = (iface->wire->ops->atomic64 == NULL) &&
-                      (iface->wire->ops->ep_addr_len == 0);
+    /* a wire without device atomics that reaches memory on this host: CPU atomics */
+    iface->amo_cpu  = (iface->wire->ops->atomic64 == NULL) && iface->wire->ops->caps.this_host;
     if (!iface->amo_cpu && ((iface->wire->ops->atomic64 == NULL) || !iface->wire->atomics)) {
         return UCS_OK;
     }

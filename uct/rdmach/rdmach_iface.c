@@ -148,39 +148,39 @@ static ucs_status_t uct_rdmach_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         /* below it the receiver asks for the data (RTR) and the sender pipelines it through
          * the ring; put's floor too, else rendezvous falls back to put_zcopy */
         .zcopy_thresh  = iface->zcopy_thresh,
-        .latency       = 80e-9
+        .latency       = iface->wire->latency
     };
 
-    const rdmach_wire_t *wire = iface->wire;
+    const rdmach_wire_t *wire      = iface->wire;
+    const rdmach_wire_caps_t *wcap = &wire->ops->caps;
 
     ucx_ext_sm_iface_query(&iface->super, wire->ops->iface_addr_len, &caps, attr);
-    if (wire->ops->ep_addr_len == 0) {
-        /* shared memory: BW is one core's copy rate, and a zero copy is shared by the two
+    attr->overhead = wcap->overhead;
+    if (wcap->this_host) {
+        /* the copy model's BW is one core's copy rate; shm's zero copy is shared by the two
          * processes (cooperative zero copy, rdmach_shm_copy.c). UCP also splits a rendezvous
          * over every lane within MULTI_LANE_MAX_RATIO (4) of the best one: at one core's rate
          * ud_zcopy's loopback (4.8 GB/s) qualified, and with UCX_TLS=rdmach,ud_zcopy a
          * quarter of every on-host 1 MiB message went through UDP (MPICH bandwidth 7.0 GB/s
          * against 12.7 with rdmach alone). */
-        attr->bandwidth.dedicated *= 2;
-    }
-    if (wire->ops->dev_addr_len != 0) {
-        attr->device_addr_len = wire->ops->dev_addr_len;   /* not this host's */
-    }
-    if (wire->ops->ep_addr_len != 0) {
-        /* a network wire (RC): ep to ep; put_short is an inline WRITE; zero copy from
-         * ZCOPY_THRESH (auto: any size, as UCP finds worth it against registration) */
-        attr->cap.flags          &= ~(uint64_t)UCT_IFACE_FLAG_CONNECT_TO_IFACE;
-        attr->cap.flags          |= UCT_IFACE_FLAG_CONNECT_TO_EP |
-                                    UCX_EXT_IFACE_FLAG_INTER_NODE;
-        attr->ep_addr_len         = wire->ops->ep_addr_len;
-        attr->cap.put.min_zcopy   = iface->zcopy_thresh;
-        attr->cap.get.min_zcopy   = iface->zcopy_thresh;
-        attr->cap.put.max_iov     = ucs_min(attr->cap.put.max_iov, RDMACH_WIRE_MAX_IOV);
-        attr->cap.get.max_iov     = ucs_min(attr->cap.get.max_iov, RDMACH_WIRE_MAX_IOV);
-        attr->latency             = ucs_linear_func_make(wire->latency, 0);
+        attr->bandwidth.dedicated *= wcap->copy_cores;
+    } else {
+        /* other hosts: the wire's device address, the port's bandwidth */
+        attr->device_addr_len     = wire->ops->dev_addr_len;
+        attr->cap.flags          |= UCX_EXT_IFACE_FLAG_INTER_NODE;
         attr->bandwidth.dedicated = 0;
         attr->bandwidth.shared    = wire->bandwidth;
-        attr->overhead            = 75e-9;
+    }
+    if (wcap->to_ep) {
+        /* ep to ep (RC); zero copy from ZCOPY_THRESH also for put and get (auto: any size, as
+         * UCP finds worth it against registration) */
+        attr->cap.flags        &= ~(uint64_t)UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+        attr->cap.flags        |= UCT_IFACE_FLAG_CONNECT_TO_EP;
+        attr->ep_addr_len       = wire->ops->ep_addr_len;
+        attr->cap.put.min_zcopy = iface->zcopy_thresh;
+        attr->cap.get.min_zcopy = iface->zcopy_thresh;
+        attr->cap.put.max_iov   = ucs_min(attr->cap.put.max_iov, RDMACH_WIRE_MAX_IOV);
+        attr->cap.get.max_iov   = ucs_min(attr->cap.get.max_iov, RDMACH_WIRE_MAX_IOV);
     }
     uct_rdmach_amo_query(iface, attr);
     if (uct_rdmach_wire_event_fd(wire) >= 0) {
@@ -203,7 +203,7 @@ static ucs_status_t uct_rdmach_iface_get_device_address(uct_iface_h tl_iface,
 {
     rdmach_wire_t *wire = ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire;
 
-    if (wire->ops->dev_addr_len == 0) {
+    if (wire->ops->caps.this_host) {
         return ucx_ext_sm_get_device_address(tl_iface, addr);
     }
     wire->ops->pack_dev_addr(wire, addr);
@@ -217,12 +217,11 @@ static int uct_rdmach_iface_is_reachable(const uct_iface_h tl_iface,
     rdmach_wire_t *wire = ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire;
     rdmach_wire_addr_t info;
 
-    if ((wire->ops->dev_addr_len == 0) &&
-        !ucx_ext_sm_is_same_host(dev_addr)) {
+    if (wire->ops->caps.this_host && !ucx_ext_sm_is_same_host(dev_addr)) {
         return 0;
     }
-    /* without an iface address only the device can be judged (shm: done above) */
-    if ((iface_addr == NULL) && (wire->ops->dev_addr_len == 0)) {
+    /* without an iface address only the device can be judged (this host: done above) */
+    if ((iface_addr == NULL) && wire->ops->caps.this_host) {
         return 1;
     }
     return wire->ops->unpack_addr(wire, dev_addr, iface_addr, &info) == 0;
@@ -360,7 +359,7 @@ static ucs_status_t uct_rdmach_iface_event_arm(uct_iface_h tl_iface, unsigned ev
     }
 
     if ((status != UCS_OK) ||
-        (!(events & UCX_EXT_EVENTS_RECV) && (iface->wire->ops->ep_addr_len == 0))) {
+        (!(events & UCX_EXT_EVENTS_RECV) && !iface->wire->ops->caps.arm_sends)) {
         return status;
     }
     rdmach_poller_sleep(&iface->poller, __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE));
@@ -400,19 +399,15 @@ static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *if
     return count;
 }
 
-/* A wire without completions to poll (shm): the rings and the pending queue only. */
+/* The wire's completions (RC's CQ; shm's desk of peers' cooperative copies), what they
+ * unblock (stalled atomics, fenced eps, rings of closed connections), then the rings and the
+ * pending queue. */
 static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
-{
-    return uct_rdmach_iface_poll(ucs_derived_of(tl_iface, uct_rdmach_iface_t));
-}
-
-/* A wire with completions (RC's CQ): chosen at iface open, so the other pays no test for it. */
-static unsigned uct_rdmach_iface_progress_wire(uct_iface_h tl_iface)
 {
     uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
     unsigned count            = iface->wire->ops->progress(iface->wire);
 
-    /* rings of closed connections whose QPs are quiet come back now (RC), not on shm's path */
+    /* rings of closed connections whose QPs are quiet come back now (RC) */
     if (ucs_unlikely(iface->wire->reap_ready != 0)) {
         uct_rdmach_iface_reap(iface, 1);
     }
@@ -435,7 +430,7 @@ static ucs_status_t uct_rdmach_iface_flush(uct_iface_h tl_iface, unsigned flags,
     ucs_status_t status;
     int ret;
 
-    if ((comp != NULL) && (iface->wire->ops->ep_addr_len != 0)) {
+    if ((comp != NULL) && !iface->wire->ops->caps.flush_comp) {
         return UCS_ERR_UNSUPPORTED;   /* as UCX's RC transports: the caller polls */
     }
     ucs_memory_cpu_store_fence();
@@ -610,19 +605,15 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
         goto err_free;
     }
     self->next_ring     = self->wire->next_ring;
-    self->put_max_short = (wire_ops->ep_addr_len != 0) ?
-                          ucs_min(self->max_short, self->wire->max_inline) : self->max_short;
+    self->put_max_short = ucs_min(self->max_short, self->wire->max_inline);
     if (config->eager_limit == UCS_MEMUNITS_AUTO) {
-        self->eager_limit = (wire_ops->ep_addr_len != 0) ? UCS_KBYTE * 256 : UCS_KBYTE * 64;
+        self->eager_limit = wire_ops->caps.eager_limit;
     }
     if (config->zcopy_thresh == UCS_MEMUNITS_AUTO) {
-        self->zcopy_thresh = (wire_ops->ep_addr_len != 0) ? 0 : UCS_KBYTE * 64;
+        self->zcopy_thresh = wire_ops->caps.zcopy_thresh;
     }
     if (wire_ops->peer_closed != NULL) {
         self->x.peer_closed = uct_rdmach_ep_peer_closed;
-    }
-    if (wire_ops->progress != NULL) {
-        self->super.super.super.ops.iface_progress = uct_rdmach_iface_progress_wire;
     }
     status = uct_rdmach_amo_init(self);
     if (status != UCS_OK) {

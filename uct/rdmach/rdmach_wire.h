@@ -149,10 +149,12 @@ typedef struct rdmach_wire {
     volatile uint8_t        *doorbells;   /* [max_rings], local: the poller reads them */
     volatile uint32_t       *next_ring;   /* ring claim counter, local: senders bump it */
     size_t                  size;         /* bytes of the receive side (for messages) */
-    /* A network wire's speed, for UCP's lane choice (0: the glue's shared-memory figures) */
+    /* For UCP's lane choice: the latency, and a network wire's bandwidth (caps.this_host:
+     * 0, the glue's copy model) */
     double                  bandwidth;    /* bytes/s */
     double                  latency;      /* s */
-    size_t                  max_inline;   /* bytes a WRITE carries without registration */
+    size_t                  max_inline;   /* put_short's bytes (RC: a WRITE carries them
+                                           * without registration; shm: SIZE_MAX) */
     int                     atomics;      /* the device does atomic64 (RC: atomic_cap) */
     size_t                  rma_async_min;  /* rma with a comp may run on after return from
                                            * this size on, also to memory mapped here (shm:
@@ -200,8 +202,37 @@ typedef struct rdmach_wire_addr {
     char  name[RDMACH_WIRE_PEER_NAME_MAX];      /* for messages: "pid 1234" */
 } rdmach_wire_addr_t;
 
+/* What the glue needs to know of a wire to present it to UCT, so that it never asks which
+ * wire it runs on (mm's mappers to their base, in UCX's source). */
+typedef struct rdmach_wire_caps {
+    /* Peers on this host only: the device address is the host's identity (the sm base's),
+     * reachability is the same host, atomics on memory mapped here are the CPU's, and UCT's
+     * bandwidth is the sm base's copy model. Else the wire has a device address of its own
+     * (dev_addr_len), UCT's INTER_NODE, and the port's bandwidth (wire->bandwidth), shared
+     * by the iface's connections.
+     * shm: 1. RC: 0. */
+    int      this_host;
+    /* Eps connect ep to ep (ep_open, ep_connect; UCT's CONNECT_TO_EP), else to the peer's
+     * iface (attach, claim). shm: 0. RC: 1. */
+    int      to_ep;
+    /* Zero copies run on this many cores (shm's cooperative copy: both processes'), which
+     * multiplies the copy model's dedicated bandwidth. shm: 2. RC: 1 (unused). */
+    unsigned copy_cores;
+    /* UCX_RDMACH_EAGER_LIMIT and ZCOPY_THRESH when auto. shm: 64 KiB and 64 KiB. RC: 256 KiB
+     * and 0 (any size, as UCP finds worth it against registration). */
+    size_t   eager_limit, zcopy_thresh;
+    /* An iface flush with a completion (else UCS_ERR_UNSUPPORTED, as UCX's RC transports:
+     * the caller polls). shm: 1. RC: 0. */
+    int      flush_comp;
+    /* Arming for send events alone puts the wire to sleep too (its sends complete by
+     * events). shm: 0. RC: 1. */
+    int      arm_sends;
+    double   overhead;    /* s per operation, UCT's attr (shm 10 ns, RC 75 ns) */
+} rdmach_wire_caps_t;
+
 struct rdmach_wire_ops {
     const char *name;
+    rdmach_wire_caps_t caps;
 
     /* Memory domains (UCT mds) of this wire: names of at most max; returns how many. NULL: the
      * wire needs no registration and its devices belong to the register-only md.
@@ -341,7 +372,7 @@ struct rdmach_wire_ops {
                      uint32_t rkey, int cswap, uint64_t compare_add, uint64_t swap,
                      uint64_t *result, void *comp);
 
-    /* Completions to poll, from the iface's progress; returns how many. NULL: none.
+    /* Completions to poll, from the iface's progress; returns how many. Every wire has it.
      * shm: the chunks of peers' cooperative copies on our desk (one load when there are
      * none).
      * RC: polls the CQ: frees shadow slots and WQEs, calls complete() for RMA and flush. */

@@ -1593,6 +1593,16 @@ static unsigned rdmach_rc_reap(rdmach_wire_t *wire, int procs,
 
 const rdmach_wire_ops_t rdmach_wire_rc_ops = {
     .name           = "rc",
+    .caps           = {
+        .this_host    = 0,
+        .to_ep        = 1,
+        .copy_cores   = 1,
+        .eager_limit  = 256 * 1024,
+        .zcopy_thresh = 0,
+        .flush_comp   = 0,
+        .arm_sends    = 1,
+        .overhead     = 75e-9
+    },
     .query_domains  = rdmach_rc_query_domains,
     .domain_open    = rdmach_rc_domain_open,
     .domain_close   = rdmach_rc_domain_close,

@@ -130,8 +130,10 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
     if (w == NULL) {
         return -ENOMEM;
     }
-    w->super.params = *params;
-    w->max_peers    = params->max_peers;
+    w->super.params     = *params;
+    w->super.latency    = 80e-9;      /* a record's stores seen by the peer's poll */
+    w->super.max_inline = SIZE_MAX;   /* put_short is a process_vm_writev or a memcpy */
+    w->max_peers        = params->max_peers;
     w->peers        = calloc(w->max_peers, sizeof(*w->peers));
     w->rx_peer      = calloc(params->max_rings, sizeof(*w->rx_peer));
     w->free_credits = calloc(params->max_rings, sizeof(*w->free_credits));
@@ -687,6 +689,16 @@ static int rdmach_shm_peer_closed(const rdmach_wire_t *wire, const rdmach_wire_p
 
 const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .name           = "shm",
+    .caps           = {
+        .this_host    = 1,
+        .to_ep        = 0,
+        .copy_cores   = 2,
+        .eager_limit  = 64 * 1024,
+        .zcopy_thresh = 64 * 1024,
+        .flush_comp   = 1,
+        .arm_sends    = 0,
+        .overhead     = 10e-9
+    },
     .query_domains  = NULL,           /* the register-only md */
     .query_devices  = rdmach_shm_query_devices,
     .open           = rdmach_shm_open,
