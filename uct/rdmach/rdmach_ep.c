@@ -210,97 +210,112 @@ UCS_CLASS_DEFINE_DELETE_FUNC(uct_rdmach_ep_t, uct_ep_t);
 
 /* ---- active messages: the ring ---- */
 
+typedef enum {
+    UCT_RDMACH_SEND_SHORT,       /* header + payload */
+    UCT_RDMACH_SEND_SHORT_IOV,   /* an iov list */
+    UCT_RDMACH_SEND_BCOPY        /* what pack_cb writes */
+} uct_rdmach_send_t;
+
+/* The one send of an active message (after UCX's mm_ep.c): room in the ring, the record's
+ * data, the commit (the piggybacked head mark; on RC the WRITE) and the counters. send is a
+ * constant in each caller, so each folds to its own straight path. */
+static UCS_F_ALWAYS_INLINE ssize_t
+uct_rdmach_ep_am_send(uct_rdmach_send_t send, uct_rdmach_ep_t *ep, uint8_t id, uint64_t header,
+                      const void *payload, unsigned length, const uct_iov_t *iov,
+                      size_t iovcnt, uct_pack_callback_t pack_cb, void *arg, unsigned flags)
+{
+    uct_rdmach_iface_t *iface;
+    rdmach_rec_hdr_t *rec;
+    ucs_iov_iter_t iov_iter;
+    uint32_t max_span, to_end;
+    size_t len;
+
+    UCT_CHECK_AM_ID(id);
+    if (ucs_unlikely(ucx_ext_ep_must_queue(&ep->super))) {
+        return ucx_ext_ep_no_resource(&ep->super, flags);
+    }
+
+    switch (send) {
+    case UCT_RDMACH_SEND_SHORT:
+        len = length + sizeof(header);
+        rec = rdmach_tx_reserve(ep->tx, len);
+        if (ucs_unlikely(rec == NULL)) {
+            return ucx_ext_ep_no_resource(&ep->super, flags);
+        }
+        *(uint64_t*)(rec + 1) = header;
+        memcpy((uint8_t*)(rec + 1) + sizeof(header), payload, length);
+        break;
+    case UCT_RDMACH_SEND_SHORT_IOV:
+        len = uct_iov_total_length(iov, iovcnt);
+        rec = rdmach_tx_reserve(ep->tx, len);
+        if (ucs_unlikely(rec == NULL)) {
+            return ucx_ext_ep_no_resource(&ep->super, flags);
+        }
+        ucs_iov_iter_init(&iov_iter);
+        uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
+        break;
+    default:
+        /* the packer may advance the caller's state, so room is ensured before it runs */
+        iface    = ucs_derived_of(ep->super.super.super.iface, uct_rdmach_iface_t);
+        max_span = ep->tx->geom.max_span;
+        to_end   = rdmach_tx_to_end(ep->tx);
+        if (ucs_likely(to_end >= max_span)) {
+            if (ucs_unlikely(!rdmach_tx_ensure(ep->tx, max_span))) {
+                return ucx_ext_ep_no_resource(&ep->super, flags);
+            }
+            rec = (rdmach_rec_hdr_t*)rdmach_tx_slot(ep->tx, ep->tx->geom.nslots - to_end);
+            len = pack_cb(rec + 1, arg);
+        } else {
+            /* near the ring end the length decides whether a pad is needed: pack aside */
+            if (ucs_unlikely(!rdmach_tx_ensure(ep->tx, to_end + max_span))) {
+                return ucx_ext_ep_no_resource(&ep->super, flags);
+            }
+            len = pack_cb(iface->bounce, arg);
+            rec = rdmach_tx_reserve(ep->tx, len);
+            ucs_assert(rec != NULL);
+            memcpy(rec + 1, iface->bounce, len);
+        }
+        ucs_assertv(len <= iface->chunk_size, "am_bcopy length %zu > chunk %zu", len,
+                    iface->chunk_size);
+        break;
+    }
+    rdmach_tx_commit(ep->tx, rec, id, (uint32_t)len);
+
+    if (send == UCT_RDMACH_SEND_BCOPY) {
+        UCT_RDMACH_COUNT(tx_am_bcopy, 1);
+    } else {
+        UCT_RDMACH_COUNT(tx_am_short, 1);
+    }
+    UCT_RDMACH_COUNT(tx_bytes, len);
+    return (send == UCT_RDMACH_SEND_BCOPY) ? (ssize_t)len : UCS_OK;
+}
 
 ucs_status_t uct_rdmach_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                     const void *payload, unsigned length)
 {
-    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    rdmach_rec_hdr_t *rec;
-    uint8_t *data;
-
-    UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(length + sizeof(header), 0,
                      ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short, "am_short");
-
-    rec = ucx_ext_ep_must_queue(&ep->super) ? NULL :
-          rdmach_tx_reserve(ep->tx, length + sizeof(header));
-    if (ucs_unlikely(rec == NULL)) {
-        return ucx_ext_ep_no_resource(&ep->super, 0);
-    }
-    data = (uint8_t*)(rec + 1);
-    *(uint64_t*)data = header;
-    memcpy(data + sizeof(header), payload, length);
-    rdmach_tx_commit(ep->tx, rec, id, length + sizeof(header));
-
-    UCT_RDMACH_COUNT(tx_am_short, 1);
-    UCT_RDMACH_COUNT(tx_bytes, length + sizeof(header));
-    return UCS_OK;
+    return (ucs_status_t)uct_rdmach_ep_am_send(UCT_RDMACH_SEND_SHORT,
+                                               ucs_derived_of(tl_ep, uct_rdmach_ep_t), id,
+                                               header, payload, length, NULL, 0, NULL, NULL, 0);
 }
 
 ucs_status_t uct_rdmach_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov,
                                         size_t iovcnt)
 {
-    uct_rdmach_ep_t *ep = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    size_t length       = uct_iov_total_length(iov, iovcnt);
-    ucs_iov_iter_t iov_iter;
-    rdmach_rec_hdr_t *rec;
-
-    UCT_CHECK_AM_ID(id);
-    UCT_CHECK_LENGTH(length, 0, ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short,
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0,
+                     ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t)->max_short,
                      "am_short_iov");
-
-    rec = ucx_ext_ep_must_queue(&ep->super) ? NULL : rdmach_tx_reserve(ep->tx, length);
-    if (ucs_unlikely(rec == NULL)) {
-        return ucx_ext_ep_no_resource(&ep->super, 0);
-    }
-    ucs_iov_iter_init(&iov_iter);
-    uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
-    rdmach_tx_commit(ep->tx, rec, id, (uint32_t)length);
-
-    UCT_RDMACH_COUNT(tx_am_short, 1);
-    UCT_RDMACH_COUNT(tx_bytes, length);
-    return UCS_OK;
+    return (ucs_status_t)uct_rdmach_ep_am_send(UCT_RDMACH_SEND_SHORT_IOV,
+                                               ucs_derived_of(tl_ep, uct_rdmach_ep_t), id, 0,
+                                               NULL, 0, iov, iovcnt, NULL, NULL, 0);
 }
 
 ssize_t uct_rdmach_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
                                void *arg, unsigned flags)
 {
-    uct_rdmach_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_rdmach_iface_t);
-    uct_rdmach_ep_t *ep       = ucs_derived_of(tl_ep, uct_rdmach_ep_t);
-    uint32_t max_span         = ep->tx->geom.max_span;
-    uint32_t to_end           = rdmach_tx_to_end(ep->tx);
-    rdmach_rec_hdr_t *rec;
-    size_t length;
-
-    UCT_CHECK_AM_ID(id);
-    if (ucx_ext_ep_must_queue(&ep->super)) {
-        return ucx_ext_ep_no_resource(&ep->super, flags);
-    }
-
-    /* the packer may advance the caller's state, so room is ensured before it runs */
-    if (ucs_likely(to_end >= max_span)) {
-        if (ucs_unlikely(!rdmach_tx_ensure(ep->tx, max_span))) {
-            return ucx_ext_ep_no_resource(&ep->super, flags);
-        }
-        rec    = (rdmach_rec_hdr_t*)rdmach_tx_slot(ep->tx, ep->tx->geom.nslots - to_end);
-        length = pack_cb(rec + 1, arg);
-    } else {
-        /* near the ring end the length decides whether a pad is needed: pack aside first */
-        if (ucs_unlikely(!rdmach_tx_ensure(ep->tx, to_end + max_span))) {
-            return ucx_ext_ep_no_resource(&ep->super, flags);
-        }
-        length = pack_cb(iface->bounce, arg);
-        rec    = rdmach_tx_reserve(ep->tx, length);
-        ucs_assert(rec != NULL);
-        memcpy(rec + 1, iface->bounce, length);
-    }
-    ucs_assertv(length <= iface->chunk_size, "am_bcopy length %zu > chunk %zu", length,
-                iface->chunk_size);
-    rdmach_tx_commit(ep->tx, rec, id, (uint32_t)length);
-
-    UCT_RDMACH_COUNT(tx_am_bcopy, 1);
-    UCT_RDMACH_COUNT(tx_bytes, length);
-    return length;
+    return uct_rdmach_ep_am_send(UCT_RDMACH_SEND_BCOPY, ucs_derived_of(tl_ep, uct_rdmach_ep_t),
+                                 id, 0, NULL, 0, NULL, 0, pack_cb, arg, flags);
 }
 
 /* ---- RMA: the wire's RDMA write/read, checked against the remote key ---- */
