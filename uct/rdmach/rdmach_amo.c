@@ -1,6 +1,8 @@
 /*
  * rdmach atomics: the device's on a wire whose device has them (RC verbs), below; on shared
- * memory CPU atomics (rdmach_amo_cpu.c), which share this file's request pool and entry.
+ * memory CPU atomics (rdmach_amo_cpu.c), which share the request pool (rdmach_amo_pool.c) and
+ * this file's entry. The progress of requests a target serves (atomics, puts and gets, with
+ * rdmach_serve_rma.c) is here too, above both kinds.
  *
  * UCP 1.13.1 selects device atomics only from a transport that offers the whole op set for
  * each size the application asked for (ucp_worker_init_device_atomics: ADD, AND, OR, XOR, and
@@ -126,49 +128,6 @@ static uint64_t uct_rdmach_amo_apply(const uct_rdmach_amo_t *req, uint64_t old)
     }
 }
 
-uct_rdmach_amo_t *uct_rdmach_amo_take(uct_rdmach_iface_t *iface, uct_rdmach_ep_t *ep,
-                                      unsigned kind, uct_completion_t *comp, void *result)
-{
-    uct_rdmach_amo_t *req = iface->amo_free;
-
-    iface->amo_free = req->next_free;
-    req->ep         = ep;
-    req->kind       = (uint8_t)kind;
-    req->user_comp  = comp;
-    req->result     = result;
-    ++ep->amo_busy;
-    ++iface->amo_inflight;
-    return req;
-}
-
-/* The request goes back to the pool; its ep and iface have one request less in flight. */
-void uct_rdmach_amo_release(uct_rdmach_iface_t *iface, uct_rdmach_amo_t *req)
-{
-    --req->ep->amo_busy;
-    --iface->amo_inflight;
-    req->next_free  = iface->amo_free;
-    iface->amo_free = req;
-}
-
-void uct_rdmach_amo_finish(uct_rdmach_amo_t *req, uint64_t old, ucs_status_t status)
-{
-    uct_rdmach_iface_t *iface = ucs_derived_of(req->ep->super.super.super.iface,
-                                               uct_rdmach_iface_t);
-    uct_completion_t *comp    = req->user_comp;
-
-    if ((status == UCS_OK) && (req->result != NULL)) {
-        if (req->bits == 64) {
-            *(uint64_t*)req->result = old;
-        } else {
-            *(uint32_t*)req->result = (uint32_t)old;
-        }
-    }
-    uct_rdmach_amo_release(iface, req);
-    if (comp != NULL) {
-        uct_invoke_completion(comp, status);
-    }
-}
-
 /* Posts the request's next device atomic: the direct one, the read (fetch-and-add 0), or the
  * compare-and-swap of fetched to its new value. */
 static int uct_rdmach_amo_post(uct_rdmach_amo_t *req)
@@ -257,6 +216,58 @@ unsigned uct_rdmach_amo_progress(uct_rdmach_iface_t *iface)
         }
         ucs_queue_pull_non_empty(&iface->amo_stalled);
         ++count;
+    }
+    return count;
+}
+
+/* Served atomics, puts and gets whose reply came; a put or get the target has not claimed
+ * in time is taken back (rdmach_serve_rma.c); a target silent for a second is checked for
+ * life. */
+unsigned uct_rdmach_amo_served_progress(uct_rdmach_iface_t *iface)
+{
+    unsigned count = 0;
+    ucs_queue_iter_t iter;
+    uct_rdmach_amo_t *req;
+    ucs_time_t now   = ucs_get_time();
+    uint64_t token;
+
+again:
+    ucs_queue_for_each_safe(req, iter, &iface->amo_served, stalled) {
+        token = __atomic_load_n(&req->reply[1], __ATOMIC_ACQUIRE);
+        if ((token & ~UCT_RDMACH_SERVE_REFUSED) == req->token) {
+            req->ep->serve_seen = now;
+            ucs_queue_del_iter(&iface->amo_served, iter);
+            if (req->kind != UCT_RDMACH_AMO_ATOMIC) {
+                uct_rdmach_serve_rma_done(req, token);
+            } else {
+                uct_rdmach_amo_finish(req, req->reply[0], (token & UCT_RDMACH_SERVE_REFUSED) ?
+                                                          UCS_ERR_INVALID_ADDR : UCS_OK);
+            }
+            ++count;
+            goto again;   /* the completion may have queued more */
+        }
+        if ((req->kind != UCT_RDMACH_AMO_ATOMIC) && (token & UCT_RDMACH_SERVE_OPEN)) {
+            /* timed from its sending or the target's last answer on its ep, whichever
+             * came later: a target that serves a queue of them in order is serving (signed:
+             * a request sent by a completion of this call is younger than now) */
+            if (((int64_t)(now - ucs_max(req->sent, req->ep->serve_seen)) >
+                 (int64_t)ucs_time_from_usec(UCT_RDMACH_SERVE_RMA_WAIT_US)) &&
+                uct_rdmach_serve_rma_revoke(req)) {
+                ucs_queue_del_iter(&iface->amo_served, iter);
+                uct_rdmach_serve_rma_done(req, 0);   /* ourselves, the one-sided way */
+                ++count;
+                goto again;
+            }
+        }
+        if (ucs_unlikely((int64_t)(now - req->sent) > (int64_t)ucs_time_from_sec(1.0))) {
+            req->sent = now;
+            if (!ucx_ext_ep_peer_alive(&req->ep->super)) {
+                ucs_queue_del_iter(&iface->amo_served, iter);
+                uct_rdmach_amo_finish(req, 0, UCS_ERR_ENDPOINT_TIMEOUT);
+                ++count;
+                goto again;
+            }
+        }
     }
     return count;
 }
