@@ -15,8 +15,6 @@ const rdmach_wire_ops_t *const rdmach_wires[] = {
     NULL
 };
 
-rdmach_wire_stats_t rdmach_wire_stats_sink;
-
 const rdmach_wire_ops_t *rdmach_wire_find(const char *dev_name)
 {
     rdmach_wire_dev_t devs[RDMACH_WIRE_MAX_DEVS];
