@@ -1,7 +1,8 @@
 /*
  * libFuzzer target for the ud_zcopy datagram decoders (uct/ud_zcopy/udz_core.c, udz_zrx.c):
- * rx_ctrl on the control channel (AM, PUT, ZREQ, ACK, ZACK, ZDONE, ZERR, CHAL) and zrx_poll on a
- * data channel with a get in flight (ZDATA scattered straight into the destination buffer).
+ * rx_ctrl on the control channel (AM, PUT, ZREQ, ACK, ZACK, ZDONE, ZERR, CHAL) and
+ * udz_zrx_poll on a data channel with a get in flight (ZDATA scattered straight into the
+ * destination buffer).
  *
  * The scene, rebuilt for every input: core A on the in-memory wire (tests/unit/udz_memwire.h),
  * a peer P (an address and a cookie, no core: the fuzzer speaks for it) to which A has sent

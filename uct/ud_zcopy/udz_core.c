@@ -57,10 +57,10 @@ static void deliver(udz_core_t *core, udz_peer_t *p, udz_hdr_t *h)
         }
         break;
     case UDZ_T_ZREQ:
-        ztx_on_zreq(core, p, payload);
+        udz_ztx_on_zreq(core, p, payload);
         break;
     case UDZ_T_ZFIN:
-        ztx_end(core, p, ((const udz_zfin_t*)payload)->xfer_id);
+        udz_ztx_end(core, p, ((const udz_zfin_t*)payload)->xfer_id);
         break;
     }
 }
@@ -77,7 +77,7 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         core->cnt->icmp_hints++;
         p = peer_lookup(core, &m->src);
         if (p != NULL) {
-            peer_probe_start(core, p);
+            udz_peer_probe_start(core, p);
         }
         return;
     }
@@ -101,7 +101,7 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     }
     if ((p != NULL) && (p->cookie != h->src_cookie)) {
         /* the sender restarted at this address: the old incarnation is gone */
-        p = peer_get(core, &m->src, h->src_cookie);
+        p = udz_peer_get_nochal(core, &m->src, h->src_cookie);
     } else if (p == NULL) {
         if ((h->type != UDZ_T_CHAL) && ((h->type > UDZ_T_RELIABLE_MAX) || (h->psn != 1))) {
             /* a stranger's first word is a CHAL (its udz_peer_get) or its first packet: any
@@ -109,14 +109,14 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
             core->cnt->rx_stranger++;
             return;
         }
-        p = peer_create(core, &m->src, h->src_cookie);
+        p = udz_peer_create(core, &m->src, h->src_cookie);
     }
     if ((p == NULL) || p->failed) {
         core->cnt->rx_foreign++;
         return;
     }
     peer_heard(core, p);    /* our cookie and the peer's: it is alive (answers a probe) */
-    stream_acked(core, p, h->ack, h->type == UDZ_T_ACK ? h->flags : 0);
+    udz_stream_acked(core, p, h->ack, h->type == UDZ_T_ACK ? h->flags : 0);
     if (p->failed) {
         return;
     }
@@ -132,7 +132,7 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
             }
             return;
         }
-        if (stream_rx(core, p, h)) {
+        if (udz_stream_rx(core, p, h)) {
             deliver(core, p, h);
         }
         if (p->ack_now && (core->nack < core->cfg.rx_batch)) {
@@ -147,16 +147,16 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
     }
     switch (h->type) {
     case UDZ_T_ZACK:
-        ztx_on_zack(core, p, (udz_zack_t*)(h + 1), (h->len - UDZ_ZACK_LEN(0)) / 8, h->flags);
+        udz_ztx_on_zack(core, p, (udz_zack_t*)(h + 1), (h->len - UDZ_ZACK_LEN(0)) / 8, h->flags);
         break;
     case UDZ_T_ZDONE:
-        ztx_end(core, p, h->psn);
+        udz_ztx_end(core, p, h->psn);
         break;
     case UDZ_T_ZERR:
-        zrx_on_zerr(core, p, (const udz_zerr_t*)(h + 1));
+        udz_zrx_on_zerr(core, p, (const udz_zerr_t*)(h + 1));
         break;
     case UDZ_T_CHAL:
-        peer_on_chal(core, p, (const udz_chal_t*)(h + 1));
+        udz_peer_on_chal(core, p, (const udz_chal_t*)(h + 1));
         break;
     }
 }
@@ -189,7 +189,8 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
         }
         for (i = 0; i < core->nack; ++i) {
             if (core->acklist[i]->ack_now && !core->acklist[i]->failed) {
-                send_ack(core, core->acklist[i], core->acklist[i]->busy ? UDZ_F_BUSY : 0);
+                udz_stream_send_ack(core, core->acklist[i],
+                                    core->acklist[i]->busy ? UDZ_F_BUSY : 0);
             }
             core->acklist[i]->busy = 0;
         }
@@ -200,30 +201,30 @@ unsigned udz_core_progress(udz_core_t *core, uint64_t now_ns)
     if (core->zrx_busy > 0) {
         for (i = 0; i < core->cfg.channels; ++i) {
             if (core->zrx[i].peer != NULL) {
-                count += zrx_poll(core, &core->zrx[i]);
+                count += udz_zrx_poll(core, &core->zrx[i]);
             }
         }
     }
     if (core->ztx_active != NULL) {
-        count += ztx_pump(core);
+        count += udz_ztx_pump(core);
     }
     /* each part's timers, in this order: a peer the stream fails fails its transfers first */
     if (core->active.next != &core->active) {
-        stream_timers(core);
+        udz_stream_timers(core);
     }
     if (core->zrx_busy > 0) {
-        zrx_timers(core);
+        udz_zrx_timers(core);
     }
     if (core->ztx_active != NULL) {
-        ztx_timers(core);
+        udz_ztx_timers(core);
     }
     if (__builtin_expect(core->cfg.peer_idle_ns != 0, 1) &&
         (live_since(core, core->idle_scan_live) >= peer_idle_scan_ns(core))) {
-        peer_idle_sweep(core);      /* records of peers gone while no ep held them */
+        udz_peer_idle_sweep(core);      /* records of peers gone while no ep held them */
     }
     hold_flush(core);   /* and what the user's callbacks sent meanwhile */
     if (core->dead != NULL) {
-        peer_reclaim(core);
+        udz_peer_reclaim(core);
     }
     return count;
 }
@@ -238,7 +239,7 @@ int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int star
         udz_core_tx_flush(core);    /* a flush waits for acks: what is held must go */
         *token = ((uint64_t)(peer->next_psn - 1) << 32) | peer->get_seq;
         if ((peer->unacked != NULL) && !peer->failed) {
-            send_ack(core, peer, UDZ_F_ACK_REQ);   /* do not wait for the delayed ack */
+            udz_stream_send_ack(core, peer, UDZ_F_ACK_REQ);   /* do not wait for the delayed ack */
         }
     }
     if (peer->failed) {
@@ -249,7 +250,7 @@ int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int star
     if ((peer->unacked != NULL) && seq_le(peer->unacked->psn, psn)) {
         return 0;
     }
-    return zrx_flushed(core, peer, gseq);
+    return udz_zrx_flushed(core, peer, gseq);
 }
 
 unsigned udz_core_gets_in_flight(const udz_core_t *core)
@@ -329,9 +330,9 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
     core->rxbuf    = aligned_alloc(64, ((batch * cfg->seg_size) + 63) & ~(size_t)63);
     core->rxmsgs   = calloc(batch, sizeof(*core->rxmsgs));
     core->acklist  = calloc(batch, sizeof(*core->acklist));
-    if ((peer_table_init(core) != 0) || (stream_init(core) != 0) || (zrx_init(core) != 0) ||
-        (ztx_init(core) != 0) || (core->rxbuf == NULL) || (core->rxmsgs == NULL) ||
-        (core->acklist == NULL)) {
+    if ((udz_peer_table_init(core) != 0) || (udz_stream_init(core) != 0) ||
+        (udz_zrx_init(core) != 0) || (udz_ztx_init(core) != 0) || (core->rxbuf == NULL) ||
+        (core->rxmsgs == NULL) || (core->acklist == NULL)) {
         udz_core_destroy(core);
         *err = -ENOMEM;
         return NULL;
@@ -355,13 +356,13 @@ void udz_core_destroy(udz_core_t *core)
     for (e = core->all.next; e != &core->all; e = e->next) {
         p = container_of_(e, udz_peer_t, all);
         if (!p->failed && (p->ack_owed != 0)) {
-            send_ack(core, p, 0);
+            udz_stream_send_ack(core, p, 0);
         }
     }
-    peer_table_cleanup(core);
-    stream_cleanup(core);
-    ztx_cleanup(core);
-    zrx_cleanup(core);
+    udz_peer_table_cleanup(core);
+    udz_stream_cleanup(core);
+    udz_ztx_cleanup(core);
+    udz_zrx_cleanup(core);
     free(core->rxbuf);
     free(core->rxmsgs);
     free(core->acklist);

@@ -2,9 +2,9 @@
  * ud_zcopy protocol core: reliability and zero copy over an unreliable datagram wire.
  *
  * Plain C: no sockets and no UCX. The core talks to a wire through udz_wire_ops_t (udz_wire.h:
- * the UDP wire in udz_udp.c, an in-memory lossy wire in the unit tests, InfiniBand UD later)
- * and to its user (the UCT glue) through udz_user_ops_t. Time is passed in, so tests can drive
- * the timers. udz_core_int.h says how the core is split.
+ * the UDP wire in udz_udp.c, the InfiniBand UD wire in udz_ibud.c, an in-memory lossy wire in
+ * the unit tests) and to its user (the UCT glue) through udz_user_ops_t. Time is passed in, so
+ * tests can drive the timers. udz_core_int.h says how the core is split.
  *
  * Scalability (the memory argument of "MVAPICH with XRC"): the per-peer state is one udz_peer_t
  * (see udz_peer_state_bytes()), created on first contact; send buffers come from one pool per
@@ -111,7 +111,7 @@ typedef struct udz_config {
     unsigned max_peers;         /* peer records alive at once (not in a process's lifetime) */
     uint64_t peer_idle_ns;      /* a record that no ep holds and that was silent this long (live
                                  * clock) is probed, and freed unless the peer answers
-                                 * (peer_idle_sweep in udz_peer.c); 0: never */
+                                 * (udz_peer_idle_sweep in udz_peer.c); 0: never */
 } udz_config_t;
 
 /* Counters the core keeps (the glue exports them with its own). peer_state_bytes: bytes ever
@@ -124,9 +124,9 @@ typedef struct udz_config {
  * under an adaptive send window (each halves it, down to tx_window_min); icmp_hints: reports
  * of the wire that a peer's address is unreachable (UDP: ICMP port unreachable, which anyone
  * can forge), icmp_probes: the probes they made the core send (the peer fails only if none is
- * answered: peer_probe_start in udz_peer.c); ztx_revoked: transfers the owner was serving when their
- * registration was deregistered (stopped, refused with ZERR); zreq_capped: ZREQs refused because
- * their peer had UDZ_ZTX_PER_PEER transfers served already (udz_ztx.c); chal_sent: address
+ * answered: udz_peer_probe_start in udz_peer.c); ztx_revoked: transfers the owner was serving when
+ * their registration was deregistered (stopped, refused with ZERR); zreq_capped: ZREQs refused
+ * because their peer had UDZ_ZTX_PER_PEER transfers served already (udz_ztx.c); chal_sent: address
  * challenges sent (CHAL with a chal), chal_valid: peers that echoed theirs (the owner serves a
  * peer's ZREQs only from then on), chal_wrong: echoes that did not match (forged, or of an older
  * challenge), dropped (udz_peer.c); peers_freed: records freed (failed and held by no ep: a
@@ -202,7 +202,7 @@ size_t udz_core_max_payload(const udz_core_t *core);
 /* Bytes of one peer's state (for the scalability table). */
 size_t udz_peer_state_bytes(void);
 /* Bytes of the peer table (the hash of peers by address) holding npeers: the resource model's
- * figure, from the rule peer_create grows it by. */
+ * figure, from the rule udz_peer_create grows it by. */
 size_t udz_peer_table_bytes(unsigned npeers);
 /* Per-peer user pointer (the glue's, e.g. for error reporting). */
 void udz_peer_set_user(udz_peer_t *peer, void *user);

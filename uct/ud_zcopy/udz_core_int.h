@@ -111,7 +111,7 @@ struct udz_peer {
     uint8_t      ack_now : 1;
     uint8_t      hashed  : 1;
     uint8_t      probes  : 2;       /* probes left while an unreachable report is checked
-                                     * (0: none running; peer_probe_start in udz_peer.c) */
+                                     * (0: none running; udz_peer_probe_start in udz_peer.c) */
     uint8_t      valid   : 1;       /* it echoed chal: it receives at addr (udz_peer.c) */
     uint8_t      reaped  : 1;       /* failed and held by nobody: on core->dead, freed at the
                                      * end of progress (peer_reap) */
@@ -123,12 +123,12 @@ struct udz_peer {
     uint32_t     zchunk;            /* payload bytes of our gets' chunks from this peer, as
                                      * the path allows (0: not asked yet; zrx_peer_chunk) */
     uint64_t     chal;              /* the random value it must echo before we serve its ZREQs
-                                     * (peer_chal_send) */
+                                     * (udz_peer_chal_send) */
     struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
                                      * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
     uint32_t     ztx_n;
     uint64_t     heard_live;        /* live clock when a datagram of it last came (or it was
-                                     * made, or last probed as idle): peer_idle_sweep */
+                                     * made, or last probed as idle): udz_peer_idle_sweep */
     udz_chans_t  chans;             /* the data channels its address announced (an ep's
                                      * udz_peer_get): where we send what it asks for */
     uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
@@ -165,7 +165,7 @@ typedef struct udz_zrx {
 
 /* Send side of one zero-copy transfer (the owner streams the region). */
 typedef struct udz_ztx {
-    struct udz_ztx *next;           /* core->ztx_active, arrival order (ztx_pump) */
+    struct udz_ztx *next;           /* core->ztx_active, arrival order (udz_ztx_pump) */
     struct udz_ztx **pprev;         /* the field that points here: O(1) unlink */
     struct udz_ztx *pnext;          /* peer->ztx */
     udz_peer_t     *peer;
@@ -204,7 +204,7 @@ struct udz_core {
     udz_counters_t       *cnt;
     uint64_t              cookie;
     uint64_t              rnd[16];      /* random values for challenges, refilled by one
-                                         * getrandom call per 16 new peers (peer_create) */
+                                         * getrandom call per 16 new peers (udz_peer_create) */
     unsigned              rnd_left;
     uint64_t              now;
     uint64_t              live;         /* core_clock(): now less the time this process was away */
@@ -217,7 +217,7 @@ struct udz_core {
     udz_peer_t           *dead;         /* reaped, freed at the end of progress */
     udz_dlist_t           active;       /* peers with stream timers to run */
     unsigned              probing;      /* peers whose unreachable report is being probed */
-    uint64_t              idle_scan_live; /* live clock of the last peer_idle_sweep */
+    uint64_t              idle_scan_live; /* live clock of the last udz_peer_idle_sweep */
 
     /* reliable stream: send buffers (udz_stream.c) */
     udz_skb_t            *skb_free;
@@ -368,30 +368,30 @@ static inline void peer_activate(udz_core_t *core, udz_peer_t *p)
     }
 }
 
-udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+udz_peer_t *udz_peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
 /* udz_peer_get without the challenge: for a datagram's sender (a new incarnation). */
-udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
-int peer_table_init(udz_core_t *core);
+udz_peer_t *udz_peer_get_nochal(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie);
+int udz_peer_table_init(udz_core_t *core);
 /* Frees the reaped records (end of progress: nothing of the core points to them any more). */
-void peer_reclaim(udz_core_t *core);
-void peer_table_cleanup(udz_core_t *core);
+void udz_peer_reclaim(udz_core_t *core);
+void udz_peer_table_cleanup(udz_core_t *core);
 /* The peer is gone: every part drops what it holds for it, the user is told once. */
-void peer_fail(udz_core_t *core, udz_peer_t *p);
+void udz_peer_fail(udz_core_t *core, udz_peer_t *p);
 /* The wire says p's address is unreachable (UDP: ICMP port unreachable). A hint, not proof:
  * p is probed, and fails only if no datagram with its cookie answers (udz_peer.c). */
-void peer_probe_start(udz_core_t *core, udz_peer_t *p);
+void udz_peer_probe_start(udz_core_t *core, udz_peer_t *p);
 /* A datagram with p's cookie came: p is alive, its probe (if any) is answered. */
 static inline void peer_heard(udz_core_t *core, udz_peer_t *p)
 {
-    p->heard_live = core->live;     /* not idle (peer_idle_sweep) */
+    p->heard_live = core->live;     /* not idle (udz_peer_idle_sweep) */
     if (__builtin_expect(p->probes != 0, 0)) {
         p->probes = 0;
         core->probing--;
     }
 }
 /* Probes the records no ep holds that were silent for peer_idle_ns (udz_peer.c). */
-void peer_idle_sweep(udz_core_t *core);
-/* How often peer_idle_sweep walks the records: a quarter of peer_idle_ns, at most a second. */
+void udz_peer_idle_sweep(udz_core_t *core);
+/* How often udz_peer_idle_sweep walks the records: a quarter of peer_idle_ns, at most a second. */
 static inline uint64_t peer_idle_scan_ns(const udz_core_t *core)
 {
     uint64_t t = core->cfg.peer_idle_ns / 4;
@@ -400,11 +400,11 @@ static inline uint64_t peer_idle_scan_ns(const udz_core_t *core)
 }
 /* Address validation (udz_peer.c): sends p {echo, our challenge unless p is valid}; and
  * handles a CHAL from p. */
-void peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo);
-void peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c);
+void udz_peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo);
+void udz_peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c);
 /* The probe timer of p (probes != 0): the next probe, or p's failure when the last one went
  * unanswered. Returns 1 when p failed. */
-int peer_probe_timer(udz_core_t *core, udz_peer_t *p);
+int udz_peer_probe_timer(udz_core_t *core, udz_peer_t *p);
 
 /* ---- sending (every part sends through these) ---- */
 
@@ -419,14 +419,14 @@ static inline void hdr_fill(const udz_core_t *core, udz_hdr_t *h, const udz_peer
 }
 
 /* Sends the stream packets held back for coalescing (udz_stream.c). */
-void stream_hold_flush(udz_core_t *core);
+void udz_stream_hold_flush(udz_core_t *core);
 
 /* Whatever the core sends next goes after the held packets: to their peer, the receiver
  * would see a gap (and NAK); to another, they would wait behind it. */
 static inline void hold_flush(udz_core_t *core)
 {
     if (core->hold_n != 0) {
-        stream_hold_flush(core);
+        udz_stream_hold_flush(core);
     }
 }
 
@@ -468,47 +468,47 @@ static inline void skb_release(udz_core_t *core, udz_skb_t *skb, int status)
     core->skb_free = skb;
 }
 
-udz_skb_t *skb_get(udz_core_t *core);
+udz_skb_t *udz_skb_get(udz_core_t *core);
 /* A standalone ack (with UDZ_F_NAK: "resend from header.ack"). */
-void send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags);
+void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags);
 /* An unreliable control datagram (ZACK, ZDONE, ZERR) with the piggybacked ack. */
-void send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags, uint32_t xfer_id,
-               const void *body, size_t body_len);
+void udz_stream_send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags,
+                          uint32_t xfer_id, const void *body, size_t body_len);
 /* The piggybacked ack of any control datagram from p (flags: an ACK's, for its NAK). */
-void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags);
+void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags);
 /* A reliable datagram from p: 1 when it is the next in order (deliver it), 0 when it was a
  * duplicate or came early (acks and NAKs are scheduled either way). */
-int stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h);
-void stream_peer_failed(udz_core_t *core, udz_peer_t *p);
-void stream_timers(udz_core_t *core);
-int stream_init(udz_core_t *core);
-void stream_cleanup(udz_core_t *core);
+int udz_stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h);
+void udz_stream_peer_failed(udz_core_t *core, udz_peer_t *p);
+void udz_stream_timers(udz_core_t *core);
+int udz_stream_init(udz_core_t *core);
+void udz_stream_cleanup(udz_core_t *core);
 
 /* ---- zero-copy receive, the requester (udz_zrx.c) ---- */
 
 /* Receives what is waiting on a busy channel's transfer; returns datagrams handled. */
-unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z);
-void zrx_on_zerr(udz_core_t *core, udz_peer_t *p, const udz_zerr_t *e);
+unsigned udz_zrx_poll(udz_core_t *core, udz_zrx_t *z);
+void udz_zrx_on_zerr(udz_core_t *core, udz_peer_t *p, const udz_zerr_t *e);
 /* Whether every get to the peer issued up to its get_seq gseq has completed (flush). */
-int zrx_flushed(const udz_core_t *core, const udz_peer_t *peer, uint32_t gseq);
-void zrx_peer_failed(udz_core_t *core, udz_peer_t *p);
-void zrx_timers(udz_core_t *core);
-int zrx_init(udz_core_t *core);
-void zrx_cleanup(udz_core_t *core);
+int udz_zrx_flushed(const udz_core_t *core, const udz_peer_t *peer, uint32_t gseq);
+void udz_zrx_peer_failed(udz_core_t *core, udz_peer_t *p);
+void udz_zrx_timers(udz_core_t *core);
+int udz_zrx_init(udz_core_t *core);
+void udz_zrx_cleanup(udz_core_t *core);
 
 /* ---- zero-copy send, the owner (udz_ztx.c) ---- */
 
-void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req);
-void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
-                 uint8_t flags);
+void udz_ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req);
+void udz_ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
+                     uint8_t flags);
 /* The requester ended the transfer (ZFIN) or does not know it (ZDONE): stop serving it. */
-void ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id);
+void udz_ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id);
 /* Streams new chunks of every transfer, up to its window. */
-unsigned ztx_pump(udz_core_t *core);
-void ztx_peer_failed(udz_core_t *core, udz_peer_t *p);
-void ztx_timers(udz_core_t *core);
-int ztx_init(udz_core_t *core);
-void ztx_cleanup(udz_core_t *core);
+unsigned udz_ztx_pump(udz_core_t *core);
+void udz_ztx_peer_failed(udz_core_t *core, udz_peer_t *p);
+void udz_ztx_timers(udz_core_t *core);
+int udz_ztx_init(udz_core_t *core);
+void udz_ztx_cleanup(udz_core_t *core);
 
 /* ---- shared by the zero-copy parts ---- */
 

@@ -234,7 +234,7 @@ static int uct_udz_rkey_valid(const void *buffer)
 }
 
 ucx_ext_component_t uct_udz_component = {
-    UCX_EXT_COMPONENT(uct_udz_component, "udz", UCT_UDZ_PREFIX, ucx_ext_md_open_static,
+    UCX_EXT_COMPONENT(uct_udz_component, "ud_zcopy", UCT_UDZ_PREFIX, ucx_ext_md_open_static,
                       uct_udz_md_config_table, sizeof(uct_md_config_t)),
     .rkey_size  = sizeof(uct_udz_rkey_t),
     .reg_cost   = 50e-9,

@@ -99,7 +99,7 @@ static uint64_t peer_random(udz_core_t *core)
  * sides are valid a round trip after the first contact, usually before the first ZREQ, so an
  * honest get does not wait. A lost CHAL is made up by the next ZREQ or ZACK (the requester's
  * stuck timer sends one). Every CHAL carries our piggybacked ack, like any control datagram. */
-void peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo)
+void udz_peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo)
 {
     udz_chal_t c;
 
@@ -109,10 +109,10 @@ void peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo)
         return;
     }
     core->cnt->chal_sent += (c.chal != 0);
-    send_zctl(core, p, UDZ_T_CHAL, 0, 0, &c, sizeof(c));
+    udz_stream_send_zctl(core, p, UDZ_T_CHAL, 0, 0, &c, sizeof(c));
 }
 
-void peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c)
+void udz_peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c)
 {
     if ((c->echo != 0) && !p->valid) {
         if (c->echo != p->chal) {
@@ -124,11 +124,11 @@ void peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c)
         }
     }
     if (c->chal != 0) {
-        peer_chal_send(core, p, c->chal);   /* the echo, and ours if we still need it */
+        udz_peer_chal_send(core, p, c->chal);   /* the echo, and ours if we still need it */
     }
 }
 
-udz_peer_t *peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+udz_peer_t *udz_peer_create(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
     udz_peer_t *p;
 
@@ -175,14 +175,14 @@ static void peer_reap(udz_core_t *core, udz_peer_t *p)
     core->npeers--;
 }
 
-void peer_reclaim(udz_core_t *core)
+void udz_peer_reclaim(udz_core_t *core)
 {
     udz_peer_t *p;
 
     while ((p = core->dead) != NULL) {
         core->dead = p->hnext;
         core->cnt->peers_freed++;
-        free(p);    /* its packets went back to the pool when it failed (stream_peer_failed) */
+        free(p);    /* its packets went back to the pool when it failed (udz_stream_peer_failed) */
     }
 }
 
@@ -196,7 +196,7 @@ void udz_peer_put(udz_core_t *core, udz_peer_t *peer)
 }
 
 /* The peer is gone: drop its packets, fail its gets and transfers, tell the user once. */
-void peer_fail(udz_core_t *core, udz_peer_t *p)
+void udz_peer_fail(udz_core_t *core, udz_peer_t *p)
 {
     if (p->failed) {
         return;
@@ -207,9 +207,9 @@ void peer_fail(udz_core_t *core, udz_peer_t *p)
         core->probing--;
     }
     core->cnt->timeouts++;
-    stream_peer_failed(core, p);
-    zrx_peer_failed(core, p);
-    ztx_peer_failed(core, p);
+    udz_stream_peer_failed(core, p);
+    udz_zrx_peer_failed(core, p);
+    udz_ztx_peer_failed(core, p);
     if (dl_linked(&p->active)) {
         dl_del(&p->active);
     }
@@ -248,11 +248,11 @@ static uint64_t probe_gap(const udz_core_t *core, const udz_peer_t *p)
 static void probe_send(udz_core_t *core, udz_peer_t *p)
 {
     p->probe_ms = (uint16_t)(core->live / 1000000);
-    send_ack(core, p, UDZ_F_ACK_REQ);
+    udz_stream_send_ack(core, p, UDZ_F_ACK_REQ);
     core->cnt->icmp_probes++;
 }
 
-void peer_probe_start(udz_core_t *core, udz_peer_t *p)
+void udz_peer_probe_start(udz_core_t *core, udz_peer_t *p)
 {
     if (p->failed || (p->probes != 0)) {
         return;     /* a probe is out already: this report adds nothing */
@@ -263,7 +263,7 @@ void peer_probe_start(udz_core_t *core, udz_peer_t *p)
     peer_activate(core, p);     /* the stream timers run the probe's */
 }
 
-int peer_probe_timer(udz_core_t *core, udz_peer_t *p)
+int udz_peer_probe_timer(udz_core_t *core, udz_peer_t *p)
 {
     uint16_t now_ms = (uint16_t)(core->live / 1000000);
 
@@ -271,7 +271,7 @@ int peer_probe_timer(udz_core_t *core, udz_peer_t *p)
         return 0;
     }
     if (p->probes == 1) {
-        peer_fail(core, p);     /* the last probe went unanswered too */
+        udz_peer_fail(core, p);     /* the last probe went unanswered too */
         return 1;
     }
     p->probes--;
@@ -286,11 +286,11 @@ int peer_probe_timer(udz_core_t *core, udz_peer_t *p)
  * (rx_stranger). A server with churning clients would keep one per client ever seen, up to
  * max_peers, and then refuse new ones. So a record that no ep holds, with nothing in flight
  * (no unacked packet, no transfer served) and silent for peer_idle_ns, is probed as an
- * unreachable report would have it probed (peer_probe_start): a live peer answers (its async
+ * unreachable report would have it probed (udz_peer_probe_start): a live peer answers (its async
  * timer does, when its application is away) and keeps its record; one that does not answer
  * UDZ_PROBES times is gone, fails, and its record is freed (peer_reap). A record an ep holds is
  * never probed for being idle. One walk of the records per peer_idle_scan_ns. */
-void peer_idle_sweep(udz_core_t *core)
+void udz_peer_idle_sweep(udz_core_t *core)
 {
     udz_dlist_t *e;
     udz_peer_t *p;
@@ -305,11 +305,11 @@ void peer_idle_sweep(udz_core_t *core)
         }
         p->heard_live = core->live;     /* one probe round per idle period */
         core->cnt->peers_idle++;
-        peer_probe_start(core, p);
+        udz_peer_probe_start(core, p);
     }
 }
 
-udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
+udz_peer_t *udz_peer_get_nochal(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
 {
     udz_peer_t *p = peer_lookup(core, addr), *n;
 
@@ -322,22 +322,22 @@ udz_peer_t *peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie)
          * against max_peers: whoever knows our cookie cannot grow our memory without bound by
          * inventing incarnations. */
         peer_hash_remove(core, p);
-        peer_fail(core, p);
-        n = peer_create(core, addr, cookie);
+        udz_peer_fail(core, p);
+        n = udz_peer_create(core, addr, cookie);
         if (n != NULL) {
             n->prev_cookie = p->cookie;
         }
         return n;
     }
-    return peer_create(core, addr, cookie);
+    return udz_peer_create(core, addr, cookie);
 }
 
 /* The glue connects to a peer whose address UCP gave it: our challenge goes at once, so that
- * the peer is valid before it asks us for data (peer_chal_send). */
+ * the peer is valid before it asks us for data (udz_peer_chal_send). */
 udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cookie,
                          const udz_chans_t *chans)
 {
-    udz_peer_t *p = peer_get(core, addr, cookie);
+    udz_peer_t *p = udz_peer_get_nochal(core, addr, cookie);
     static const udz_chans_t none;
 
     if (p == NULL) {
@@ -353,13 +353,13 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
         }
     }
     if (!p->valid && !p->failed) {
-        peer_chal_send(core, p, 0);
+        udz_peer_chal_send(core, p, 0);
     }
     return p;
 }
 
 /* Frees every peer record (and the packets still queued on them) at destroy. */
-void peer_table_cleanup(udz_core_t *core)
+void udz_peer_table_cleanup(udz_core_t *core)
 {
     udz_peer_t *p;
     udz_skb_t *skb, *sn;
@@ -373,7 +373,7 @@ void peer_table_cleanup(udz_core_t *core)
         }
         free(p);
     }
-    peer_reclaim(core);
+    udz_peer_reclaim(core);
     free(core->htab);
 }
 
@@ -382,12 +382,12 @@ size_t udz_peer_table_bytes(unsigned npeers)
     size_t size = UDZ_PEER_TABLE_MIN;
 
     while (npeers > size) {
-        size *= 2;   /* peer_create: grows when a peer more would exceed one per bucket */
+        size *= 2;   /* udz_peer_create: grows when a peer more would exceed one per bucket */
     }
     return size * sizeof(udz_peer_t*);
 }
 
-int peer_table_init(udz_core_t *core)
+int udz_peer_table_init(udz_core_t *core)
 {
     dl_init(&core->active);
     dl_init(&core->all);

@@ -32,7 +32,7 @@ static void rtt_sample(udz_peer_t *p, uint64_t ns)
 
 /* ---- sending ---- */
 
-void send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags)
+void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags)
 {
     udz_hdr_t h;
 
@@ -51,8 +51,8 @@ void send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags)
     }
 }
 
-void send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags, uint32_t xfer_id,
-               const void *body, size_t body_len)
+void udz_stream_send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags,
+                          uint32_t xfer_id, const void *body, size_t body_len)
 {
     struct {
         udz_hdr_t h;
@@ -164,7 +164,7 @@ static void hold_clear(udz_core_t *core)
     core->hold_bytes = 0;
 }
 
-void stream_hold_flush(udz_core_t *core)
+void udz_stream_hold_flush(udz_core_t *core)
 {
     udz_skb_t *skb = core->hold;
     udz_peer_t *p  = core->hold_peer;
@@ -186,7 +186,7 @@ static void stream_xmit_new(udz_core_t *core, udz_peer_t *p, udz_skb_t *skb, uin
 
     if (core->hold_n != 0) {
         if ((core->hold_peer != p) || (core->hold_bytes + len > core->hold_max_bytes)) {
-            stream_hold_flush(core);
+            udz_stream_hold_flush(core);
         }
     }
     if ((core->hold_n == 0) && (!full || (core->hold_max <= 1))) {
@@ -202,7 +202,7 @@ static void stream_xmit_new(udz_core_t *core, udz_peer_t *p, udz_skb_t *skb, uin
     core->hold_bytes += len;
     if (!full || (core->hold_n >= core->hold_max) ||
         (core->hold_bytes + core->cfg.seg_size > core->hold_max_bytes)) {
-        stream_hold_flush(core);
+        udz_stream_hold_flush(core);
     }
 }
 
@@ -212,7 +212,7 @@ void udz_core_tx_flush(udz_core_t *core)
         if (core->uops->now != NULL) {
             core_clock(core, core->uops->now(core->user));
         }
-        stream_hold_flush(core);
+        udz_stream_hold_flush(core);
     }
 }
 
@@ -284,7 +284,7 @@ static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
             fresh = core->hold;
             hold_clear(core);
         } else {
-            stream_hold_flush(core);
+            udz_stream_hold_flush(core);
         }
     }
     for (skb = p->unacked; skb != NULL; skb = skb->next) {
@@ -310,7 +310,7 @@ static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
     p->last_tx_ns = core->now;
 }
 
-udz_skb_t *skb_get(udz_core_t *core)
+udz_skb_t *udz_skb_get(udz_core_t *core)
 {
     udz_skb_t *skb = core->skb_free;
 
@@ -338,7 +338,7 @@ void *udz_send_begin(udz_core_t *core, udz_peer_t *peer, int *err)
         *err = -EPIPE;
         return NULL;
     }
-    if ((peer->unacked_count >= peer_window(core, peer)) || ((skb = skb_get(core)) == NULL)) {
+    if ((peer->unacked_count >= peer_window(core, peer)) || ((skb = udz_skb_get(core)) == NULL)) {
         core->starved = 1;
         *err = -EAGAIN;
         return NULL;
@@ -490,13 +490,13 @@ int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *r
 
 /* ---- receiving ---- */
 
-void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
+void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
 {
     udz_skb_t *skb;
     unsigned freed = 0;
 
     if ((core->hold_n != 0) && (core->hold_peer == p)) {
-        stream_hold_flush(core);    /* an ack can only name what went */
+        udz_stream_hold_flush(core);    /* an ack can only name what went */
     }
     if (seq_lt(p->next_psn, ack)) {
         return;     /* acks something never sent: corrupt or stale, ignore */
@@ -534,7 +534,7 @@ void stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
     }
 }
 
-int stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
+int udz_stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
 {
     if (h->psn == p->rx_expected) {
         p->rx_expected++;
@@ -553,7 +553,7 @@ int stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
     } else {
         core->cnt->rx_ooo++;    /* a gap: ask for a go-back, at most every rto/4 */
         if (nak_due(core, p)) {
-            send_ack(core, p, UDZ_F_NAK);
+            udz_stream_send_ack(core, p, UDZ_F_NAK);
         }
     }
     return 0;
@@ -561,7 +561,7 @@ int stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
 
 /* ---- failure and timers ---- */
 
-void stream_peer_failed(udz_core_t *core, udz_peer_t *p)
+void udz_stream_peer_failed(udz_core_t *core, udz_peer_t *p)
 {
     udz_skb_t *skb;
 
@@ -611,7 +611,7 @@ static int peer_busy(const udz_peer_t *p)
 }
 
 /* Peer timeout, retransmission, delayed acks and probes of the peers on the active list. */
-void stream_timers(udz_core_t *core)
+void udz_stream_timers(udz_core_t *core)
 {
     udz_dlist_t *e, *n;
     udz_peer_t *p;
@@ -620,12 +620,12 @@ void stream_timers(udz_core_t *core)
     for (e = core->active.next; e != &core->active; e = n) {
         n = e->next;
         p = container_of_(e, udz_peer_t, active);
-        if ((p->probes != 0) && peer_probe_timer(core, p)) {
+        if ((p->probes != 0) && udz_peer_probe_timer(core, p)) {
             continue;   /* failed: off the list */
         }
         if (p->unacked != NULL) {
             if (live_since(core, p->last_progress_live) >= core->cfg.peer_timeout_ns) {
-                peer_fail(core, p);
+                udz_peer_fail(core, p);
                 continue;
             }
             if (now - p->last_tx_ns >= rto(core, p, p->backoff)) {
@@ -639,7 +639,7 @@ void stream_timers(udz_core_t *core)
             }
         }
         if ((p->ack_owed != 0) && ((int64_t)(now - p->ack_due_ns) >= 0)) {
-            send_ack(core, p, 0);
+            udz_stream_send_ack(core, p, 0);
         }
         if (!peer_busy(p)) {
             dl_del(&p->active);
@@ -647,7 +647,7 @@ void stream_timers(udz_core_t *core)
     }
 }
 
-int stream_init(udz_core_t *core)
+int udz_stream_init(udz_core_t *core)
 {
     unsigned run = core->wops->tx_run_dgrams;
 
@@ -663,7 +663,7 @@ int stream_init(udz_core_t *core)
     return (core->stxmsgs == NULL) ? -ENOMEM : 0;
 }
 
-void stream_cleanup(udz_core_t *core)
+void udz_stream_cleanup(udz_core_t *core)
 {
     udz_skb_t *skb, *sn;
 

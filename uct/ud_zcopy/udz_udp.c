@@ -90,7 +90,7 @@ static int open_one(struct in_addr ip, uint16_t port, int rcvbuf, int sndbuf, in
         /* the sending socket learns of ICMP port unreachable: nobody listens there any more,
          * a peer that died (read from the error queue in udz_udp_recv). A hint only: the
          * kernel matches just the addresses the ICMP quotes, so anybody can forge one, and
-         * the core probes the peer before it fails it (peer_probe_start in udz_peer.c) */
+         * the core probes the peer before it fails it (udz_peer_probe_start in udz_peer.c) */
         int one = 1;
         (void)setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof(one));
     }

@@ -32,7 +32,7 @@ static void zrx_send_zack(udz_core_t *core, udz_zrx_t *z, uint8_t flags)
             a.sack[i / 64] |= 1ull << (i % 64);
         }
     }
-    send_zctl(core, z->peer, UDZ_T_ZACK, flags, z->xfer_id, &a, UDZ_ZACK_LEN(words));
+    udz_stream_send_zctl(core, z->peer, UDZ_T_ZACK, flags, z->xfer_id, &a, UDZ_ZACK_LEN(words));
     if (flags & UDZ_F_STUCK) {
         core->cnt->zack_stuck++;
     }
@@ -155,7 +155,7 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
         return -EAGAIN;
     }
     chunk = zrx_peer_chunk(core, peer);
-    fin = skb_get(core);
+    fin = udz_skb_get(core);
     if (fin == NULL) {
         core->starved = 1;
         return -EAGAIN;
@@ -209,7 +209,7 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     if (core->wops->posts_ahead) {
         /* the first chunks' receives are posted before the owner is asked to send them
          * (Koop, Sur, Panda: the receiver posts, then sends its clear-to-send) */
-        (void)zrx_poll(core, z);
+        (void)udz_zrx_poll(core, z);
     }
     err = udz_send_commit(core, UDZ_T_ZREQ, 0, sizeof(*req));
     if (err != 0) {
@@ -294,7 +294,7 @@ static void zrx_slot(udz_core_t *core, const udz_zrx_t *z, unsigned k, uint8_t *
     m->dest.iov_len    = z->len;
 }
 
-unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
+unsigned udz_zrx_poll(udz_core_t *core, udz_zrx_t *z)
 {
     uint32_t chunk = z->chunk;
     unsigned batch = z->batch, k = 0, j, handled = 0;
@@ -348,7 +348,7 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
             udz_peer_t *o = peer_lookup(core, &m[j].src);
             core->cnt->rx_zstale++;
             if ((o != NULL) && (o->cookie == h->src_cookie)) {
-                send_zctl(core, o, UDZ_T_ZDONE, 0, h->psn, NULL, 0);
+                udz_stream_send_zctl(core, o, UDZ_T_ZDONE, 0, h->psn, NULL, 0);
             }
             continue;
         }
@@ -436,7 +436,7 @@ unsigned zrx_poll(udz_core_t *core, udz_zrx_t *z)
 }
 
 /* The owner refused the ZREQ. */
-void zrx_on_zerr(udz_core_t *core, udz_peer_t *p, const udz_zerr_t *e)
+void udz_zrx_on_zerr(udz_core_t *core, udz_peer_t *p, const udz_zerr_t *e)
 {
     udz_zrx_t *z;
     unsigned i;
@@ -450,7 +450,7 @@ void zrx_on_zerr(udz_core_t *core, udz_peer_t *p, const udz_zerr_t *e)
     }
 }
 
-int zrx_flushed(const udz_core_t *core, const udz_peer_t *peer, uint32_t gseq)
+int udz_zrx_flushed(const udz_core_t *core, const udz_peer_t *peer, uint32_t gseq)
 {
     unsigned i;
 
@@ -473,7 +473,7 @@ void udz_peer_cancel(udz_core_t *core, udz_peer_t *peer, int status)
     }
 }
 
-void zrx_peer_failed(udz_core_t *core, udz_peer_t *p)
+void udz_zrx_peer_failed(udz_core_t *core, udz_peer_t *p)
 {
     udz_peer_cancel(core, p, -ECONNRESET);
 }
@@ -482,7 +482,7 @@ void zrx_peer_failed(udz_core_t *core, udz_peer_t *p)
  * owner serves its transfers in turn from one send queue: a channel's pause while the owner's
  * other transfers arrive is its pace, not a loss (resending then brings duplicates, which
  * cost a receiver with posted receives a run of copies). A tail lost while others flow is
- * found by the owner's probe (ztx_timers). The other channels are looked at only once this
+ * found by the owner's probe (udz_ztx_timers). The other channels are looked at only once this
  * one is silent that long. */
 static int zrx_owner_silent(const udz_core_t *core, const udz_zrx_t *z, uint64_t span)
 {
@@ -502,7 +502,7 @@ static int zrx_owner_silent(const udz_core_t *core, const udz_zrx_t *z, uint64_t
 /* Per busy channel: the requester gives up after peer_timeout without data, names known holes
  * again after the repair gate, and asks for a lost tail after an RTO (the stuck timer), both
  * while nothing comes from the owner at all. */
-void zrx_timers(udz_core_t *core)
+void udz_zrx_timers(udz_core_t *core)
 {
     udz_peer_t *p;
     udz_zrx_t *z;
@@ -517,7 +517,7 @@ void zrx_timers(udz_core_t *core)
         if (live_since(core, z->last_rx_live) >= core->cfg.peer_timeout_ns) {
             p = z->peer;
             zrx_finish(core, z, -ETIMEDOUT);
-            peer_fail(core, p);
+            udz_peer_fail(core, p);
         } else if ((z->cum < z->top) &&
                    (now - z->zack_ns >= ((gate = repair_gate(core, z->peer)) <<
                                          (z->backoff < 8 ? z->backoff : 8))) &&
@@ -543,7 +543,7 @@ void zrx_timers(udz_core_t *core)
     }
 }
 
-int zrx_init(udz_core_t *core)
+int udz_zrx_init(udz_core_t *core)
 {
     const udz_config_t *cfg = &core->cfg;
     size_t nwords, scratch;
@@ -574,7 +574,7 @@ int zrx_init(udz_core_t *core)
     return 0;
 }
 
-void zrx_cleanup(udz_core_t *core)
+void udz_zrx_cleanup(udz_core_t *core)
 {
     unsigned i;
 

@@ -69,7 +69,7 @@ static void ztx_revoke(udz_core_t *core, udz_ztx_t *t)
     t->status = -EACCES;
     t->src    = NULL;
     core->cnt->ztx_revoked++;
-    send_zctl(core, t->peer, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+    udz_stream_send_zctl(core, t->peer, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
 }
 
 /* Sends the n listed chunks of t as one batch (none once t is revoked). */
@@ -137,7 +137,7 @@ static unsigned ztx_batch(const udz_core_t *core, uint32_t chunk)
     return (run > 1) ? (unsigned)(UDZ_ZTX_BATCH_MAX / run * run) : UDZ_BATCH_MAX;
 }
 
-unsigned ztx_pump(udz_core_t *core)
+unsigned udz_ztx_pump(udz_core_t *core)
 {
     uint32_t list[UDZ_ZTX_BATCH_MAX];
     unsigned n, sent, total = 0;    /* the wire may send a batch as one */
@@ -264,14 +264,14 @@ static int ztx_blocked(udz_core_t *core, udz_ztx_t *t)
         if (t->status != 0) {
             udz_zerr_t e = {t->xfer_id, t->status};
             core->cnt->zreq_refused++;
-            send_zctl(core, t->peer, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+            udz_stream_send_zctl(core, t->peer, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
         }
         return 1;
     }
     return 0;
 }
 
-void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
+void udz_ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
 {
     udz_ztx_t *t = core->ztx_free;
     const void *src;
@@ -280,7 +280,7 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
         /* more than a requester with every channel busy can ask: refused without a record */
         udz_zerr_t e = {req->xfer_id, -EBUSY};
         core->cnt->zreq_capped++;
-        send_zctl(core, p, UDZ_T_ZERR, 0, req->xfer_id, &e, sizeof(e));
+        udz_stream_send_zctl(core, p, UDZ_T_ZERR, 0, req->xfer_id, &e, sizeof(e));
         return;
     }
     if (t != NULL) {
@@ -317,7 +317,7 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     if (t->status != 0) {
         core->cnt->zreq_refused++;
         udz_zerr_t e = {t->xfer_id, t->status};
-        send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+        udz_stream_send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
     } else {
         t->src     = src;
         t->nchunks = (uint32_t)((req->len + req->chunk - 1) / req->chunk);
@@ -334,12 +334,12 @@ void ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     p->ztx_n++;
     peer_activate(core, p);
     if (!p->valid && (t->status == 0)) {
-        peer_chal_send(core, p, 0);     /* served once p echoes (udz_peer.c) */
+        udz_peer_chal_send(core, p, 0);     /* served once p echoes (udz_peer.c) */
     }
 }
 
-void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
-                 uint8_t flags)
+void udz_ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned words,
+                     uint8_t flags)
 {
     udz_ztx_t *t = ztx_find(p, a->xfer_id);
     unsigned w;
@@ -350,13 +350,13 @@ void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned 
     }
     if (t->status != 0) {
         udz_zerr_t e = {t->xfer_id, t->status};
-        send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
+        udz_stream_send_zctl(core, p, UDZ_T_ZERR, 0, t->xfer_id, &e, sizeof(e));
         t->last_progress_ns   = core->now;
         t->last_progress_live = core->live;
         return;
     }
     if (!p->valid) {
-        peer_chal_send(core, p, 0);     /* our challenge was lost: again, one for one */
+        udz_peer_chal_send(core, p, 0);     /* our challenge was lost: again, one for one */
         return;
     }
     if (t->chan_wait) {
@@ -391,7 +391,7 @@ void ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsigned 
     }
 }
 
-void ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
+void udz_ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
 {
     udz_ztx_t *t = ztx_find(p, xfer_id);
 
@@ -400,7 +400,7 @@ void ztx_end(udz_core_t *core, udz_peer_t *p, uint32_t xfer_id)
     }
 }
 
-void ztx_peer_failed(udz_core_t *core, udz_peer_t *p)
+void udz_ztx_peer_failed(udz_core_t *core, udz_peer_t *p)
 {
     while (p->ztx != NULL) {
         ztx_free(core, p->ztx);
@@ -409,7 +409,7 @@ void ztx_peer_failed(udz_core_t *core, udz_peer_t *p)
 
 /* Per transfer served: drop it when the requester is silent for peer_timeout; probe with the
  * first unacked chunk when nothing was acked or sent for an RTO. */
-void ztx_timers(udz_core_t *core)
+void udz_ztx_timers(udz_core_t *core)
 {
     udz_ztx_t *t, *tn;
     uint64_t now = core->now;
@@ -433,7 +433,7 @@ void ztx_timers(udz_core_t *core)
     }
 }
 
-int ztx_init(udz_core_t *core)
+int udz_ztx_init(udz_core_t *core)
 {
     core->ztxhdr  = calloc(UDZ_ZTX_BATCH_MAX, sizeof(*core->ztxhdr));
     core->ztxmsgs = calloc(UDZ_ZTX_BATCH_MAX, sizeof(*core->ztxmsgs));
@@ -441,7 +441,7 @@ int ztx_init(udz_core_t *core)
     return ((core->ztxhdr == NULL) || (core->ztxmsgs == NULL)) ? -ENOMEM : 0;
 }
 
-void ztx_cleanup(udz_core_t *core)
+void udz_ztx_cleanup(udz_core_t *core)
 {
     udz_ztx_t *t, *tn;
 
