@@ -104,13 +104,13 @@ unsigned uct_udz_async_dispatch(uct_udz_iface_t *iface)
             uct_iface_invoke_am(&iface->super, d->am_id, d->data, (unsigned)d->len, 0);
             break;
         case UCT_UDZ_DEFER_GET_DONE:
-            uct_udz_iface_get_done(iface, d->ctx, d->status);
+            iface->async.handlers->get_done(iface, d->ctx, d->status);
             break;
         case UCT_UDZ_DEFER_SEND_DONE:
             uct_invoke_completion((uct_completion_t*)d->ctx, uct_udz_status(d->status));
             break;
         case UCT_UDZ_DEFER_PEER_FAILED:
-            uct_udz_iface_peer_failed(iface, d->ctx);
+            iface->async.handlers->peer_failed(iface, d->ctx);   /* not in the timer now */
             udz_peer_put(iface->core, d->ctx);  /* the event's hold (uct_udz_async_defer_event) */
             break;
         }
@@ -130,7 +130,7 @@ void uct_udz_async_complete_now(uct_udz_iface_t *iface)
                                (d->type == UCT_UDZ_DEFER_GET_DONE) ||
                                (d->type == UCT_UDZ_DEFER_SEND_DONE)) {
         if (d->type == UCT_UDZ_DEFER_GET_DONE) {
-            uct_udz_iface_get_done(iface, d->ctx, d->status);
+            iface->async.handlers->get_done(iface, d->ctx, d->status);
         } else {
             uct_invoke_completion((uct_completion_t*)d->ctx, uct_udz_status(d->status));
         }
@@ -154,13 +154,15 @@ static void uct_udz_async_timer(int id, ucs_event_set_types_t events, void *arg)
     UCT_UDZ_COUNT_OWN(async_ticks, 1);
 }
 
-ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h tl_worker, double tick)
+ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h tl_worker, double tick,
+                                 const udz_user_ops_t *handlers)
 {
     uct_priv_worker_t *worker = ucs_derived_of(tl_worker, uct_priv_worker_t);
     ucs_status_t status;
 
     ucs_queue_head_init(&iface->async.deferred);
     iface->async.deferred_bytes = 0;
+    iface->async.handlers = handlers;
     iface->async.in_timer = 0;
     iface->async.timer_id = -1;
     iface->async.context  = worker->async;

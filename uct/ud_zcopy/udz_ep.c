@@ -125,17 +125,10 @@ static UCS_F_ALWAYS_INLINE int uct_udz_ep_must_queue(uct_udz_ep_t *ep)
     return uct_udz_iface_fence_holds(iface) || ucx_ext_ep_must_queue(&ep->super);
 }
 
-ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags)
-{
-    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
-
-    iface->fenced = (udz_core_gets_in_flight(iface->core) > 0);
-    return UCS_OK;
-}
-
 ucs_status_t uct_udz_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
-    return uct_udz_iface_fence(tl_ep->iface, flags);
+    uct_udz_fence_set(ucs_derived_of(tl_ep->iface, uct_udz_iface_t));
+    return UCS_OK;
 }
 
 static UCS_F_NOINLINE ucs_status_t uct_udz_ep_send_error(uct_udz_ep_t *ep, int err)
@@ -150,60 +143,104 @@ static UCS_F_NOINLINE ucs_status_t uct_udz_ep_send_error(uct_udz_ep_t *ep, int e
     return uct_udz_status(err);
 }
 
-#define UCT_UDZ_EP_BEGIN(_ep, _iface, _payload, _err, _fail) \
-    if (uct_udz_ep_must_queue(_ep)) { \
-        UCT_UDZ_COUNT(tx_no_resource, 1); \
-        _fail(UCS_ERR_NO_RESOURCE); \
-    } \
-    _payload = udz_send_begin((_iface)->core, (_ep)->peer, &(_err)); \
-    if (ucs_unlikely(_payload == NULL)) { \
-        _fail(uct_udz_ep_send_error(_ep, _err)); \
-    }
+typedef enum {
+    UCT_UDZ_SEND_AM_SHORT,
+    UCT_UDZ_SEND_AM_BCOPY,
+    UCT_UDZ_SEND_PUT_SHORT,
+    UCT_UDZ_SEND_PUT_BCOPY
+} uct_udz_send_t;
 
-#define UCT_UDZ_RETURN(_s) return (_s)
+/* The one send of a reliable datagram from the core's send slot (after UCX's mm_ep.c): the
+ * fence and pending queue, the slot, the payload (a put's target address and key ahead of
+ * its data), the commit and the counters. send is a constant in each caller, so each folds
+ * to its own straight path. am_zcopy and the zero-copy RMA go through the core's own calls. */
+static UCS_F_ALWAYS_INLINE ssize_t
+uct_udz_ep_send(uct_udz_send_t send, uct_udz_ep_t *ep, uint8_t id, uint64_t header,
+                const void *buffer, unsigned length, uct_pack_callback_t pack_cb, void *arg,
+                uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_udz_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_udz_iface_t);
+    int put               = (send == UCT_UDZ_SEND_PUT_SHORT) || (send == UCT_UDZ_SEND_PUT_BCOPY);
+    size_t hdr            = put ? sizeof(udz_put_t) : 0;
+    udz_put_t *put_hdr;
+    uint8_t *data;
+    size_t len;
+    int err;
+
+    if (uct_udz_ep_must_queue(ep)) {
+        UCT_UDZ_COUNT(tx_no_resource, 1);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    data = udz_send_begin(iface->core, ep->peer, &err);
+    if (ucs_unlikely(data == NULL)) {
+        return uct_udz_ep_send_error(ep, err);
+    }
+    put_hdr = (udz_put_t*)data;
+
+    switch (send) {
+    case UCT_UDZ_SEND_AM_SHORT:
+        *(uint64_t*)data = header;
+        memcpy(data + sizeof(header), buffer, length);
+        len = length + sizeof(header);
+        break;
+    case UCT_UDZ_SEND_PUT_SHORT:
+        put_hdr->addr = remote_addr;
+        udz_put_key(put_hdr, (length > 0) ? (const void*)rkey : NULL);
+        memcpy(put_hdr + 1, buffer, length);
+        len = length;
+        break;
+    default:
+        if (put) {
+            put_hdr->addr = remote_addr;
+        }
+        len = pack_cb(data + hdr, arg);
+        if (ucs_unlikely(len > iface->max_payload - hdr)) {
+            udz_send_abort(iface->core);
+            ucs_error("ud_zcopy: %s packed %zu bytes, max %zu", put ? "put_bcopy" : "am_bcopy",
+                      len, iface->max_payload - hdr);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if (put) {
+            udz_put_key(put_hdr, (len > 0) ? (const void*)rkey : NULL);
+        }
+        break;
+    }
+    udz_send_commit(iface->core, put ? UDZ_T_PUT : UDZ_T_AM, put ? 0 : id, hdr + len);
+
+    switch (send) {
+    case UCT_UDZ_SEND_AM_SHORT:  UCT_UDZ_COUNT(tx_am_short, 1);  break;
+    case UCT_UDZ_SEND_AM_BCOPY:  UCT_UDZ_COUNT(tx_am_bcopy, 1);  break;
+    case UCT_UDZ_SEND_PUT_SHORT: UCT_UDZ_COUNT(tx_put_short, 1); break;
+    default:                     UCT_UDZ_COUNT(tx_put_bcopy, 1); break;
+    }
+    if (put) {
+        UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 1, len);
+    } else {
+        UCT_UDZ_COUNT(tx_bytes, len);
+    }
+    return ((send == UCT_UDZ_SEND_AM_BCOPY) || (send == UCT_UDZ_SEND_PUT_BCOPY)) ?
+           (ssize_t)len : UCS_OK;
+}
 
 /* ---- active messages ---- */
 
 ucs_status_t uct_udz_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                  const void *payload, unsigned length)
 {
-    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
-    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
-    uint8_t *data;
-    int err;
-
     UCT_CHECK_AM_ID(id);
-    UCT_CHECK_LENGTH(length + sizeof(header), 0, iface->max_payload, "am_short");
-    UCT_UDZ_EP_BEGIN(ep, iface, data, err, UCT_UDZ_RETURN);
-    *(uint64_t*)data = header;
-    memcpy(data + sizeof(header), payload, length);
-    udz_send_commit(iface->core, UDZ_T_AM, id, length + sizeof(header));
-    UCT_UDZ_COUNT(tx_am_short, 1);
-    UCT_UDZ_COUNT(tx_bytes, length + sizeof(header));
-    return UCS_OK;
+    UCT_CHECK_LENGTH(length + sizeof(header), 0,
+                     ucs_derived_of(tl_ep->iface, uct_udz_iface_t)->max_payload, "am_short");
+    return (ucs_status_t)uct_udz_ep_send(UCT_UDZ_SEND_AM_SHORT,
+                                         ucs_derived_of(tl_ep, uct_udz_ep_t), id, header,
+                                         payload, length, NULL, NULL, 0, 0);
 }
 
 ssize_t uct_udz_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
                             void *arg, unsigned flags)
 {
-    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
-    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
-    void *data;
-    size_t length;
-    int err;
-
     UCT_CHECK_AM_ID(id);
-    UCT_UDZ_EP_BEGIN(ep, iface, data, err, UCT_UDZ_RETURN);
-    length = pack_cb(data, arg);
-    if (ucs_unlikely(length > iface->max_payload)) {
-        udz_send_abort(iface->core);
-        ucs_error("ud_zcopy: am_bcopy packed %zu bytes, max %zu", length, iface->max_payload);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    udz_send_commit(iface->core, UDZ_T_AM, id, length);
-    UCT_UDZ_COUNT(tx_am_bcopy, 1);
-    UCT_UDZ_COUNT(tx_bytes, length);
-    return length;
+    return uct_udz_ep_send(UCT_UDZ_SEND_AM_BCOPY, ucs_derived_of(tl_ep, uct_udz_ep_t), id, 0,
+                           NULL, 0, pack_cb, arg, 0, 0);
 }
 
 /* Zero copy on the send side: the payload goes from the caller's buffer at every
@@ -249,44 +286,19 @@ ucs_status_t uct_udz_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
 ucs_status_t uct_udz_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
                                   uint64_t remote_addr, uct_rkey_t rkey)
 {
-    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
-    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
-    udz_put_t *put;
-    int err;
-
-    UCT_CHECK_LENGTH(length, 0, iface->max_payload - sizeof(*put), "put_short");
-    UCT_UDZ_EP_BEGIN(ep, iface, put, err, UCT_UDZ_RETURN);
-    put->addr = remote_addr;
-    udz_put_key(put, (length > 0) ? (const void*)rkey : NULL);
-    memcpy(put + 1, buffer, length);
-    udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
-    UCT_UDZ_COUNT(tx_put_short, 1);
-    UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 1, length);
-    return UCS_OK;
+    UCT_CHECK_LENGTH(length, 0,
+                     ucs_derived_of(tl_ep->iface, uct_udz_iface_t)->max_payload -
+                     sizeof(udz_put_t), "put_short");
+    return (ucs_status_t)uct_udz_ep_send(UCT_UDZ_SEND_PUT_SHORT,
+                                         ucs_derived_of(tl_ep, uct_udz_ep_t), 0, 0, buffer,
+                                         length, NULL, NULL, remote_addr, rkey);
 }
 
 ssize_t uct_udz_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
                              uint64_t remote_addr, uct_rkey_t rkey)
 {
-    uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
-    uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
-    udz_put_t *put;
-    size_t length;
-    int err;
-
-    UCT_UDZ_EP_BEGIN(ep, iface, put, err, UCT_UDZ_RETURN);
-    put->addr = remote_addr;
-    length    = pack_cb(put + 1, arg);
-    if (ucs_unlikely(length > iface->max_payload - sizeof(*put))) {
-        udz_send_abort(iface->core);
-        ucs_error("ud_zcopy: put_bcopy packed %zu bytes", length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    udz_put_key(put, (length > 0) ? (const void*)rkey : NULL);
-    udz_send_commit(iface->core, UDZ_T_PUT, 0, sizeof(*put) + length);
-    UCT_UDZ_COUNT(tx_put_bcopy, 1);
-    UCX_EXT_COUNT_RMA_BYTES(UCT_UDZ_COUNT, 1, length);
-    return length;
+    return uct_udz_ep_send(UCT_UDZ_SEND_PUT_BCOPY, ucs_derived_of(tl_ep, uct_udz_ep_t), 0, 0,
+                           NULL, 0, pack_cb, arg, remote_addr, rkey);
 }
 
 ucs_status_t uct_udz_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,

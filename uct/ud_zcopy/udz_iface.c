@@ -248,7 +248,7 @@ static void uct_udz_iface_mem_unhold(void *user, udz_mem_hold_t *hold)
     uct_udz_md_unhold(hold);
 }
 
-void uct_udz_iface_get_done(void *user, void *ctx, int status)
+static void uct_udz_iface_get_done(void *user, void *ctx, int status)
 {
     uct_udz_iface_t *iface = user;
     uct_udz_getb_t *g      = ctx;
@@ -290,6 +290,8 @@ static void uct_udz_iface_send_done(void *user, void *ctx, int status)
     }
 }
 
+static void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer);
+
 static void uct_udz_iface_core_peer_failed(void *user, udz_peer_t *peer)
 {
     uct_udz_iface_t *iface = user;
@@ -313,6 +315,12 @@ static uint64_t uct_udz_iface_now(void *user)
     return uct_udz_now_ns();
 }
 
+ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags)
+{
+    uct_udz_fence_set(ucs_derived_of(tl_iface, uct_udz_iface_t));
+    return UCS_OK;
+}
+
 static const udz_user_ops_t uct_udz_user_ops = {
     .now         = uct_udz_iface_now,
     .am          = uct_udz_iface_am,
@@ -325,7 +333,7 @@ static const udz_user_ops_t uct_udz_user_ops = {
     .resources   = uct_udz_iface_resources,
 };
 
-void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer)
+static void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer)
 {
     ucx_ext_ep_t *ep;
 
@@ -600,7 +608,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     ucx_ext_iface_init(&self->x, &self->super, UCT_UDZ_NAME, &uct_udz_counters.tx, NULL, 0);
     ucs_list_head_init(&self->flushes);
     uct_udz_wakeup_init(self);
-    status = uct_udz_async_init(self, worker, config->async_tick);
+    status = uct_udz_async_init(self, worker, config->async_tick, &uct_udz_user_ops);
     if (status != UCS_OK) {
         udz_core_destroy(self->core);
         self->wops->close(self->wire);

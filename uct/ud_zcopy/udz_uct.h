@@ -155,6 +155,8 @@ typedef struct uct_udz_iface {
         ucs_queue_head_t    deferred;   /* for the next progress (udz_async.c) */
         size_t              deferred_bytes; /* what deferred holds: at UCT_UDZ_ASYNC_BUDGET
                                              * the timer takes no more packets */
+        const udz_user_ops_t *handlers; /* the iface's, which replay what the timer deferred
+                                         * (udz_async.c gets them, not the iface's symbols) */
     } async;
     struct {
         int                 epfd;       /* the event fd: the wire's and wake_fd; -1 */
@@ -167,10 +169,6 @@ UCS_CLASS_DECLARE(uct_udz_iface_t, uct_md_h, uct_worker_h, const uct_iface_param
                   const uct_iface_config_t*);
 
 extern ucs_config_field_t uct_udz_iface_config_table[];
-
-/* Called by the core when a peer failed: every ep to it gets an error. */
-void uct_udz_iface_peer_failed(uct_udz_iface_t *iface, udz_peer_t *peer);
-void uct_udz_iface_get_done(void *user, void *ctx, int status);
 
 /* The core's clock: UCX's own (the TSC on x86), as its transports keep time. Progress reads
  * it on every call, and clock_gettime is a system call where the kernel's clocksource is not
@@ -200,7 +198,8 @@ void         uct_udz_wakeup_notify(uct_udz_iface_t *iface);
 /* ---- async progress (udz_async.c) ---- */
 
 void         uct_udz_async_wrap_ops(uct_iface_ops_t *ops);
-ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h worker, double tick);
+ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h worker, double tick,
+                                 const udz_user_ops_t *handlers);
 void         uct_udz_async_cleanup(uct_udz_iface_t *iface);
 unsigned     uct_udz_async_dispatch(uct_udz_iface_t *iface);
 /* Delivers the deferred completions now (an ep going away), leaving messages in their turn. */
@@ -240,6 +239,13 @@ UCX_EXT_EP_RMA_DECLARE(uct_udz_ep);
 ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 ucs_status_t uct_udz_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags);
+
+/* An ep fence is an iface fence (both in their own files, on this): later operations wait
+ * while gets issued before it are in flight. */
+static UCS_F_ALWAYS_INLINE void uct_udz_fence_set(uct_udz_iface_t *iface)
+{
+    iface->fenced = (udz_core_gets_in_flight(iface->core) > 0);
+}
 
 unsigned uct_udz_ep_check_flushes(uct_udz_iface_t *iface);
 void uct_udz_ep_set_failed(uct_udz_ep_t *ep);
