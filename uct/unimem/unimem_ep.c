@@ -622,8 +622,8 @@ ucs_status_t uct_unimem_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
 
 /* ---- stash, pending, flush ---- */
 
-/* Sends the stashed messages that now fit; 1 per message sent. */
-static unsigned uct_unimem_ep_progress_stash(uct_unimem_iface_t *iface)
+/* Sends the stashed messages of the iface's eps that now fit; 1 per message sent. */
+unsigned uct_unimem_ep_progress_stash(uct_unimem_iface_t *iface)
 {
     uct_unimem_ep_t *ep, *tmp;
     unsigned count = 0;
@@ -665,15 +665,6 @@ int uct_unimem_ep_tx_ready(ucx_ext_ep_t *ep)
     return unimem_hal_can_send(uep->dest, iface->max_msgs);
 }
 
-unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface)
-{
-    unsigned count = 0;
-
-    if (!ucs_list_is_empty(&iface->stashed)) {
-        count += uct_unimem_ep_progress_stash(iface);
-    }
-    return count + ucx_ext_iface_progress_pending(&iface->x);
-}
 
 /* Mailbox messages are in the peer's mailbox when the send returns; requests still queued
  * (pending, stash) are not issued yet; zDMA transfers are complete when the channel says so. */

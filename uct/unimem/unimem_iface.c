@@ -182,9 +182,12 @@ static unsigned uct_unimem_iface_progress(uct_iface_h tl_iface)
     for (i = 0; i < count; ++i) {
         unimem_rx_msg(&iface->rx, &iface->rx_msgs[i]);
     }
-    if (ucs_unlikely(!ucs_list_is_empty(&iface->stashed) ||
-                     ucx_ext_iface_has_pending(&iface->x))) {
-        count += uct_unimem_ep_progress_tx(iface);
+    /* the send side: stashed messages first, then the pending queue */
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->stashed))) {
+        count += uct_unimem_ep_progress_stash(iface);
+    }
+    if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x))) {
+        count += ucx_ext_iface_progress_pending(&iface->x);
     }
     if (ucs_unlikely(iface->zwait_head != iface->zwait_tail)) {
         count += uct_unimem_iface_progress_zdma(iface);

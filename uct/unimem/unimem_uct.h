@@ -202,8 +202,9 @@ int uct_unimem_ep_peer_closed(ucx_ext_ep_t *ep);
 /* Room in the mailbox for the largest message (the pending queue's test). */
 int uct_unimem_ep_tx_ready(ucx_ext_ep_t *ep);
 
-/* Progress of the send side: stashed messages, then the pending queue. */
-unsigned uct_unimem_ep_progress_tx(uct_unimem_iface_t *iface);
+/* From the iface's progress: the stashed messages of its eps that now fit (then the pending
+ * queue goes, ucx_ext_iface_progress_pending). */
+unsigned uct_unimem_ep_progress_stash(uct_unimem_iface_t *iface);
 /* zDMA completions of a backend that completes asynchronously. */
 /* A zDMA channel for an iface (channel -1: any; shared once the process owns all) and its
  * release; the HAL's open and close, counted per process. */
