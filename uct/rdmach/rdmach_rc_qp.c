@@ -331,7 +331,6 @@ static inline int rdmach_rc_owns_qp(const rdmach_rc_conn_t *c)
 void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
 {
     rdmach_rc_conn_t *c = (rdmach_rc_conn_t*)peer;
-    struct ibv_qp_attr attr;
 
     /* the QP goes to error, its WRs flush; the block stays registered: the poller may still
      * hold the ring, until reap takes it back. The fence goes first: its completion, the last
@@ -345,9 +344,7 @@ void rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer)
         c->fence_seq = rdmach_rc_post_empty(c);
     }
     if (rdmach_rc_owns_qp(c)) {
-        memset(&attr, 0, sizeof(attr));
-        attr.qp_state = IBV_QPS_ERR;
-        ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);
+        (void)ucx_ext_verbs_qp_teardown(c->qp, 0);   /* destroyed by reap (conn_free) */
     }
     /* XRC: the INI QP serves other connections and stays; the fence still completes after
      * every WR of this connection (one QP completes in order) */
