@@ -143,3 +143,18 @@ void ucx_ext_verbs_port_perf(const struct ibv_port_attr *attr, size_t xport_hdr,
     *latency   = lat + (roce ? 200e-9 : 0);
     *bandwidth = (width * rate * encoding / 8.0) * (double)mtu / (double)(mtu + extra);
 }
+
+int ucx_ext_verbs_qp_teardown(struct ibv_qp *qp, int destroy)
+{
+    struct ibv_qp_attr attr;
+    int ret, destroyed;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_ERR;
+    ret = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+    if (destroy) {
+        destroyed = ibv_destroy_qp(qp);
+        ret       = (ret != 0) ? ret : destroyed;
+    }
+    return ret;
+}

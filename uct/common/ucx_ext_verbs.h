@@ -1,7 +1,7 @@
 /*
  * Plain-C helpers the InfiniBand wires share (rdmach's RC wire, ud_zcopy's UD wire): which
- * ports are usable, the device by name, every active port as "device:port", and the GID a
- * wire addresses itself by. libibverbs only, no UCX headers.
+ * ports are usable, the device by name, every active port as "device:port", the GID a wire
+ * addresses itself by, what a port costs, and QP teardown. libibverbs only, no UCX headers.
  */
 #ifndef UCX_EXT_VERBS_H
 #define UCX_EXT_VERBS_H
@@ -39,5 +39,13 @@ int ucx_ext_verbs_pick_gid(struct ibv_context *ctx, uint8_t port,
  * rc_verbs' on the same port. */
 void ucx_ext_verbs_port_perf(const struct ibv_port_attr *attr, size_t xport_hdr,
                              double *latency, double *bandwidth);
+
+/* QP teardown: moves qp to the error state (from any state; its posted WRs complete as
+ * flushed, IBV_WC_WR_FLUSH_ERR, in post order, and it neither sends nor receives any more),
+ * then, when destroy, destroys it. A wire that waits for those flushed completions before the
+ * QP goes (rdmach's RC wire: its fence, the last WR of a closed connection) passes destroy 0
+ * and destroys the QP (ibv_destroy_qp) once they came. 0, or the verbs error (positive) of the
+ * state change or else of the destroy; when destroy, qp is destroyed (tried) either way. */
+int ucx_ext_verbs_qp_teardown(struct ibv_qp *qp, int destroy);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * rdmach InfiniBand RC verbs wire, internal: the types that the RC wire (rdmach_wire_rc.c)
- * and its XRC mode (rdmach_rc_xrc.c) share. Nothing here is seen by the glue, which knows the
- * wire through rdmach_wire.h only.
+ * rdmach InfiniBand RC verbs wire, internal: the types and functions that the RC wire's files
+ * share (rdmach_wire_rc.c, the table and the iface; rdmach_rc_dev.c, rdmach_rc_post.c,
+ * rdmach_rc_rma.c, rdmach_rc_qp.c; its XRC mode, rdmach_rc_xrc.c). Nothing here is seen by the
+ * glue, which knows the wire through rdmach_wire.h only.
  */
 #ifndef RDMACH_RC_INT_H
 #define RDMACH_RC_INT_H
@@ -29,6 +30,7 @@
 #define RC_MIN(_a, _b) (((_a) < (_b)) ? (_a) : (_b))
 
 #define RC_LOG(_w, _error, ...) RDMACH_WIRE_LOG(&(_w)->super, _error, __VA_ARGS__)
+#define STATS(_w, _f) RDMACH_WIRE_STATS(&(_w)->super)->_f
 
 struct rdmach_wire_domain {
     struct ibv_context    *ctx;
@@ -173,15 +175,20 @@ struct rdmach_rc_wire {
     rdmach_xrc_t         xrc;
 };
 
-/* ---- shared by the RC wire and its XRC mode ---- */
+/* ---- shared by the RC wire's files, by the file that defines them ----
+ * Each file uses only the ones listed before it: rdmach_rc_dev.c, rdmach_rc_post.c,
+ * rdmach_rc_rma.c and rdmach_rc_qp.c, rdmach_rc_xrc.c, rdmach_wire_rc.c (the table). */
 
-/* Moves qp from RESET to INIT on our port (remote access: TGT and RC QPs; an INI QP is
- * sent from only). 0 or the verbs error (positive). */
-int  rdmach_rc_qp_init(const rdmach_rc_wire_t *w, struct ibv_qp *qp, int remote_access);
-/* Connects qp to the QP dest_qpn at dev (a peer's device address), RTR then RTS, with the
- * attributes its type requires (RC, XRC INI, XRC TGT). 0 or the verbs error (positive). */
-int  rdmach_rc_qp_connect(const rdmach_rc_wire_t *w, struct ibv_qp *qp,
-                          const rdmach_rc_dev_addr_t *dev, uint32_t dest_qpn);
+/* rdmach_rc_dev.c: sizing (rdmach_wire_rc_sizing's figures, and what the iface and a
+ * connection allocate). A connection's ring: its ctl and slots. */
+size_t   rdmach_rc_ring_bytes(const rdmach_geom_t *geom);
+/* A connection's block: rx ring | shadow ctl (the credit line in its padding) + slots. */
+size_t   rdmach_rc_block_bytes(const rdmach_geom_t *geom);
+/* WRs per QP: 3 per ring slot, and RMA (a sender short of room is short of ring credit). */
+uint32_t rdmach_rc_sq_depth(const rdmach_geom_t *geom, uint32_t max_qp_wr);
+size_t   rdmach_rc_doorbell_bytes(uint32_t max_rings);
+/* RC_BOUNCES buffers of a record's span, then RC_AMO_SLOTS atomic results. */
+size_t   rdmach_rc_bounce_bytes(const rdmach_geom_t *geom);
 
 /* WRs of an XRC INI QP: it carries several connections' records. */
 static inline uint32_t rdmach_rc_xrc_sq_depth(uint32_t conn_sq_depth, uint32_t max_qp_wr)
@@ -189,8 +196,106 @@ static inline uint32_t rdmach_rc_xrc_sq_depth(uint32_t conn_sq_depth, uint32_t m
     return (4u * conn_sq_depth < max_qp_wr) ? 4u * conn_sq_depth : max_qp_wr;
 }
 
+/* rdmach_rc_dev.c: the wire's own registrations (counted: the stats' reg_peak), and the
+ * table's domain, device and memory entries. */
+struct ibv_mr *rdmach_rc_reg(rdmach_rc_wire_t *w, void *addr, size_t len);
+void     rdmach_rc_dereg(struct ibv_mr *mr);   /* NULL: nothing */
+unsigned rdmach_rc_query_domains(char (*names)[RDMACH_WIRE_DEV_NAME_MAX], unsigned max);
+int      rdmach_rc_domain_open(const char *name, rdmach_wire_domain_t **domain_p);
+void     rdmach_rc_domain_close(rdmach_wire_domain_t *dom);
+int      rdmach_rc_mem_reg(rdmach_wire_domain_t *dom, void *addr, size_t len, void **reg_p,
+                           uint32_t *rkey_p);
+void     rdmach_rc_mem_dereg(void *reg);
+unsigned rdmach_rc_query_devices(rdmach_wire_domain_t *dom, rdmach_wire_dev_t *devs,
+                                 unsigned max);
+
+/* rdmach_rc_post.c: the send queue. Free WRs of c's send queue. */
+static inline uint32_t rdmach_rc_sq_free(const rdmach_rc_conn_t *c)
+{
+    /* an owed XRC notice goes ahead of the next WR: its room is kept */
+    return c->sq->depth - (uint32_t)(c->sq->posted - c->sq->completed) - (uint32_t)c->notice_due;
+}
+
+static inline void *rdmach_rc_bounce(rdmach_rc_wire_t *w, int idx)
+{
+    return (uint8_t*)w->bounce + (size_t)idx * w->bounce_size;
+}
+
+/* The connection of ring id (from a completion or a peer's immediate: checked), or NULL. */
+static inline rdmach_rc_conn_t *rdmach_rc_conn(const rdmach_rc_wire_t *w, uint32_t id)
+{
+    return (id < w->next_ring) ? w->conns[id] : NULL;
+}
+
 /* Posts n receive WQEs (no buffers: WRITEs with immediate consume them) into w->srq. */
-int  rdmach_rc_srq_post(rdmach_rc_wire_t *w, uint32_t n);
+int      rdmach_rc_srq_post(rdmach_rc_wire_t *w, uint32_t n);
+/* Fills wr and sge as an RDMA WRITE of len bytes at addr (lkey) to raddr (rkey); inl: inline. */
+void     rdmach_rc_write_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, void *addr,
+                            uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                            int inl);
+/* Posts a chain of n WRs; the last is signalled when 'signal' or when RC_SIGNAL_EVERY WRs
+ * went unsignalled. Returns the last WR's sequence, or 0 (errno set). */
+uint64_t rdmach_rc_post(rdmach_rc_conn_t *c, struct ibv_send_wr *wr, unsigned n, int signal);
+/* A signalled zero-byte WRITE (to the credit line: it writes nothing): its sequence, or 0
+ * (errno set; EAGAIN: no room). */
+uint64_t rdmach_rc_post_empty(rdmach_rc_conn_t *c);
+/* Queues a completion for the WR of sequence seq (room checked by the caller). */
+rdmach_rc_op_t *rdmach_rc_push_op(rdmach_rc_conn_t *c, uint64_t seq, void *comp, int bounce,
+                                  void (*unpack)(void*, const void*, size_t), void *arg,
+                                  size_t len);
+/* Delivers the operations done up to c->completed, in order (all of them, failed, once c
+ * failed). */
+void     rdmach_rc_deliver(rdmach_rc_conn_t *c);
+/* Polls the send CQ; deliver == 0 (inside an operation): only advances the completed
+ * sequences, and the operations they finish are delivered by the next progress. */
+unsigned rdmach_rc_poll(rdmach_rc_wire_t *w, int deliver);
+/* Polls the receive CQ: counts the records written into our rings in. */
+unsigned rdmach_rc_poll_recv(rdmach_rc_wire_t *w);
+/* Fails the connection once: its operations complete with -ECONNRESET, the glue is told. */
+void     rdmach_rc_fail(rdmach_rc_conn_t *c, int err);
+/* The ring hooks (rdmach_ring.h), and the table's posting and completion entries. */
+extern const rdmach_ring_ops_t rdmach_rc_ring_ops;
+void     rdmach_rc_post_record(void *ctx, uint32_t index, const void *rec, size_t bytes,
+                               int doorbell);
+void     rdmach_rc_post_tail(void *ctx, uint64_t tail);
+void     rdmach_rc_post_hot(void *ctx, uint32_t hot);
+unsigned rdmach_rc_progress(rdmach_wire_t *wire);
+int      rdmach_rc_check(rdmach_wire_t *wire, rdmach_wire_peer_t *peer);
+int      rdmach_rc_flush(rdmach_wire_t *wire, rdmach_wire_peer_t *peer, void *comp);
+
+/* rdmach_rc_rma.c: the table's RMA and atomic entries. */
+int      rdmach_rc_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                       const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                       uint32_t rkey, size_t len, int write, void *mapped, void *comp);
+int      rdmach_rc_get_unpack(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                              uint64_t remote_addr, uint32_t rkey, size_t len,
+                              void (*unpack)(void*, const void*, size_t), void *arg,
+                              void *comp);
+int      rdmach_rc_atomic64(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                            uint64_t remote_addr, uint32_t rkey, int cswap,
+                            uint64_t compare_add, uint64_t swap, uint64_t *result, void *comp);
+
+/* rdmach_rc_qp.c: an RC QP on our CQs (and SRQ), sized for a connection; max_inline (may be
+ * NULL): what a WRITE carries inline on it. NULL (errno set) when the device refuses. */
+struct ibv_qp *rdmach_rc_create_qp(rdmach_rc_wire_t *w, uint32_t *max_inline);
+/* Moves qp from RESET to INIT on our port (remote access: TGT and RC QPs; an INI QP is
+ * sent from only). 0 or the verbs error (positive). */
+int  rdmach_rc_qp_init(const rdmach_rc_wire_t *w, struct ibv_qp *qp, int remote_access);
+/* Connects qp to the QP dest_qpn at dev (a peer's device address), RTR then RTS, with the
+ * attributes its type requires (RC, XRC INI, XRC TGT). 0 or the verbs error (positive). */
+int  rdmach_rc_qp_connect(const rdmach_rc_wire_t *w, struct ibv_qp *qp,
+                          const rdmach_rc_dev_addr_t *dev, uint32_t dest_qpn);
+/* Frees a connection: its QP (RC) or its share of a host connection (XRC), block, state. */
+void     rdmach_rc_conn_free(rdmach_rc_conn_t *c);
+/* The table's connection entries. */
+int      rdmach_rc_ep_open(rdmach_wire_t *wire, void *ep_ctx, rdmach_wire_peer_t **peer_p);
+void     rdmach_rc_ep_pack_addr(const rdmach_wire_peer_t *peer, void *buf);
+int      rdmach_rc_ep_connect(rdmach_wire_t *wire, rdmach_wire_peer_t *peer,
+                              const void *dev_addr, const void *ep_addr, rdmach_tx_t *tx);
+void     rdmach_rc_ep_close(rdmach_wire_t *wire, rdmach_wire_peer_t *peer);
+int      rdmach_rc_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx);
+unsigned rdmach_rc_reap(rdmach_wire_t *wire, int procs,
+                        void (*drain)(void *arg, uint32_t ring_id), void *arg);
 
 /* XRC mode (rdmach_rc_xrc.c). open: from params.net_xrc, the host's XRC domain and our XRC SRQ
  * on rcq; 0 (xrcd NULL: plain RC, after one info line when the device has no XRC in auto),

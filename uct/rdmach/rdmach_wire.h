@@ -23,13 +23,13 @@
  *    addresses through an auxiliary transport, and ep_connect joins them.
  *
  * Each entry says what the shared-memory wire does ("shm:") and what the InfiniBand RC verbs
- * wire does ("RC:", rdmach_wire_rc.c). The RC design in short: a connection's rings, shadow
- * and credit line live in one registered block; the sender builds records in the shadow and
- * RDMA-writes each, as one WRITE with immediate to a receiver with a shared receive queue (it
- * reads the record once the completion counted it in), else as header fields and payload,
- * then the mark (two WRITEs on one QP, placed in order, so the mark lands last); the receiver
- * RDMA-writes its tail into the sender's credit line (and, without SRQ, its rx_hot into the
- * sender's shadow ctl, which tells the sender when to chain a doorbell WRITE).
+ * wire does ("RC:", rdmach_wire_rc.c and its rdmach_rc_*.c). The RC design in short: a
+ * connection's rings, shadow and credit line live in one registered block; the sender builds
+ * records in the shadow and RDMA-writes each, as one WRITE with immediate to a receiver with a
+ * shared receive queue (it reads the record once the completion counted it in), else as header
+ * fields and payload, then the mark (two WRITEs on one QP, placed in order, so the mark lands
+ * last); the receiver RDMA-writes its tail into the sender's credit line (and, without SRQ, its
+ * rx_hot into the sender's shadow ctl, which tells the sender when to chain a doorbell WRITE).
  */
 #ifndef RDMACH_WIRE_H
 #define RDMACH_WIRE_H
