@@ -105,6 +105,9 @@ void udz_ibud_chan_close(udz_ibud_t *w, unsigned chan)
     udz_ibud_chan_t *c = &w->chan[chan];
 
     if (c->qp != NULL) {
+        /* destroyed at once, not through ucx_ext_verbs_qp_teardown's error state: that would
+         * flush the QP's sends into the send CQ the other QPs share (w->scq), where the next
+         * poll would take them for live ones; a destroyed QP's WRs leave no completions */
         ibv_destroy_qp(c->qp);
         c->qp = NULL;
     }
