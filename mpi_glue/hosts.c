@@ -251,8 +251,12 @@ int main(int argc, char **argv)
         int64_t *base;
         const int n = 1024;
 
-        MC_CALL(MPI_Win_allocate((n + 1) * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                                 MPI_COMM_WORLD, &base, &win));
+        /* whole pages (tests/mpi/KNOWN_ISSUES.md #1): MPICH carves the on-host windows out of
+         * one segment and publishes each base aligned down, so a window of 1025 words would
+         * start a word into its neighbour's, whose last word (the counter others fetch-and-add)
+         * then overlaps the put area: one word wrong, now and then, with 4 ranks per host */
+        MC_CALL(MPI_Win_allocate(((n + 1) * sizeof(int64_t) + 4095) & ~(size_t)4095,
+                                 sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
         MC_CALL(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, mc_rank, 0, win));
         memset(base, 0, (n + 1) * sizeof(int64_t));
         MC_CALL(MPI_Win_unlock(mc_rank, win));
