@@ -283,6 +283,7 @@ static int hostile_rc_open(ut_t *t, const hostile_rc_addr_t *target, rdmach_wire
     static rdmach_rx_stats_t stats;
     static rdmach_wire_stats_t wire_stats;
     const rdmach_wire_ops_t *ops = &rdmach_wire_rc_ops;
+    static const rdmach_rc_config_t rc_config = {1.0, 7, 1, RDMACH_RC_XRC_NO};
     char domain[RDMACH_WIRE_DEV_NAME_MAX];
     rdmach_wire_params_t params;
     int ret;
@@ -308,10 +309,7 @@ static int hostile_rc_open(ut_t *t, const hostile_rc_addr_t *target, rdmach_wire
     params.wire_stats      = &wire_stats;
     params.complete        = hostile_done;
     params.failed          = hostile_rc_failed;
-    params.net_timeout     = 1.0;
-    params.net_retry_count = 7;
-    params.net_srq         = 1;
-    params.net_xrc         = RDMACH_WIRE_XRC_NO;
+    params.config          = &rc_config;
     if ((ret = ops->domain_open(domain, dom)) != 0) {
         pair_log(t->pair, "cannot open verbs device %s: %s", domain, strerror(-ret));
         return -1;

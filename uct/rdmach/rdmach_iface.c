@@ -95,35 +95,9 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "doorbells, which costs less per call the more peers are connected.",
      ucs_offsetof(uct_rdmach_iface_config_t, poll_all), UCS_CONFIG_TYPE_BOOL},
 
-    {"RC_TIMEOUT", "268ms",
-     "On a verbs port: how long an RC QP waits for an acknowledgement before it resends\n"
-     "(rounded up to the 4.096 us << n steps of InfiniBand's local ACK timeout). Together\n"
-     "with RC_RETRY_COUNT it bounds how soon a dead peer fails its endpoint.",
-     ucs_offsetof(uct_rdmach_iface_config_t, rc_timeout), UCS_CONFIG_TYPE_TIME},
-
-    {"RC_RETRY_COUNT", "6",
-     "On a verbs port: resends of an unacknowledged RC packet before the QP fails and its\n"
-     "endpoint with it (0-7). rdma_rxe (Soft-RoCE) reads 7 as \"resend forever\": then a\n"
-     "dead peer is never detected, but a lossy Ethernet cannot exhaust the budget (UCX's\n"
-     "rc_verbs does the same by default).",
-     ucs_offsetof(uct_rdmach_iface_config_t, rc_retry_count), UCS_CONFIG_TYPE_UINT},
-
-    {"RC_SRQ", "y",
-     "On a verbs port with shared receive queues: a record is one RDMA WRITE with immediate,\n"
-     "read once its receive completion arrives (which also rings the ring's doorbell). n:\n"
-     "as on a device without SRQ, two WRITEs (fields and payload, then the mark) and a\n"
-     "doorbell WRITE when the receiver asks for it. Senders follow each receiver's choice.",
-     ucs_offsetof(uct_rdmach_iface_config_t, rc_srq), UCS_CONFIG_TYPE_BOOL},
-
-    {"XRC", "n",
-     "On a verbs port: XRC connections (MVAPICH with XRC): one QP per remote host reaches\n"
-     "every process there through its XRC SRQ, instead of one RC QP per remote process;\n"
-     "the rings are unchanged. y: required (the iface open fails, naming the device and the\n"
-     "reason, where the device has no XRC, e.g. Soft-RoCE); auto: XRC where the device has\n"
-     "it, else RC after one info line; n: RC. Every process of a job must use the same mode.\n"
-     "The default stays n until the XRC path has run on an XRC-capable HCA (mlx4, mlx5):\n"
-     "the project's tests run on Soft-RoCE, which has none.",
-     ucs_offsetof(uct_rdmach_iface_config_t, xrc), UCS_CONFIG_TYPE_TERNARY_AUTO},
+    /* the RC wire's own knobs: RC_TIMEOUT, RC_RETRY_COUNT, RC_SRQ, XRC (rdmach_rc_config.c) */
+    {"", "", NULL, ucs_offsetof(uct_rdmach_iface_config_t, rc),
+     UCS_CONFIG_TYPE_TABLE(uct_rdmach_rc_config_table)},
 
     {NULL}
 };
@@ -496,8 +470,6 @@ static const ucx_ext_knob_t uct_rdmach_knobs[] = {
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, UINT_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "EAGER_LIMIT", eager_limit, SIZE, 1, SIZE_MAX),
-    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RC_TIMEOUT", rc_timeout, DOUBLE, 8e-6, 8000.0),
-    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RC_RETRY_COUNT", rc_retry_count, UINT, 0, 7),
 };
 
 UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
@@ -506,7 +478,9 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
 {
     const uct_rdmach_iface_config_t *config = ucs_derived_of(tl_config,
                                                              uct_rdmach_iface_config_t);
+    uint64_t wire_buf[UCT_RDMACH_WIRE_CONFIG_MAX / sizeof(uint64_t)];
     rdmach_wire_params_t wire_params;
+    const void *wire_config;
     rdmach_geom_t geom_large;
     uint32_t large_rings;
     const rdmach_wire_ops_t *wire_ops;
@@ -538,6 +512,10 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     }
     status = ucx_ext_config_check(UCT_RDMACH_NAME, UCT_RDMACH_PREFIX, config, uct_rdmach_knobs,
                                   ucs_static_array_size(uct_rdmach_knobs));
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = uct_rdmach_wire_knobs_read(config, wire_ops, wire_buf, &wire_config);
     if (status != UCS_OK) {
         return status;
     }
@@ -593,12 +571,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     wire_params.log       = uct_rdmach_wire_log;
     wire_params.complete  = uct_rdmach_wire_complete;
     wire_params.failed    = uct_rdmach_wire_failed;
-    wire_params.net_timeout     = config->rc_timeout;
-    wire_params.net_retry_count = config->rc_retry_count;
-    wire_params.net_srq         = config->rc_srq;
-    wire_params.net_xrc         = (config->xrc == UCS_YES) ? RDMACH_WIRE_XRC_YES :
-                                  (config->xrc == UCS_NO)  ? RDMACH_WIRE_XRC_NO :
-                                                             RDMACH_WIRE_XRC_AUTO;
+    wire_params.config    = wire_config;
     ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {
         status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);

@@ -7,6 +7,7 @@
 #ifndef RDMACH_RC_INT_H
 #define RDMACH_RC_INT_H
 
+#include "rdmach_rc.h"
 #include "rdmach_wire.h"
 #include "rdmach_xrc.h"
 #include "ucx_ext_verbs.h"
@@ -134,6 +135,7 @@ typedef struct rdmach_rc_conn {
 
 struct rdmach_rc_wire {
     rdmach_wire_t        super;
+    rdmach_rc_config_t   config;     /* params.config's copy, or the defaults */
     rdmach_wire_domain_t *dom;
     uint8_t              port;
     int                  gid_index;
@@ -297,7 +299,7 @@ int      rdmach_rc_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx);
 unsigned rdmach_rc_reap(rdmach_wire_t *wire, int procs,
                         void (*drain)(void *arg, uint32_t ring_id), void *arg);
 
-/* XRC mode (rdmach_rc_xrc.c). open: from params.net_xrc, the host's XRC domain and our XRC SRQ
+/* XRC mode (rdmach_rc_xrc.c). open: from config.xrc, the host's XRC domain and our XRC SRQ
  * on rcq; 0 (xrcd NULL: plain RC, after one info line when the device has no XRC in auto),
  * or -errno when XRC was required and the device cannot (logged, naming the device and the
  * reason). */

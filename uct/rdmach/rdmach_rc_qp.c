@@ -235,8 +235,8 @@ int rdmach_rc_qp_connect(const rdmach_rc_wire_t *w, struct ibv_qp *qp,
     }
     memset(&attr, 0, sizeof(attr));
     attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = rdmach_rc_timeout_exp(w->super.params.net_timeout);
-    attr.retry_cnt     = RC_MIN(w->super.params.net_retry_count, 7u);
+    attr.timeout       = rdmach_rc_timeout_exp(w->config.timeout);
+    attr.retry_cnt     = RC_MIN(w->config.retry_count, 7u);
     attr.rnr_retry     = RC_RNR_RETRY;
     attr.sq_psn        = 0;
     attr.max_rd_atomic = RC_MIN(RC_MAX_RD_ATOMIC, w->dom->attr.max_qp_rd_atom);

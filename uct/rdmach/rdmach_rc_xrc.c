@@ -196,14 +196,14 @@ int rdmach_rc_xrc_open(rdmach_rc_wire_t *w)
     int ret;
 
     w->xrcd_fd = -1;
-    if (params->net_xrc == RDMACH_WIRE_XRC_NO) {
+    if (w->config.xrc == RDMACH_RC_XRC_NO) {
         return 0;
     }
     w->xrcd_fd = rdmach_rc_xrcd_file(w, why, sizeof(why));
     if (w->xrcd_fd < 0) {
         /* not the device's doing: said as an error whatever the mode, once */
         RC_LOG(w, 1, "rdmach: %s: the XRC domain file %s", params->dev_name, why);
-        if (params->net_xrc == RDMACH_WIRE_XRC_YES) {
+        if (w->config.xrc == RDMACH_RC_XRC_YES) {
             return -EPERM;
         }
         RC_LOG(w, RDMACH_WIRE_LOG_INFO, "rdmach: %s: RC, one QP per remote process",
@@ -239,7 +239,7 @@ int rdmach_rc_xrc_open(rdmach_rc_wire_t *w)
 
 refused:
     rdmach_rc_xrc_close(w);
-    if (params->net_xrc == RDMACH_WIRE_XRC_YES) {
+    if (w->config.xrc == RDMACH_RC_XRC_YES) {
         RC_LOG(w, 1, "rdmach: UCX_RDMACH_XRC=y, but device %s cannot: %s", params->dev_name,
                why);
         return -EOPNOTSUPP;

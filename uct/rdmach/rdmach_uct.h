@@ -108,6 +108,14 @@ int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length);
 
 typedef struct uct_rdmach_amo uct_rdmach_amo_t;
 
+/* UCX_RDMACH_RC_TIMEOUT, RC_RETRY_COUNT, RC_SRQ, XRC (rdmach_rc_config.c) */
+typedef struct uct_rdmach_rc_iface_config {
+    double   timeout;
+    unsigned retry_count;
+    int      srq;
+    int      xrc;           /* UCS_YES / UCS_NO / UCS_AUTO (or UCS_TRY) */
+} uct_rdmach_rc_iface_config_t;
+
 typedef struct uct_rdmach_iface_config {
     ucx_ext_sm_iface_config_t super;
     unsigned              ring_size;
@@ -123,11 +131,32 @@ typedef struct uct_rdmach_iface_config {
     unsigned              hot_max;
     unsigned              rx_budget;
     int                   poll_all;
-    double                rc_timeout;
-    unsigned              rc_retry_count;
-    int                   rc_srq;
-    int                   xrc;           /* UCS_YES / UCS_NO / UCS_AUTO (or UCS_TRY) */
+    uct_rdmach_rc_iface_config_t rc;     /* the RC wire's own (rdmach_rc_config.c) */
 } uct_rdmach_iface_config_t;
+
+/* ---- the wires' own knobs ----
+ * A wire with knobs of its own has a sub-table of the iface's configuration, read by a file of
+ * its own (rdmach_rc_config.c), and is listed in rdmach_wire_knobs.c. Every iface open checks
+ * every wire's knobs (UCX reads them all: a bad value fails whatever device is opened) and
+ * hands the opened wire its own, so the glue never asks which wire it runs on. */
+typedef struct uct_rdmach_wire_knobs {
+    const rdmach_wire_ops_t *wire;
+    /* UCS_OK, or an error naming the first bad knob */
+    ucs_status_t (*check)(const uct_rdmach_iface_config_t *config);
+    /* the wire's config (the type its header names) from config, into buf of size bytes */
+    void         (*get)(const uct_rdmach_iface_config_t *config, void *buf);
+    size_t       size;
+} uct_rdmach_wire_knobs_t;
+
+extern const uct_rdmach_wire_knobs_t uct_rdmach_rc_knobs;
+extern ucs_config_field_t uct_rdmach_rc_config_table[];
+
+#define UCT_RDMACH_WIRE_CONFIG_MAX 64   /* bytes of the largest wire config */
+
+/* Checks every wire's knobs; *wire_config: the opened wire's, in buf (NULL: it has none). */
+ucs_status_t uct_rdmach_wire_knobs_read(const uct_rdmach_iface_config_t *config,
+                                        const rdmach_wire_ops_t *wire, void *buf,
+                                        const void **wire_config);
 
 typedef struct uct_rdmach_iface {
     uct_sm_iface_t        super;

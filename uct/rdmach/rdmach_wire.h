@@ -114,20 +114,10 @@ typedef struct rdmach_wire_params {
     /* A connection (ep_open's ep_ctx) failed (err: -errno): its QP broke or its peer died.
      * Called from the wire's progress, once per connection. */
     void              (*failed)(void *ep_ctx, int err);
-    /* A network wire's reliability (RC: the QPs' local ACK timeout and retry count, which
-     * bound how soon a dead peer fails its connection); shm ignores them */
-    double            net_timeout;      /* s */
-    unsigned          net_retry_count;  /* 0-7 */
-    int               net_srq;          /* RC: records into our rings as WRITEs with
-                                         * immediate, counted in by a shared receive
-                                         * queue's completions, where the device has one */
-    int               net_xrc;          /* RC: RDMACH_WIRE_XRC_*: QPs per remote host
-                                         * (MVAPICH with XRC), rdmach_xrc.h */
+    /* The wire's own knobs, of the type its header names (RC: rdmach_rc_config_t,
+     * rdmach_rc.h); NULL: its defaults. Read at open only. */
+    const void        *config;
 } rdmach_wire_params_t;
-
-/* params.net_xrc (UCX_RDMACH_XRC): plain RC; XRC or fail the iface open; XRC where the device
- * has it, else RC after one info line. */
-enum { RDMACH_WIRE_XRC_NO = 0, RDMACH_WIRE_XRC_YES = 1, RDMACH_WIRE_XRC_AUTO = 2 };
 
 #define RDMACH_WIRE_LOG_INFO 2
 

@@ -61,7 +61,7 @@ static void rdmach_rc_srq_open(rdmach_rc_wire_t *w)
     struct ibv_srq_init_attr attr;
 
     w->srq_depth = RC_MIN(RC_SRQ_DEPTH, (uint32_t)w->dom->attr.max_srq_wr);
-    if (!w->super.params.net_srq || (w->srq_depth < 64)) {
+    if (!w->config.srq || (w->srq_depth < 64)) {
         return;
     }
     memset(&attr, 0, sizeof(attr));
@@ -122,6 +122,12 @@ static int rdmach_rc_open(const rdmach_wire_params_t *params, rdmach_wire_t **wi
         return -ENOMEM;
     }
     w->super.params = *params;
+    w->super.params.config = NULL;   /* copied: the caller's may go */
+    if (params->config != NULL) {
+        w->config = *(const rdmach_rc_config_t*)params->config;
+    } else {
+        w->config = (rdmach_rc_config_t)RDMACH_RC_CONFIG_DEFAULT;
+    }
     w->dom          = params->domain;
     w->port         = (uint8_t)atoi(colon + 1);
     if (ibv_query_port(w->dom->ctx, w->port, &w->port_attr) != 0) {
