@@ -96,10 +96,30 @@ static int hostile_reply(ut_t *t, hostile_t *h, uint32_t slot, uint64_t want, co
     return 0;
 }
 
-static int hostile_open(ut_t *t, hostile_t *h)
+/* The attacker's own wire: rings of slot_size x nslots, a few peers, its own counters. */
+static int hostile_params(rdmach_wire_params_t *params, const char *dev_name,
+                          uint32_t slot_size, uint32_t nslots, size_t max_payload)
 {
     static rdmach_rx_stats_t stats;
     static rdmach_wire_stats_t wire_stats;
+
+    memset(params, 0, sizeof(*params));
+    if ((rdmach_geom_init(&params->geom, slot_size, nslots, max_payload, 0.25) != NULL) ||
+        (rdmach_geom_init(&params->geom_large, slot_size, nslots, max_payload, 0.25) != NULL)) {
+        return -1;
+    }
+    params->dev_name   = dev_name;
+    params->max_rings  = 4;
+    params->max_peers  = 4;
+    params->uuid       = 0xbadc0ffee;
+    params->stats      = &stats;
+    params->wire_stats = &wire_stats;
+    params->complete   = hostile_done;
+    return 0;
+}
+
+static int hostile_open(ut_t *t, hostile_t *h)
+{
     rdmach_wire_params_t params;
     rdmach_wire_peer_t *peer;
     struct stat st;
@@ -107,19 +127,10 @@ static int hostile_open(ut_t *t, hostile_t *h)
     void *base;
     int fd;
 
-    memset(&params, 0, sizeof(params));
     memset(h, 0, sizeof(*h));
-    if ((rdmach_geom_init(&params.geom, 256, 64, 4096, 0.25) != NULL) ||
-        (rdmach_geom_init(&params.geom_large, 256, 64, 4096, 0.25) != NULL)) {
+    if (hostile_params(&params, "memory", 256, 64, 4096) != 0) {
         return -1;
     }
-    params.dev_name   = "memory";
-    params.max_rings  = 4;
-    params.max_peers  = 4;
-    params.uuid       = 0xbadc0ffee;
-    params.stats      = &stats;
-    params.wire_stats = &wire_stats;
-    params.complete   = hostile_done;
     if ((rdmach_wire_shm_ops.open(&params, &h->wire) != 0) ||
         (rdmach_wire_shm_ops.attach(h->wire, t->peer_iface_addr, &peer) != 0) ||
         (rdmach_wire_shm_ops.claim(h->wire, peer, &h->tx, &id) != 0)) {
@@ -280,8 +291,6 @@ static int hostile_rc_open(ut_t *t, const hostile_rc_addr_t *target, rdmach_wire
                            rdmach_wire_t **wire, rdmach_wire_peer_t **peer, rdmach_tx_t *tx,
                            hostile_rc_addr_t *ours)
 {
-    static rdmach_rx_stats_t stats;
-    static rdmach_wire_stats_t wire_stats;
     const rdmach_wire_ops_t *ops = &rdmach_wire_rc_ops;
     static const rdmach_rc_config_t rc_config = {1.0, 7, 1, RDMACH_RC_XRC_NO};
     char domain[RDMACH_WIRE_DEV_NAME_MAX];
@@ -289,10 +298,7 @@ static int hostile_rc_open(ut_t *t, const hostile_rc_addr_t *target, rdmach_wire
     int ret;
 
     snprintf(domain, sizeof(domain), "%.*s", (int)strcspn(t->dev, ":"), t->dev);
-    memset(&params, 0, sizeof(params));
-    if ((rdmach_geom_init(&params.geom, target->ep.slot_size, target->ep.nslots, 256, 0.25) !=
-         NULL) || (rdmach_geom_init(&params.geom_large, target->ep.slot_size, target->ep.nslots,
-                                    256, 0.25) != NULL)) {
+    if (hostile_params(&params, t->dev, target->ep.slot_size, target->ep.nslots, 256) != 0) {
         pair_log(t->pair, "the target's rings (%u x %u) do not make a geometry",
                  target->ep.nslots, target->ep.slot_size);
         return -1;
@@ -301,15 +307,8 @@ static int hostile_rc_open(ut_t *t, const hostile_rc_addr_t *target, rdmach_wire
         pair_log(t->pair, "the target connects through XRC: run with UCX_RDMACH_XRC=n");
         return -1;
     }
-    params.dev_name        = t->dev;
-    params.max_rings       = 4;
-    params.max_peers       = 4;
-    params.uuid            = 0xbadc0ffee;
-    params.stats           = &stats;
-    params.wire_stats      = &wire_stats;
-    params.complete        = hostile_done;
-    params.failed          = hostile_rc_failed;
-    params.config          = &rc_config;
+    params.failed = hostile_rc_failed;
+    params.config = &rc_config;
     if ((ret = ops->domain_open(domain, dom)) != 0) {
         pair_log(t->pair, "cannot open verbs device %s: %s", domain, strerror(-ret));
         return -1;
