@@ -66,6 +66,8 @@ static void uct_rdmach_rc_knobs_get(const uct_rdmach_iface_config_t *config, voi
 const uct_rdmach_wire_knobs_t uct_rdmach_rc_knobs = {
     .wire  = &rdmach_wire_rc_ops,
     .check = uct_rdmach_rc_knobs_check,
-    .get   = uct_rdmach_rc_knobs_get,
-    .size  = sizeof(rdmach_rc_config_t)
+    .get   = uct_rdmach_rc_knobs_get
 };
+
+_Static_assert(sizeof(rdmach_rc_config_t) <= UCT_RDMACH_WIRE_CONFIG_MAX,
+               "the glue's buffer for a wire config (rdmach_iface.c) holds the RC wire's");

@@ -145,13 +145,12 @@ typedef struct uct_rdmach_wire_knobs {
     ucs_status_t (*check)(const uct_rdmach_iface_config_t *config);
     /* the wire's config (the type its header names) from config, into buf of size bytes */
     void         (*get)(const uct_rdmach_iface_config_t *config, void *buf);
-    size_t       size;
 } uct_rdmach_wire_knobs_t;
 
 extern const uct_rdmach_wire_knobs_t uct_rdmach_rc_knobs;
 extern ucs_config_field_t uct_rdmach_rc_config_table[];
 
-#define UCT_RDMACH_WIRE_CONFIG_MAX 64   /* bytes of the largest wire config */
+#define UCT_RDMACH_WIRE_CONFIG_MAX 64   /* bytes of the largest wire config (each file asserts) */
 
 /* Checks every wire's knobs; *wire_config: the opened wire's, in buf (NULL: it has none). */
 ucs_status_t uct_rdmach_wire_knobs_read(const uct_rdmach_iface_config_t *config,

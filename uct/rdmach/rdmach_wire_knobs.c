@@ -23,7 +23,6 @@ ucs_status_t uct_rdmach_wire_knobs_read(const uct_rdmach_iface_config_t *config,
             return status;
         }
         if ((*k)->wire == wire) {
-            ucs_assert((*k)->size <= UCT_RDMACH_WIRE_CONFIG_MAX);
             (*k)->get(config, buf);
             *wire_config = buf;
         }
