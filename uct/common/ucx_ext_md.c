@@ -8,6 +8,9 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/type/class.h>
+#include <ucs/sys/sys.h>
+#include <ucm/api/ucm.h>
+#include <string.h>
 
 static ucx_ext_component_t *ucx_ext_component(uct_component_t *component)
 {
@@ -223,4 +226,26 @@ ucs_status_t ucx_ext_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void 
     }
     *local_addr_p = ucx_ext_rkey_local(map, remote_addr, 1);
     return (*local_addr_p != NULL) ? UCS_OK : UCS_ERR_INVALID_ADDR;
+}
+
+ucs_status_t ucx_ext_rcache_create(const char *name, const ucx_ext_rcache_config_t *config,
+                                   size_t region_size, const ucs_rcache_ops_t *ops,
+                                   void *context, ucs_rcache_t **rcache_p)
+{
+    ucs_rcache_params_t params;
+    ucs_status_t status;
+
+    memset(&params, 0, sizeof(params));
+    ucx_ext_rcache_params(&params, config, ucs_get_page_size());
+    params.region_struct_size = region_size;
+    params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
+    params.context            = context;
+    params.ops                = ops;
+    params.flags              = 0;
+    status = ucs_rcache_create(&params, name, NULL, rcache_p);
+    if (status != UCS_OK) {
+        ucs_diag("%s: no registration cache: %s", name, ucs_status_string(status));
+        *rcache_p = NULL;
+    }
+    return status;
 }

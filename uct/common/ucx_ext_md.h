@@ -55,6 +55,27 @@ ucs_status_t ucx_ext_rkey_release(uct_component_t *component, uct_rkey_t rkey, v
 ucs_status_t ucx_ext_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle,
                               uint64_t remote_addr, void **local_addr_p);
 
+/* A registration cache, set up one way for every transport that registers memory with a
+ * device (rdmach's verbs domains, ud_zcopy's InfiniBand UD wire), as UCX's ib md does: UCX's
+ * RCACHE_* knobs (config), regions page-aligned, dropped when their pages are unmapped. ops
+ * register and deregister a region of region_size bytes (a ucs_rcache_region_t first).
+ * UCS_OK and *rcache_p; otherwise the caller registers per request (logged at diag, naming
+ * the transport). */
+ucs_status_t ucx_ext_rcache_create(const char *name, const ucx_ext_rcache_config_t *config,
+                                   size_t region_size, const ucs_rcache_ops_t *ops,
+                                   void *context, ucs_rcache_t **rcache_p);
+
+/* The two config entries of such a cache, under the table's prefix: RCACHE (y/n, in the int
+ * field _on) and UCX's RCACHE_* knobs (the ucx_ext_rcache_config_t field _config); _what
+ * says what is registered. */
+#define UCX_EXT_RCACHE_CONFIG_ENTRIES(_type, _on, _config, _what) \
+    {"RCACHE", "y", \
+     "Cache the memory registrations of " _what " (UCX's registration cache; the\n" \
+     "RCACHE_* variables below tune it). n: register and deregister on every request.", \
+     ucs_offsetof(_type, _on), UCS_CONFIG_TYPE_BOOL}, \
+    {"", "", NULL, ucs_offsetof(_type, _config), \
+     UCS_CONFIG_TYPE_TABLE(UCX_EXT_RCACHE_CONFIG_TABLE)}
+
 /* A component: its name is the transport's, its md config under UCX_<prefix>; one md named
  * after the component. */
 #define UCX_EXT_COMPONENT(_var, _name, _prefix, _md_open, _md_table, _md_config_size) \

@@ -56,13 +56,8 @@ typedef struct uct_rdmach_md_config {
 static ucs_config_field_t uct_rdmach_md_config_table[] = {
     {"", "", NULL, 0, UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
 
-    {"RCACHE", "y",
-     "Cache the memory registrations of a verbs domain (UCX's registration cache; the\n"
-     "RCACHE_* variables below tune it). n: register and deregister on every request.",
-     ucs_offsetof(uct_rdmach_md_config_t, rcache), UCS_CONFIG_TYPE_BOOL},
-
-    {"", "", NULL, ucs_offsetof(uct_rdmach_md_config_t, rcache_config),
-     UCS_CONFIG_TYPE_TABLE(UCX_EXT_RCACHE_CONFIG_TABLE)},
+    UCX_EXT_RCACHE_CONFIG_ENTRIES(uct_rdmach_md_config_t, rcache, rcache_config,
+                                  "a verbs domain"),
 
     {NULL}
 };
@@ -118,7 +113,7 @@ static void uct_rdmach_rcache_dump(void *context, ucs_rcache_t *rcache,
     snprintf(buf, max, "key 0x%x", ucs_derived_of(rregion, uct_rdmach_rcache_region_t)->memh.key);
 }
 
-static ucs_rcache_ops_t uct_rdmach_rcache_ops = {
+static const ucs_rcache_ops_t uct_rdmach_rcache_ops = {
     UCX_EXT_RCACHE_VERSION_OPS
     .mem_reg     = uct_rdmach_rcache_mem_reg,
     .mem_dereg   = uct_rdmach_rcache_mem_dereg,
@@ -129,25 +124,13 @@ static ucs_rcache_ops_t uct_rdmach_rcache_ops = {
  * registration is the wire's own. */
 static void uct_rdmach_md_rcache_init(uct_rdmach_md_t *md, const uct_rdmach_md_config_t *config)
 {
-    ucs_rcache_params_t params;
-    ucs_status_t status;
-
     md->rcache = NULL;
-    if (!config->rcache) {
-        return;
+    if (config->rcache &&
+        (ucx_ext_rcache_create(UCT_RDMACH_NAME, &config->rcache_config,
+                               sizeof(uct_rdmach_rcache_region_t), &uct_rdmach_rcache_ops, md,
+                               &md->rcache) == UCS_OK)) {
+        md->rcache_overhead = ucx_ext_rcache_overhead(&config->rcache_config);
     }
-    ucx_ext_rcache_params(&params, &config->rcache_config, ucs_get_page_size());
-    params.region_struct_size = sizeof(uct_rdmach_rcache_region_t);
-    params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
-    params.context            = md;
-    params.ops                = &uct_rdmach_rcache_ops;
-    status = ucs_rcache_create(&params, "rdmach", NULL, &md->rcache);
-    if (status != UCS_OK) {
-        ucs_diag("rdmach: no registration cache: %s", ucs_status_string(status));
-        md->rcache = NULL;
-        return;
-    }
-    md->rcache_overhead = ucx_ext_rcache_overhead(&config->rcache_config);
 }
 
 #define UCT_RDMACH_MD_MAX 16

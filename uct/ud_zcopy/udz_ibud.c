@@ -203,7 +203,7 @@ static int udz_ibud_open(const char *dev, const udz_wire_params_t *params, void 
     free(idx);
     idx = NULL;
     udz_postq_init(&w->pq, &udz_ibud_pq_ops, w, w->depth, UDZ_HDR_LEN, w->bounce_len, w->counters);
-    udz_ibud_rcache_open(w);
+    udz_ibud_rcache_open(w, params->reg_cache);
     *wire_p = w;
     return 0;
 

@@ -143,7 +143,7 @@ int udz_ibud_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, in
 int udz_ibud_chan_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
 
 /* udz_ibud_reg.c: registration of destinations */
-void udz_ibud_rcache_open(udz_ibud_t *w);
+void udz_ibud_rcache_open(udz_ibud_t *w, const void *config);
 int udz_ibud_chan_lkey(udz_ibud_t *w, unsigned chan, const void *p, size_t len, uint32_t *lkey);
 void udz_ibud_chan_hold(udz_ibud_t *w, unsigned chan, const struct iovec *dest);
 void udz_ibud_chan_release(udz_ibud_t *w, unsigned chan);

@@ -4,6 +4,7 @@
  */
 
 #include "udz_ibud_int.h"
+#include "ucx_ext_md.h"
 
 /* ---- registration of destinations (UCX's cache, as its ib md) ---- */
 
@@ -36,23 +37,14 @@ static const ucs_rcache_ops_t udz_ibud_rcache_ops = {
     .dump_region = udz_ibud_rcache_dump,
 };
 
-void udz_ibud_rcache_open(udz_ibud_t *w)
+/* The wire's cache, set up as rdmach's verbs domains set up theirs (config: the knobs,
+ * udz_wire_params_t.reg_cache); without one every transfer registers its destination itself. */
+void udz_ibud_rcache_open(udz_ibud_t *w, const void *config)
 {
-    ucs_rcache_params_t p;
-
-    memset(&p, 0, sizeof(p));
-    p.region_struct_size = sizeof(udz_ibud_rcache_region_t);
-    ucx_ext_rcache_set_alignment(&p, ucs_get_page_size());
-    p.ucm_events         = UCM_EVENT_VM_UNMAPPED;
-    p.ucm_event_priority = 1000;
-    p.ops                = &udz_ibud_rcache_ops;
-    p.context            = w;
-    p.flags              = 0;
-    p.max_regions        = ULONG_MAX;
-    p.max_size           = SIZE_MAX;
-    p.max_unreleased     = SIZE_MAX;
-    if (ucs_rcache_create(&p, "ud_zcopy", NULL, &w->rcache) != UCS_OK) {
-        w->rcache = NULL;   /* every transfer registers its destination itself */
+    w->rcache = NULL;
+    if (config != NULL) {
+        (void)ucx_ext_rcache_create("ud_zcopy", config, sizeof(udz_ibud_rcache_region_t),
+                                    &udz_ibud_rcache_ops, w, &w->rcache);
     }
 }
 

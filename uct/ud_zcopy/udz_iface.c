@@ -112,6 +112,10 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "transport needs: UCX_TLS=rdmach,ud_zcopy:aux). 0: progress only when called.",
      ucs_offsetof(uct_udz_iface_config_t, async_tick), UCS_CONFIG_TYPE_TIME},
 
+    UCX_EXT_RCACHE_CONFIG_ENTRIES(uct_udz_iface_config_t, rcache, rcache_config,
+                                  "the InfiniBand UD wire (the destinations its data channels\n"
+                                  "receive into; the UDP wire registers nothing)"),
+
     {NULL}
 };
 
@@ -555,6 +559,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     wparams.tx_buffer = config->sndbuf;
     wparams.coalesce  = config->gro;
     wparams.counters  = &uct_udz_counters.wire;
+    wparams.reg_cache = config->rcache ? &config->rcache_config : NULL;
     ret = self->wops->open(self->ifname, &wparams, &self->wire, err, sizeof(err));
     if (ret == -ENODEV) {
         ucs_error("ud_zcopy: %s", err);

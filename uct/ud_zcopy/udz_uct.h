@@ -114,6 +114,8 @@ typedef struct uct_udz_iface_config {
     size_t             sndbuf;
     int                gro;
     double             async_tick;
+    int                rcache;          /* a wire that registers memory (InfiniBand UD) */
+    ucx_ext_rcache_config_t rcache_config;
 } uct_udz_iface_config_t;
 
 /* A get_bcopy: a zero-copy get into a bounce buffer, unpacked on completion. */

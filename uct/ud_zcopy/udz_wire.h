@@ -113,6 +113,10 @@ typedef struct udz_wire_params {
     size_t   tx_buffer;     /* bytes the control endpoint may hold unsent (UDP: SO_SNDBUF) */
     int      coalesce;      /* data channels may receive coalesced runs (UDP: GRO) */
     udz_wire_counters_t *counters;  /* where the wire counts (NULL: nowhere) */
+    const void *reg_cache;  /* a wire that registers memory (InfiniBand UD): the registration
+                             * cache's knobs, UCX_UD_ZCOPY_RCACHE_* (ucx_ext_rcache_config_t,
+                             * uct/common/ucx_ext_md.h); NULL: UCX_UD_ZCOPY_RCACHE=n, it
+                             * registers per transfer */
 } udz_wire_params_t;
 
 /* What an open wire got. */
