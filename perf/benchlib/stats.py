@@ -72,6 +72,35 @@ def spread(v):
     return (statistics.median(v),) + quartiles(v)
 
 
+def alternating(reps, impls, items, who):
+    """The order every MPI suite measures in: per repetition each MPI (impls: (name, label)),
+    each item (a run, a mode) and each transport, the MPIs and transports rotated by one per
+    repetition (and per item) so that none always runs first. Yields (rep, impl, i, item, t)."""
+    for rep in range(reps):
+        for impl, _ in rotated(impls, rep):
+            for i, item in enumerate(items):
+                for t in rotated(who, rep + i):
+                    yield rep, impl, i, item, t
+
+
+def paired(raw, fig, reps, ours, refs):
+    """One figure of alternating repetitions, ours against each of refs. raw: rows (rep, fig,
+    name, value). Returns the medians {name: value or None} and, per ref, the ratio of the
+    medians ours / ref and the spread of the per-repetition ratios, (ratio, lo, hi), None
+    where a side is missing."""
+    val = {(rep, name): v for rep, j, name, v in raw if j == fig}
+    med, ratio = {}, {}
+    for name in (ours,) + tuple(refs):
+        vs = [val[(r, name)] for r in range(reps) if (r, name) in val]
+        med[name] = statistics.median(vs) if vs else None
+    for ref in refs:
+        per = [val[(r, ours)] / val[(r, ref)] for r in range(reps)
+               if (r, ours) in val and (r, ref) in val and val[(r, ref)] > 0]
+        ratio[ref] = ((med[ours] / med[ref], min(per), max(per))
+                      if med[ours] and med[ref] and per else None)
+    return med, ratio
+
+
 def rotated(lst, k):
     k %= len(lst)
     return lst[k:] + lst[:k]

@@ -32,7 +32,7 @@ from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log
 from benchlib.report import print_checks, write_csv
-from benchlib.stats import cpu_stall_us, rotated, stall_fraction
+from benchlib.stats import alternating, cpu_stall_us, stall_fraction
 
 NAME = "osc"
 HELP = "MPI-3 one-sided (RMA) latency, bandwidth, overlap and atomics vs sm and tcp, both MPIs"
@@ -117,22 +117,18 @@ def run(args):
     who = transports(pairs)
     raw = []
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
-    for rep in range(reps):
-        for impl, _ in rotated(impls, rep):
-            for i, (section, rargs) in enumerate(RUNS):
-                for t in rotated(who, rep + i):
-                    try:
-                        rows = measure(ctx, t, impl, rargs, args.quick, args.timeout)
-                    except MeasureError as e:
-                        log("bench osc: %s" % e)
-                        continue
-                    for r in rows:
-                        v, unit = value_of(r)
-                        raw.append({"rep": rep, "impl": impl, "section": section,
-                                    "key": figure_key(r), "transport": t.name, "value": v,
-                                    "unit": unit})
-                    log("bench osc: rep %d/%d %-7s %-8s %-22s done" % (
-                        rep + 1, reps, impl, t.name, " ".join(rargs[:4])))
+    for rep, impl, _, (section, rargs), t in alternating(reps, impls, RUNS, who):
+        try:
+            rows = measure(ctx, t, impl, rargs, args.quick, args.timeout)
+        except MeasureError as e:
+            log("bench osc: %s" % e)
+            continue
+        for r in rows:
+            v, unit = value_of(r)
+            raw.append({"rep": rep, "impl": impl, "section": section, "key": figure_key(r),
+                        "transport": t.name, "value": v, "unit": unit})
+        log("bench osc: rep %d/%d %-7s %-8s %-22s done" % (
+            rep + 1, reps, impl, t.name, " ".join(rargs[:4])))
     write_csv(ctx.path("raw.csv"), "rep,impl,section,mode,window,sync,op,bytes,transport,"
               "value,unit", [(r["rep"], r["impl"], r["section"]) + r["key"] +
                              (r["transport"], "%.4f" % r["value"], r["unit"]) for r in raw])

@@ -33,7 +33,7 @@ from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, on_cleanup, run as run_cmd
 from benchlib.report import write_csv
-from benchlib.stats import cpu_stall_us, rotated, stall_fraction
+from benchlib.stats import alternating, cpu_stall_us, stall_fraction
 
 NAME = "p2p"
 HELP = "OSU-style MPI latency, bandwidth, bi-directional bandwidth vs sm and tcp, both MPIs"
@@ -129,20 +129,14 @@ def run(args):
     who = transports(pairs)
     raw = []
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
-    for rep in range(reps):
-        for impl, _ in rotated(impls, rep):
-            for i, mode in enumerate(modes):
-                for t in rotated(who, rep + i):
-                    try:
-                        vals = measure(ctx, t, impl, mode, args.sizes, args.quick, args.timeout,
-                                       veth)
-                    except MeasureError as e:
-                        log("bench p2p: %s" % e)
-                        continue
-                    raw += [(rep, impl, mode, size, t.name, v[0], v[1])
-                            for size, v in vals.items()]
-                    log("bench p2p: rep %d/%d %-7s %-4s %-8s done" % (rep + 1, reps, impl, mode,
-                                                                     t.name))
+    for rep, impl, _, mode, t in alternating(reps, impls, modes, who):
+        try:
+            vals = measure(ctx, t, impl, mode, args.sizes, args.quick, args.timeout, veth)
+        except MeasureError as e:
+            log("bench p2p: %s" % e)
+            continue
+        raw += [(rep, impl, mode, size, t.name, v[0], v[1]) for size, v in vals.items()]
+        log("bench p2p: rep %d/%d %-7s %-4s %-8s done" % (rep + 1, reps, impl, mode, t.name))
     if veth:
         subprocess.call([HOSTS_SH, "down", veth])
     elapsed = time.time() - t0

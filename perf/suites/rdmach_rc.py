@@ -27,7 +27,6 @@ Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
 """
 
 import csv
-import statistics
 
 from benchlib import fmt_size
 from benchlib.env import Ctx, Transport
@@ -35,7 +34,7 @@ from benchlib.guest import run_in_guest
 from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log
-from benchlib.stats import rotated
+from benchlib.stats import paired, rotated
 from benchlib.verbsfig import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
 
 NAME = "rdmach-rc"
@@ -140,21 +139,17 @@ def summarize(raw, reps):
     print("\n%-4s %-12s %6s %-5s %10s %10s %22s" % ("", "test", "size", "unit", "rdmach",
                                                    "rc_verbs", "rdmach/rc_verbs [spread]"))
     for i, (kind, test, size, _) in enumerate(FIGURES):
-        val = {(rep, name): v for rep, j, name, v in raw if j == i}
-        ours = [val[(r, "rdmach")] for r in range(reps) if (r, "rdmach") in val]
-        base = [val[(r, "rc_verbs")] for r in range(reps) if (r, "rc_verbs") in val]
-        per = [val[(r, "rdmach")] / val[(r, "rc_verbs")] for r in range(reps)
-               if (r, "rdmach") in val and (r, "rc_verbs") in val and val[(r, "rc_verbs")] > 0]
-        if not ours or not base or not per:
+        med, ratio = paired(raw, i, reps, "rdmach", ("rc_verbs",))
+        if ratio["rc_verbs"] is None:
             print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
             continue
         unit = "MB/s" if is_bw(test) else "us"
-        mo, mb = statistics.median(ours), statistics.median(base)
-        ratio = mo / mb
-        rows.append([kind, test, size, unit, "%.3f" % mo, "%.3f" % mb, "%.3f" % ratio,
-                     "%.3f" % min(per), "%.3f" % max(per)])
+        mo, mb = med["rdmach"], med["rc_verbs"]
+        r, lo, hi = ratio["rc_verbs"]
+        rows.append([kind, test, size, unit, "%.3f" % mo, "%.3f" % mb, "%.3f" % r,
+                     "%.3f" % lo, "%.3f" % hi])
         print("%-4s %-12s %6s %-5s %10.2f %10.2f %8.2fx [%.2f-%.2f]" % (
-            kind, test, fmt_size(size), unit, mo, mb, ratio, min(per), max(per)))
+            kind, test, fmt_size(size), unit, mo, mb, r, lo, hi))
     return rows
 
 

@@ -43,7 +43,7 @@ from benchlib.guest import run_in_guest
 from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd, spawn, stop
-from benchlib.stats import Recorder, rotated
+from benchlib.stats import Recorder, paired, rotated
 from benchlib.verbsfig import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
 
 NAME = "udz-ud"
@@ -253,16 +253,10 @@ def summarize(raw, reps):
         "", "test", "size", "unit", OURS, REFS[0], REFS[1], "/ud_verbs [spread]",
         "/rc_verbs [spread]"))
     for i, (kind, test, size, _) in enumerate(FIGURES):
-        val = {(rep, name): v for rep, j, name, v in raw if j == i}
-        med, ratio, spread = {}, {}, {}
-        for name in (OURS,) + REFS:
-            vs = [val[(r, name)] for r in range(reps) if (r, name) in val]
-            med[name] = statistics.median(vs) if vs else None
-        for ref in REFS:
-            per = [val[(r, OURS)] / val[(r, ref)] for r in range(reps)
-                   if (r, OURS) in val and (r, ref) in val and val[(r, ref)] > 0]
-            ratio[ref] = (med[OURS] / med[ref]) if med[OURS] and med[ref] else None
-            spread[ref] = (min(per), max(per)) if per else (None, None)
+        med, ratio = paired(raw, i, reps, OURS, REFS)
+        spread = {ref: (ratio[ref][1], ratio[ref][2]) if ratio[ref] else (None, None)
+                  for ref in REFS}
+        ratio = {ref: ratio[ref][0] if ratio[ref] else None for ref in REFS}
         if med[OURS] is None:
             print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
             continue
