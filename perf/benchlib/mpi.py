@@ -170,7 +170,7 @@ def find_rotbuf(ctx):
 
 
 def find_pingpong(ctx):
-    p = os.path.join(ctx.build, "mpi_glue", "pingpong.mpich")
+    p = os.path.join(ctx.build, "tests", "mpi", "pingpong.mpich")
     return p if os.access(p, os.X_OK) else None
 
 

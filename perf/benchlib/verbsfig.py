@@ -1,10 +1,15 @@
 """Figures the verbs-port suites (rdmach-rc, udz-ud) measure alike: a figure is (kind, test,
 size); kind "mpi" (Debian's MPICH) or "ompi" (Open MPI) runs an MPI program of the build
-(mpi_glue/pingpong, perf/mpi_rotbuf, perf/mpi_osc), the other kinds ucx_perftest."""
+(tests/mpi/pingpong, perf/mpi_rotbuf, perf/mpi_osc), the other kinds ucx_perftest."""
 
+import csv
 import os
 
+from . import fmt_size
 from .mpi import find_rotbuf, mpi_run
+from .perftest import perftest
+from .proc import MeasureError, log
+from .stats import rotated
 
 MPI_KINDS = {"mpi": ("mpich", "mpich"), "ompi": ("openmpi", "ompi")}   # launch --impl, suffix
 OSC_RUNS = {}   # (rep, kind, transport) -> mpi_osc's rows by op
@@ -35,7 +40,7 @@ def mpi_program(ctx, kind, name):
     impl, suffix = MPI_KINDS[kind]
     if name == "rotbuf":
         return find_rotbuf(ctx) if impl == "mpich" else None
-    d = "perf" if name == "mpi_osc" else "mpi_glue"
+    d = "perf" if name == "mpi_osc" else os.path.join("tests", "mpi")
     p = os.path.join(ctx.build, d, "%s.%s" % (name, suffix))
     return p if os.access(p, os.X_OK) else None
 
@@ -59,3 +64,41 @@ def one_mpi(ctx, t, kind, test, size, quick, timeout, rep):
             ctx, t, [prog, "-s", "8", "-i",
                      "300" if quick else "1000", "--csv"], "op", timeout * 4, impl=impl)}
     return float(OSC_RUNS[key][test.split("_")[1]]["lat_us_median"])
+
+
+def one(ctx, t, kind, test, size, extra, quick, timeout, rep, n=None, warmup_min=10):
+    """One figure for one transport: an MPI program (one_mpi) or ucx_perftest (n iterations,
+    default iters(); a tenth of them, at least warmup_min, to warm up)."""
+    if kind in MPI_KINDS:
+        return one_mpi(ctx, t, kind, test, size, quick, timeout, rep)
+    n = n or iters(test, size, quick)
+    r = perftest(t.env(ctx), test, size, n, max(warmup_min, n // 10),
+                 uct=t.uct if kind == "uct" else None, extra=extra, timeout=timeout, pin=ctx.pin)
+    return r["bw_MBps"] if is_bw(test) else r["lat_us"]
+
+def campaign(ctx, tag, figures, who, reps, measure):
+    """Every figure for every transport, reps times, the transports rotated per repetition and
+    figure; an MPI figure whose program is not built is skipped. measure(t, rep, kind, test,
+    size, extra) returns the value or raises MeasureError (logged, that value left out).
+    Writes raw.csv; returns the rows (rep, figure index, transport, value)."""
+    raw = []
+    for rep in range(reps):
+        for i, (kind, test, size, extra) in enumerate(figures):
+            if kind in MPI_KINDS and not mpi_program(ctx, kind, mpi_program_name(test)):
+                log("%s: no %s for %s: %s skipped" % (tag, mpi_program_name(test), kind, test))
+                continue
+            for t in rotated(who, rep + i):
+                try:
+                    v = measure(t, rep, kind, test, size, extra)
+                except MeasureError as e:
+                    log("%s: %s %s %s %s: %s" % (tag, kind, test, fmt_size(size), t.name, e))
+                    continue
+                raw.append((rep, i, t.name, v))
+                log("%s: rep %d %-4s %-12s %6s %-9s %10.3f" % (
+                    tag, rep, kind, test, fmt_size(size), t.name, v))
+    with open(ctx.path("raw.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rep", "kind", "test", "size", "transport", "value"])
+        for rep, i, name, v in raw:
+            w.writerow([rep] + list(figures[i][:3]) + [name, v])
+    return raw

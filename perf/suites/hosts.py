@@ -10,7 +10,7 @@ between two ranks of one host, under MPICH 4.0.2 and Open MPI 4.1.4, in one run,
   rdmach,ud_zcopy     one host, UCX_TLS=rdmach,ud_zcopy,self
   2 hosts             rdmach,ud_zcopy,self on two namespace hosts (tests/mpi/hosts.sh), 2
                       ranks on each; the on-host pair's latency after every rank exchanged
-                      messages with its partner across (mpi_glue/hosts --lat), so ud_zcopy is
+                      messages with its partner across (tests/mpi/hosts --lat), so ud_zcopy is
                       connected and polled while it idles; the other ranks sleep
   posix               one host, stock UCX_TLS=posix,self (what sm gives)
   posix,tcp 2 hosts   stock UCX_TLS=posix,tcp,self in the same two-host job
@@ -67,11 +67,11 @@ def launch_cmd(ctx, cfg, impl, iters, cdir, timeout, prefix):
     suffix = "ompi" if impl == "openmpi" else "mpich"
     if two:
         cmd = hosts_launch(impl, tls, prefix, 2, NET, timeout)
-        prog = [os.path.join(ctx.build, "mpi_glue", "hosts." + suffix), "--lat", "-i", str(iters)]
+        prog = [os.path.join(ctx.build, "tests", "mpi", "hosts." + suffix), "--lat", "-i", str(iters)]
     else:
         cmd = [LAUNCH, "--impl", impl, "--tl", tls + ",self", "--no-preload",
                "--timeout", str(int(timeout)), "--env", "UCX_WARN_UNUSED_ENV_VARS=n", "-n", "2"]
-        prog = [os.path.join(ctx.build, "mpi_glue", "pingpong." + suffix), "-s", "8",
+        prog = [os.path.join(ctx.build, "tests", "mpi", "pingpong." + suffix), "-s", "8",
                 "-i", str(iters), "--no-check", "--csv", "-"]
     if ours:
         cmd += ["--env", "LD_PRELOAD=" + ctx.preload, "--counters",
@@ -139,7 +139,7 @@ def run(args):
     for impl in IMPLS:
         suffix = "ompi" if impl == "openmpi" else "mpich"
         for prog in ("hosts", "pingpong"):
-            f = os.path.join(ctx.build, "mpi_glue", "%s.%s" % (prog, suffix))
+            f = os.path.join(ctx.build, "tests", "mpi", "%s.%s" % (prog, suffix))
             if not os.path.exists(f):
                 ctx.discard()
                 log("bench hosts: %s not built" % f)

@@ -13,7 +13,7 @@ Run it in the guest, results copied back to the host:
                                        compare-swap 8 B (round-trip latency)
   MPI (same UCX settings), as users measure it, under both MPIs (mpi = Debian's MPICH
        4.0.2 ch4:ucx, ompi = Open MPI 4.1.4 pml/osc ucx):
-       mpi_glue/pingpong               latency 8 B and 64 KiB (MPICH), 8 B (Open MPI),
+       tests/mpi/pingpong               latency 8 B and 64 KiB (MPICH), 8 B (Open MPI),
                                        ping-pong bandwidth 1 MiB
        perf/mpi_rotbuf (MPICH)         windowed bandwidth (16 in flight) 64 KiB and 1 MiB
        perf/mpi_osc                    one-sided latency under lock_all + flush, as OSU's
@@ -31,11 +31,9 @@ import csv
 from benchlib import fmt_size
 from benchlib.env import Ctx, Transport
 from benchlib.guest import run_in_guest
-from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
-from benchlib.proc import MeasureError, log
-from benchlib.stats import paired, rotated
-from benchlib.verbsfig import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
+from benchlib.stats import paired
+from benchlib.verbsfig import campaign, is_bw, one
 
 NAME = "rdmach-rc"
 HELP = "rdmach's RC verbs wire vs rc_verbs on a verbs port (Soft-RoCE in the verbs tier's guest)"
@@ -79,16 +77,6 @@ def transports():
     return both
 
 
-def one(ctx, t, kind, test, size, extra, quick, timeout, rep=0):
-    if kind in MPI_KINDS:
-        return one_mpi(ctx, t, kind, test, size, quick, timeout, rep)
-    env = t.env(ctx)
-    n = iters(test, size, quick)
-    r = perftest(env, test, size, n, max(10, n // 10), uct=t.uct if kind == "uct" else None,
-                 extra=extra, timeout=timeout, pin=ctx.pin)
-    return r["bw_MBps"] if is_bw(test) else r["lat_us"]
-
-
 def in_guest(args):
     return run_in_guest(NAME, args.out or NAME,
                         (["--quick"] if args.quick else []) +
@@ -101,27 +89,9 @@ def run(args):
     ctx = Ctx(args, NAME)
     reps = args.reps or (3 if args.quick else 5)
     who = transports()
-    raw = []   # (rep, figure index, transport, value)
-    for rep in range(reps):
-        for i, (kind, test, size, extra) in enumerate(FIGURES):
-            prog = mpi_program_name(test)
-            if kind in MPI_KINDS and not mpi_program(ctx, kind, prog):
-                log("rdmach-rc: no %s for %s: %s skipped" % (prog, kind, test))
-                continue
-            for t in rotated(who, rep + i):
-                try:
-                    v = one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep)
-                except MeasureError as e:
-                    log("rdmach-rc: %s %s %s %s: %s" % (kind, test, fmt_size(size), t.name, e))
-                    continue
-                raw.append((rep, i, t.name, v))
-                log("rdmach-rc: rep %d %-3s %-11s %6s %-8s %10.3f" % (
-                    rep, kind, test, fmt_size(size), t.name, v))
-    with open(ctx.path("raw.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["rep", "kind", "test", "size", "transport", "value"])
-        for rep, i, name, v in raw:
-            w.writerow([rep] + list(FIGURES[i][:3]) + [name, v])
+    raw = campaign(ctx, "rdmach-rc", FIGURES, who, reps,
+                   lambda t, rep, kind, test, size, extra:
+                   one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep))
     rows = summarize(raw, reps)
     with open(ctx.path("summary.csv"), "w", newline="") as f:
         w = csv.writer(f)

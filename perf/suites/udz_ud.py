@@ -12,7 +12,7 @@ Figures:
                                        (rendezvous: ud_zcopy's zero-copy channels, RC's
                                        RDMA, ud_verbs' copied UD datagrams)
   MPI, as users measure it (mpi = MPICH 4.0.2 ch4:ucx, ompi = Open MPI 4.1.4):
-       mpi_glue/pingpong               latency 8 B, ping-pong bandwidth 64 KiB and 1 MiB
+       tests/mpi/pingpong               latency 8 B, ping-pong bandwidth 64 KiB and 1 MiB
        perf/mpi_rotbuf (MPICH)         windowed bandwidth (16 in flight) 64 KiB and 1 MiB
   Memory per endpoint (perf/ep_memory: one process with endpoints to N peer workers),
        2 to 256 peers.
@@ -40,11 +40,10 @@ import counters
 from benchlib import epmem, fmt_size
 from benchlib.env import Ctx, Transport
 from benchlib.guest import run_in_guest
-from benchlib.perftest import perftest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd, spawn, stop
-from benchlib.stats import Recorder, paired, rotated
-from benchlib.verbsfig import MPI_KINDS, iters, is_bw, mpi_program, mpi_program_name, one_mpi
+from benchlib.stats import Recorder, paired
+from benchlib.verbsfig import MPI_KINDS, campaign, is_bw, one
 
 NAME = "udz-ud"
 HELP = "ud_zcopy's UD verbs wire vs ud_verbs and rc_verbs on a verbs port (Soft-RoCE, guest)"
@@ -89,19 +88,13 @@ def transports():
                       extra_env=dict(env))]
 
 
-def one(ctx, t, kind, test, size, extra, quick, timeout, rep, cdir):
-    """One figure for one transport; ud_zcopy's counters go to cdir."""
+def one_counted(ctx, t, kind, test, size, extra, quick, timeout, rep, cdir):
+    """One figure for one transport; ud_zcopy's counters go to cdir (an MPI figure's ranks get
+    them through launch --env)."""
     if t.ours:
         t.extra_env["UCX_EXT_COUNTERS_DIR"] = cdir
-    if kind in MPI_KINDS:   # extra_env reaches the ranks (launch --env)
-        return one_mpi(ctx, t, kind, test, size, quick, timeout, rep)
-    env = t.env(ctx)
-    n = iters(test, size, quick)
-    if size >= (16 << 20):
-        n = 10 if quick else 30
-    r = perftest(env, test, size, n, max(2, n // 10), uct=t.uct if kind == "uct" else None,
-                 extra=extra, timeout=timeout, pin=ctx.pin)
-    return r["bw_MBps"] if is_bw(test) else r["lat_us"]
+    n = (10 if quick else 30) if (kind not in MPI_KINDS and size >= (16 << 20)) else None
+    return one(ctx, t, kind, test, size, extra, quick, timeout, rep, n=n, warmup_min=2)
 
 
 def carried(cdir, kind, test):
@@ -129,38 +122,24 @@ def run(args):
     ctx = Ctx(args, NAME)
     reps = args.reps or (3 if args.quick else 5)
     who = transports()
-    raw = []
     errors = []
-    for rep in range(reps):
-        for i, (kind, test, size, extra) in enumerate(FIGURES):
-            if kind in MPI_KINDS and not mpi_program(ctx, kind, mpi_program_name(test)):
-                log("udz-ud: no %s for %s: %s skipped" % (mpi_program_name(test), kind, test))
-                continue
-            for t in rotated(who, rep + i):
-                cdir = tempfile.mkdtemp(prefix="udz-ud-cnt-")
-                try:
-                    v = one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep,
+
+    def measure(t, rep, kind, test, size, extra):
+        # ud_zcopy's own counters must show its UD wire carried the figure, or it is left out
+        cdir = tempfile.mkdtemp(prefix="udz-ud-cnt-")
+        try:
+            v = one_counted(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep,
                             cdir)
-                    bad = carried(cdir, kind, test) if t.ours else None
-                except MeasureError as e:
-                    log("udz-ud: %s %s %s %s: %s" % (kind, test, fmt_size(size), t.name, e))
-                    continue
-                finally:
-                    if t.ours:
-                        t.extra_env.pop("UCX_EXT_COUNTERS_DIR", None)
-                    shutil.rmtree(cdir, ignore_errors=True)
-                if bad:
-                    errors.append("%s %s %s rep %d: %s" % (kind, test, fmt_size(size), rep, bad))
-                    log("udz-ud: NOT COUNTED %s" % errors[-1])
-                    continue
-                raw.append((rep, i, t.name, v))
-                log("udz-ud: rep %d %-4s %-12s %6s %-9s %10.3f" % (
-                    rep, kind, test, fmt_size(size), t.name, v))
-    with open(ctx.path("raw.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["rep", "kind", "test", "size", "transport", "value"])
-        for rep, i, name, v in raw:
-            w.writerow([rep] + list(FIGURES[i][:3]) + [name, v])
+            bad = carried(cdir, kind, test) if t.ours else None
+        finally:
+            if t.ours:
+                t.extra_env.pop("UCX_EXT_COUNTERS_DIR", None)
+            shutil.rmtree(cdir, ignore_errors=True)
+        if bad:
+            errors.append("%s %s %s rep %d: %s" % (kind, test, fmt_size(size), rep, bad))
+            raise MeasureError("NOT COUNTED: " + bad)
+        return v
+    raw = campaign(ctx, "udz-ud", FIGURES, who, reps, measure)
     rows = summarize(raw, reps)
     with open(ctx.path("summary.csv"), "w", newline="") as f:
         w = csv.writer(f)

@@ -1,6 +1,6 @@
 """perf/bench unimem: the UnimemMPI paper's table (ExaNeSt) on this machine, same run.
 
-MPI ping-pong (Debian MPICH 4.0.2 ch4:ucx, mpi_glue/pingpong, 2 ranks) over
+MPI ping-pong (Debian MPICH 4.0.2 ch4:ucx, tests/mpi/pingpong, 2 ranks) over
   unimem       UCX_TLS=unimem,self  (the emulated ExaNeSt HAL; preloaded from the build)
   posix,cma    UCX_TLS=posix,cma,self (UCX's shared memory + CMA rendezvous)
   tcp          UCX_TLS=tcp,self     (the paper's "MPICH over TCP sockets")
@@ -80,7 +80,7 @@ def run(args):
     ctx = Ctx(args, "unimem", only=["unimem"])
     ctx.meta["pingpong"] = find_pingpong(ctx)
     lib = os.path.join(ctx.build, "uct", "libuct_unimem.so")
-    for f in (lib, ctx.meta["pingpong"] or os.path.join(ctx.build, "mpi_glue", "pingpong.mpich")):
+    for f in (lib, ctx.meta["pingpong"] or os.path.join(ctx.build, "tests", "mpi", "pingpong.mpich")):
         if not os.path.exists(f):
             ctx.discard()
             log("bench unimem: %s not built (scripts/build with UCXEXT_BUILD=%s)" % (f, ctx.build))
