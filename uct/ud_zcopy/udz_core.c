@@ -289,6 +289,16 @@ int udz_core_quiet(const udz_core_t *core)
 
 /* ---- life cycle ---- */
 
+/* The parts' calls into each other's failure (udz_core_int.h says why they are hooks): this
+ * file calls every part anyway, so naming them here ties no two files both ways. */
+static const udz_core_hooks_t udz_core_hooks = {
+    .peer_fail        = udz_peer_fail,
+    .peer_probe_timer = udz_peer_probe_timer,
+    /* the order udz_peer_fail ends them in, and the user sees their completions in: the
+     * stream's packets, then the gets, then the transfers served */
+    .peer_failed      = {udz_stream_peer_failed, udz_zrx_peer_failed, udz_ztx_peer_failed},
+};
+
 udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_ops,
                             void *wire, const udz_user_ops_t *user_ops, void *user,
                             uint64_t cookie, udz_counters_t *counters, int *err)
@@ -315,6 +325,7 @@ udz_core_t *udz_core_create(const udz_config_t *cfg, const udz_wire_ops_t *wire_
         *err = -ENOMEM;
         return NULL;
     }
+    core->hooks    = &udz_core_hooks;
     core->cfg      = *cfg;
     if ((cfg->chunk_max == 0) || (wire_ops->path_mtu == NULL) || wire_ops->posts_ahead) {
         /* no path beyond the device's, or receives posted ahead in chunk_size pieces */

@@ -10,6 +10,13 @@
  *  - udz_ztx.c     zero-copy send (the owner): ZREQ handling, streaming, repair, ZDONE/ZERR;
  *  - udz_core.c    the dispatch: progress, decoding and validating control datagrams, the
  *                  timer dispatch, flush, life cycle.
+ * Who calls whom (tests/docs/layout: no two files use each other's symbols): udz_core.c calls
+ * every part; udz_zrx.c and udz_ztx.c call the peer table and the stream; the peer table calls
+ * the stream (its challenges and probes are stream datagrams); the stream calls none of them.
+ * What goes the other way is a peer's failure: the stream fails a peer (its timeout, its last
+ * probe unanswered) and runs its probe timer, and a failure reaches every part. Those calls go
+ * through the hooks udz_core.c sets (udz_core_hooks_t): a slow path, one indirect call each;
+ * nothing a datagram passes through calls one.
  * Single-threaded: the UCT glue calls the core under the worker's progress, so no locks.
  * Small helpers that the per-datagram paths call across parts are static inline here, so that
  * the split costs those paths no calls.
@@ -195,6 +202,17 @@ typedef struct udz_ztx {
     udz_mem_hold_t  hold;           /* revoked when the region is deregistered */
 } udz_ztx_t;
 
+/* A peer's failure across the parts (udz_core.c fills it; the top of this file says why). */
+typedef struct udz_core_hooks {
+    /* the peer table's, for the stream below it: fails p (udz_peer_fail), and runs p's probe
+     * timer (udz_peer_probe_timer: 1 when p failed) */
+    void (*peer_fail)(udz_core_t *core, udz_peer_t *p);
+    int  (*peer_probe_timer)(udz_core_t *core, udz_peer_t *p);
+    /* what udz_peer_fail ends, in this order before it tells the user: the stream's packets
+     * of p, the gets from p, the transfers served to p (udz_*_peer_failed) */
+    void (*peer_failed[3])(udz_core_t *core, udz_peer_t *p);
+} udz_core_hooks_t;
+
 struct udz_core {
     udz_config_t          cfg;
     const udz_wire_ops_t *wops;
@@ -267,6 +285,10 @@ struct udz_core {
     udz_ztx_t           **ztx_tailp;    /* the last transfer's next (or &ztx_active): O(1)
                                          * append, whatever a peer queues */
     udz_ztx_t            *ztx_free;
+
+    /* a peer's failure (udz_core.c's table, read-only; last: no path a datagram takes reads
+     * it, and the fields above keep their places) */
+    const udz_core_hooks_t *hooks;
 };
 
 /* ---- clocks ---- */
@@ -375,7 +397,8 @@ int udz_peer_table_init(udz_core_t *core);
 /* Frees the reaped records (end of progress: nothing of the core points to them any more). */
 void udz_peer_reclaim(udz_core_t *core);
 void udz_peer_table_cleanup(udz_core_t *core);
-/* The peer is gone: every part drops what it holds for it, the user is told once. */
+/* The peer is gone: every part drops what it holds for it (core->hooks->peer_failed), the
+ * user is told once. The stream calls it through core->hooks. */
 void udz_peer_fail(udz_core_t *core, udz_peer_t *p);
 /* The wire says p's address is unreachable (UDP: ICMP port unreachable). A hint, not proof:
  * p is probed, and fails only if no datagram with its cookie answers (udz_peer.c). */
@@ -403,7 +426,7 @@ static inline uint64_t peer_idle_scan_ns(const udz_core_t *core)
 void udz_peer_chal_send(udz_core_t *core, udz_peer_t *p, uint64_t echo);
 void udz_peer_on_chal(udz_core_t *core, udz_peer_t *p, const udz_chal_t *c);
 /* The probe timer of p (probes != 0): the next probe, or p's failure when the last one went
- * unanswered. Returns 1 when p failed. */
+ * unanswered. Returns 1 when p failed. The stream's timers call it through core->hooks. */
 int udz_peer_probe_timer(udz_core_t *core, udz_peer_t *p);
 
 /* ---- sending (every part sends through these) ---- */

@@ -195,9 +195,13 @@ void udz_peer_put(udz_core_t *core, udz_peer_t *peer)
     }
 }
 
-/* The peer is gone: drop its packets, fail its gets and transfers, tell the user once. */
+/* The peer is gone: drop its packets, fail its gets and transfers, tell the user once. The
+ * parts are reached through core->hooks (udz_core.c): they call the peer table, so a direct
+ * call back would make each of them and this file use each other's symbols. */
 void udz_peer_fail(udz_core_t *core, udz_peer_t *p)
 {
+    unsigned i;
+
     if (p->failed) {
         return;
     }
@@ -207,9 +211,10 @@ void udz_peer_fail(udz_core_t *core, udz_peer_t *p)
         core->probing--;
     }
     core->cnt->timeouts++;
-    udz_stream_peer_failed(core, p);
-    udz_zrx_peer_failed(core, p);
-    udz_ztx_peer_failed(core, p);
+    for (i = 0; i < sizeof(core->hooks->peer_failed) / sizeof(core->hooks->peer_failed[0]);
+         ++i) {
+        core->hooks->peer_failed[i](core, p);   /* stream, gets, served transfers */
+    }
     if (dl_linked(&p->active)) {
         dl_del(&p->active);
     }

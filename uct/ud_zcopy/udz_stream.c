@@ -610,7 +610,9 @@ static int peer_busy(const udz_peer_t *p)
     return (p->unacked != NULL) || (p->ack_owed != 0) || (p->probes != 0);
 }
 
-/* Peer timeout, retransmission, delayed acks and probes of the peers on the active list. */
+/* Peer timeout, retransmission, delayed acks and probes of the peers on the active list. The
+ * probes and a failure are the peer table's, which sends through the stream: reached through
+ * core->hooks (udz_core_int.h). */
 void udz_stream_timers(udz_core_t *core)
 {
     udz_dlist_t *e, *n;
@@ -620,12 +622,12 @@ void udz_stream_timers(udz_core_t *core)
     for (e = core->active.next; e != &core->active; e = n) {
         n = e->next;
         p = container_of_(e, udz_peer_t, active);
-        if ((p->probes != 0) && udz_peer_probe_timer(core, p)) {
+        if ((p->probes != 0) && core->hooks->peer_probe_timer(core, p)) {
             continue;   /* failed: off the list */
         }
         if (p->unacked != NULL) {
             if (live_since(core, p->last_progress_live) >= core->cfg.peer_timeout_ns) {
-                udz_peer_fail(core, p);
+                core->hooks->peer_fail(core, p);
                 continue;
             }
             if (now - p->last_tx_ns >= rto(core, p, p->backoff)) {

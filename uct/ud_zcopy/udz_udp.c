@@ -1,6 +1,7 @@
 /*
- * ud_zcopy UDP wire (see udz_udp.h): devices, sockets, addresses, the control socket and the
- * wire's table; the data channels' paths are in udz_udp_chan.c.
+ * ud_zcopy UDP wire (see udz_udp.h): devices, sockets, the addresses UCP exchanges, the
+ * control socket and the wire's table; the data channels' paths are in udz_udp_chan.c, which
+ * calls nothing here (what both use is inline in udz_udp.h).
  */
 #include "udz_udp.h"
 
@@ -19,19 +20,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-void udz_udp_addr_make(struct in_addr ip, uint16_t port_be, udz_addr_t *out)
-{
-    memset(out, 0, sizeof(*out));
-    memcpy(out->b, &ip, 4);
-    memcpy(out->b + 4, &port_be, 2);
-}
-
-void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip, uint16_t *port_be)
-{
-    memcpy(ip, a->b, 4);
-    memcpy(port_be, a->b + 4, 2);
-}
-
 static void to_sockaddr(const udz_addr_t *a, struct sockaddr_in *sin)
 {
     memset(sin, 0, sizeof(*sin));
@@ -49,16 +37,6 @@ static int set_buf(int fd, int force_opt, int opt, int want)
     }
     (void)getsockopt(fd, SOL_SOCKET, opt, &got, &len);
     return got;
-}
-
-/* The sender's control address as the core names it (zeros when not an IPv4 sender). */
-void udz_udp_src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_addr_t *out)
-{
-    if ((namelen == sizeof(*name)) && (name->sin_family == AF_INET)) {
-        udz_udp_addr_make(name->sin_addr, name->sin_port, out);
-    } else {
-        memset(out, 0, sizeof(*out));
-    }
 }
 
 /* One socket bound to ip:port (host order; 0: any). */
@@ -311,31 +289,6 @@ static int udz_udp_errqueue(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
         u->errq = 1;    /* maybe more */
     }
     return count;
-}
-
-void udz_udp_mm_prep(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
-{
-    int i;
-
-    for (i = 0; i < n; ++i) {
-        memset(&u->mm[i], 0, sizeof(u->mm[i]));
-        u->mm[i].msg_hdr.msg_name    = &u->names[i];
-        u->mm[i].msg_hdr.msg_namelen = sizeof(u->names[i]);
-        u->mm[i].msg_hdr.msg_iov     = msgs[i].iov;
-        u->mm[i].msg_hdr.msg_iovlen  = (msgs[i].iov[1].iov_len > 0) ? 2 : 1;
-    }
-}
-
-void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc)
-{
-    int i;
-
-    for (i = 0; i < rc; ++i) {
-        msgs[i].unreach = 0;
-        msgs[i].len   = u->mm[i].msg_len;
-        msgs[i].trunc = !!(u->mm[i].msg_hdr.msg_flags & MSG_TRUNC);
-        udz_udp_src_addr(&u->names[i], u->mm[i].msg_hdr.msg_namelen, &msgs[i].src);
-    }
 }
 
 long udz_udp_ctl_seg(const struct msghdr *mh, size_t rc)

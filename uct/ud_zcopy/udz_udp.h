@@ -4,10 +4,15 @@
  * UCX: the glue reaches it only through its table, udz_udp_wire (udz_wire.h); the unit tests
  * use the functions below too. Receives and sends are batched with recvmmsg/sendmmsg and
  * scatter/gather straight from/to the iovecs the core gives.
- *   udz_udp.c       devices, sockets, addresses, the control socket, the table
+ *   udz_udp.c       devices, sockets, the addresses UCP exchanges, the control socket, the
+ *                   table
  *   udz_udp_chan.c  the data channels: GSO send runs, GRO receive runs, recvmmsg
  *   udz_udp_ready.c whether anything arrived on the control socket, without a system call
  *                   while the wire is idle (io_uring)
+ * Each file calls only those below it in this list (tests/docs/layout). What udz_udp.c and
+ * udz_udp_chan.c both use on a datagram's path (the core's names of UDP addresses, recvmmsg's
+ * headers) is static inline below: it costs those paths no call, and neither file calls the
+ * other for it.
  */
 #ifndef UDZ_UDP_H
 #define UDZ_UDP_H
@@ -16,6 +21,7 @@
 
 #include <linux/io_uring.h>
 #include <netinet/in.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #ifdef __cplusplus
@@ -151,8 +157,20 @@ int udz_udp_open(udz_udp_t *u, struct in_addr ip, unsigned nchan, int rcvbuf, in
                  int gro, char *err, size_t errlen);
 void udz_udp_close(udz_udp_t *u);
 
-void udz_udp_addr_make(struct in_addr ip, uint16_t port_be, udz_addr_t *out);
-void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip, uint16_t *port_be);
+/* The core's name of ip:port (port in network byte order), and back. */
+static inline void udz_udp_addr_make(struct in_addr ip, uint16_t port_be, udz_addr_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    memcpy(out->b, &ip, 4);
+    memcpy(out->b + 4, &port_be, 2);
+}
+
+static inline void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip,
+                                      uint16_t *port_be)
+{
+    memcpy(ip, a->b, 4);
+    memcpy(port_be, a->b + 4, 2);
+}
 
 /* MTU of the interface that has this address (0 if unknown). */
 unsigned udz_udp_mtu(const char *ifname);
@@ -163,11 +181,42 @@ unsigned udz_udp_mtu(const char *ifname);
 int udz_udp_send(void *wire, const udz_addr_t *dst, const udz_txmsg_t *msgs, int n);
 /* n > 1 datagrams to sin: GSO runs when the path takes them, else one sendmmsg. */
 int udz_udp_send_many(udz_udp_t *u, struct sockaddr_in *sin, const udz_txmsg_t *msgs, int n);
-/* recvmmsg's headers for msgs[0..n) and, after it returned rc, the results into msgs. */
-void udz_udp_mm_prep(udz_udp_t *u, udz_rxmsg_t *msgs, int n);
-void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc);
 /* The sender's control address as the core names it (zeros when not an IPv4 sender). */
-void udz_udp_src_addr(const struct sockaddr_in *name, socklen_t namelen, udz_addr_t *out);
+static inline void udz_udp_src_addr(const struct sockaddr_in *name, socklen_t namelen,
+                                    udz_addr_t *out)
+{
+    if ((namelen == sizeof(*name)) && (name->sin_family == AF_INET)) {
+        udz_udp_addr_make(name->sin_addr, name->sin_port, out);
+    } else {
+        memset(out, 0, sizeof(*out));
+    }
+}
+/* recvmmsg's headers for msgs[0..n) (the control socket's receive and a data channel's
+ * without GRO) and, after it returned rc, the results into msgs. */
+static inline void udz_udp_mm_prep(udz_udp_t *u, udz_rxmsg_t *msgs, int n)
+{
+    int i;
+
+    for (i = 0; i < n; ++i) {
+        memset(&u->mm[i], 0, sizeof(u->mm[i]));
+        u->mm[i].msg_hdr.msg_name    = &u->names[i];
+        u->mm[i].msg_hdr.msg_namelen = sizeof(u->names[i]);
+        u->mm[i].msg_hdr.msg_iov     = msgs[i].iov;
+        u->mm[i].msg_hdr.msg_iovlen  = (msgs[i].iov[1].iov_len > 0) ? 2 : 1;
+    }
+}
+
+static inline void udz_udp_mm_done(udz_udp_t *u, udz_rxmsg_t *msgs, int rc)
+{
+    int i;
+
+    for (i = 0; i < rc; ++i) {
+        msgs[i].unreach = 0;
+        msgs[i].len   = u->mm[i].msg_len;
+        msgs[i].trunc = !!(u->mm[i].msg_hdr.msg_flags & MSG_TRUNC);
+        udz_udp_src_addr(&u->names[i], u->mm[i].msg_hdr.msg_namelen, &msgs[i].src);
+    }
+}
 /* One receive of the GRO control socket, rc bytes with header mh: the size of its datagrams
  * (the UDP_GRO cmsg's gso_size; 0: one datagram, no cmsg), or -1 when it is dropped as odd
  * (truncated, control truncated, gso_size 0 or larger than the run). */
