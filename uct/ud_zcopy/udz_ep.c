@@ -243,6 +243,25 @@ ssize_t uct_udz_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack
                            NULL, 0, pack_cb, arg, 0, 0);
 }
 
+/* The caller's iov as the core's (iovcnt <= UDZ_MAX_IOV, checked by the caller), empty
+ * entries left out; their bytes added to *total. The number of entries. */
+static UCS_F_ALWAYS_INLINE size_t uct_udz_ep_iov_gather(const uct_iov_t *iov, size_t iovcnt,
+                                                        struct iovec *vec, size_t *total)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        vec[n].iov_base = iov[i].buffer;
+        vec[n].iov_len  = uct_iov_get_length(&iov[i]);
+        *total         += vec[n].iov_len;
+        ++n;
+    }
+    return n;
+}
+
 /* Zero copy on the send side: the payload goes from the caller's buffer at every
  * (re)transmission, and comp completes when the peer has acked it. */
 ucs_status_t uct_udz_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
@@ -252,21 +271,13 @@ ucs_status_t uct_udz_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
     uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
     uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
     struct iovec vec[UDZ_MAX_IOV];
-    size_t i, n = 0, total = header_length;
+    size_t n, total = header_length;
     int err;
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_PARAM(iovcnt <= UDZ_MAX_IOV, "iovcnt %zu > %d", iovcnt, UDZ_MAX_IOV);
     UCT_CHECK_LENGTH(header_length, 0, UCT_UDZ_AM_MAX_HDR(iface), "am_zcopy header");
-    for (i = 0; i < iovcnt; ++i) {
-        if (uct_iov_get_length(&iov[i]) == 0) {
-            continue;
-        }
-        vec[n].iov_base = iov[i].buffer;
-        vec[n].iov_len  = uct_iov_get_length(&iov[i]);
-        total          += vec[n].iov_len;
-        ++n;
-    }
+    n = uct_udz_ep_iov_gather(iov, iovcnt, vec, &total);
     UCT_CHECK_LENGTH(total, 0, iface->max_payload, "am_zcopy");
     if (uct_udz_ep_must_queue(ep)) {
         UCT_UDZ_COUNT(tx_no_resource, 1);
@@ -308,19 +319,11 @@ ucs_status_t uct_udz_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
     uct_udz_ep_t *ep       = ucs_derived_of(tl_ep, uct_udz_ep_t);
     uct_udz_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_udz_iface_t);
     struct iovec vec[UDZ_MAX_IOV];
-    size_t i, n = 0, total = 0;
+    size_t n, total = 0;
     int err;
 
     UCT_CHECK_PARAM(iovcnt <= UDZ_MAX_IOV, "iovcnt %zu > %d", iovcnt, UDZ_MAX_IOV);
-    for (i = 0; i < iovcnt; ++i) {
-        if (uct_iov_get_length(&iov[i]) == 0) {
-            continue;
-        }
-        vec[n].iov_base = iov[i].buffer;
-        vec[n].iov_len  = uct_iov_get_length(&iov[i]);
-        total          += vec[n].iov_len;
-        ++n;
-    }
+    n = uct_udz_ep_iov_gather(iov, iovcnt, vec, &total);
     UCT_CHECK_LENGTH(total, 0, iface->max_payload - sizeof(udz_put_t), "put_zcopy");
     if (uct_udz_ep_must_queue(ep)) {
         UCT_UDZ_COUNT(tx_no_resource, 1);
