@@ -31,6 +31,18 @@ typedef struct ucx_ext_xmem_seg {
 
 /* Registration, key unpack and release run off the message path, from any thread. */
 static pthread_mutex_t ucx_ext_xmem_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A peer's segment that no key names any more stays mapped for the next key (UCP unpacks a
+ * key for every rendezvous and releases it after: without this, each message paid an open of
+ * /proc/<pid>/fd, an fstat, mmap and munmap, and ucx_perftest's 64 KiB tag latency over rdmach
+ * was 16.2 us against sm's 3.5). At most this many such segments and bytes stay, the least
+ * recently used going first: a mapping keeps the owner's memory alive after it freed it. A
+ * match is by owner, inode, address and length, and the inode cannot be reused while this
+ * mapping holds the file, so a segment found here is still the one its key names. */
+#define UCX_EXT_XMEM_IDLE_MAX       32
+#define UCX_EXT_XMEM_IDLE_MAX_BYTES (256ul << 20)
+static unsigned ucx_ext_xmem_idle_count;
+static size_t ucx_ext_xmem_idle_bytes;
 static UCS_LIST_HEAD(ucx_ext_xmem_own);
 static UCS_LIST_HEAD(ucx_ext_xmem_peers);
 
@@ -333,7 +345,10 @@ void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
     ucs_list_for_each(seg, &ucx_ext_xmem_peers, list) {
         if ((seg->desc.pid == desc->pid) && (seg->desc.ino == desc->ino) &&
             (seg->desc.base == desc->base) && (seg->desc.length == desc->length)) {
-            ++seg->refs;
+            if (seg->refs++ == 0) {
+                ucx_ext_xmem_idle_count--;      /* kept mapped, named again */
+                ucx_ext_xmem_idle_bytes -= seg->mapped;
+            }
             pthread_mutex_unlock(&ucx_ext_xmem_lock);
             return seg->local;
         }
@@ -359,6 +374,26 @@ void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
     return base;
 }
 
+/* Unmaps the least recently used idle segments beyond the bounds (lock held). */
+static void ucx_ext_xmem_idle_trim(void)
+{
+    ucx_ext_xmem_seg_t *seg, *tmp;
+
+    ucs_list_for_each_safe(seg, tmp, &ucx_ext_xmem_peers, list) {
+        if ((ucx_ext_xmem_idle_count <= UCX_EXT_XMEM_IDLE_MAX) &&
+            (ucx_ext_xmem_idle_bytes <= UCX_EXT_XMEM_IDLE_MAX_BYTES)) {
+            return;
+        }
+        if (seg->refs == 0) {
+            ucx_ext_xmem_idle_count--;
+            ucx_ext_xmem_idle_bytes -= seg->mapped;
+            ucs_list_del(&seg->list);
+            munmap(seg->local, seg->mapped);
+            ucs_free(seg);
+        }
+    }
+}
+
 void ucx_ext_xmem_detach(void *local)
 {
     ucx_ext_xmem_seg_t *seg;
@@ -367,9 +402,12 @@ void ucx_ext_xmem_detach(void *local)
     ucs_list_for_each(seg, &ucx_ext_xmem_peers, list) {
         if (seg->local == local) {
             if (--seg->refs == 0) {
+                /* idle: to the tail, so that the list's first idle one is the oldest */
                 ucs_list_del(&seg->list);
-                munmap(seg->local, seg->mapped);
-                ucs_free(seg);
+                ucs_list_add_tail(&ucx_ext_xmem_peers, &seg->list);
+                ucx_ext_xmem_idle_count++;
+                ucx_ext_xmem_idle_bytes += seg->mapped;
+                ucx_ext_xmem_idle_trim();
             }
             break;
         }

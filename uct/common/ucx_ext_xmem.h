@@ -66,7 +66,9 @@ void ucx_ext_xmem_describe(uintptr_t address, size_t length, ucx_ext_xmem_desc_t
  * (logged at diag level): the peer's segment cannot be mapped here. */
 void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc);
 
-/* One key less on the mapping that ucx_ext_xmem_attach returned. */
+/* One key less on the mapping that ucx_ext_xmem_attach returned. When none is left the
+ * segment stays mapped for the next key (a bounded set, least recently used unmapped first:
+ * ucx_ext_xmem.c). */
 void ucx_ext_xmem_detach(void *local);
 
 /* What an unpacked remote key keeps after the packed bytes (ucx_ext_md.c): where the
