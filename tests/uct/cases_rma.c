@@ -530,3 +530,106 @@ int case_rkeys(ut_t *t)
     ut_buf_free(t, &buf);
     return ok ? PAIR_PASS : PAIR_FAIL;
 }
+
+/* ---- a peer's mapped segments, kept for the next key ---- */
+
+#define RKEY_REUSE_REGIONS 40   /* more than the transports keep mapped (ucx_ext_xmem.c: 32) */
+
+/* Mappings of shareable memory (memfd) in this process. */
+static int rkey_reuse_memfd_maps(void)
+{
+    char line[512];
+    FILE *f = fopen("/proc/self/maps", "r");
+    int n   = 0;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n += (strstr(line, "/memfd:") != NULL);
+    }
+    fclose(f);
+    return n;
+}
+
+/* The target allocates RKEY_REUSE_REGIONS regions the md maps for peers (memfd) and sends
+ * their keys. The initiator unpacks each, reads a word through rkey_ptr, releases it, twice
+ * over: a released key's segment stays mapped for the next key (UCP unpacks a key for every
+ * rendezvous), at most the bound's worth stay, and every read sees its own region. */
+int case_rkey_reuse(ut_t *t)
+{
+    uct_rkey_bundle_t rkey;
+    uint64_t addr[RKEY_REUSE_REGIONS];
+    uint8_t packed[RKEY_REUSE_REGIONS][512];
+    ut_buf_t regions[RKEY_REUSE_REGIONS];
+    int i, round, base, after, ok = 1;
+    size_t rlen = t->md_attr.rkey_packed_size;
+    void *local;
+
+    /* (the md answers rkey_ptr for mapped keys without UCT_MD_FLAG_RKEY_PTR: ucx_ext_md.c) */
+    if (!(t->md_attr.cap.flags & UCT_MD_FLAG_ALLOC) || (rlen + 8 > 512)) {
+        if (t->pair->role == PAIR_INITIATOR) {
+            pair_log(t->pair, "skip: the %s md maps no memory for peers", t->tl);
+        }
+        return PAIR_SKIP;
+    }
+    if (t->pair->role == PAIR_TARGET) {
+        int result = PAIR_PASS;
+
+        for (i = 0; i < RKEY_REUSE_REGIONS; ++i) {
+            if ((ut_buf_alloc_md(t, &regions[i], 4096) != 0) ||
+                (ut_send_region(t, &regions[i]) != 0)) {
+                return PAIR_FAIL;
+            }
+            memset(regions[i].addr, 0x40 + i, 4096);
+        }
+        if (pair_sync(t->pair, 1) != 0) {    /* the regions are filled */
+            result = PAIR_FAIL;
+        }
+        if (pair_sync(t->pair, 1) != 0) {    /* the initiator is done */
+            result = PAIR_FAIL;
+        }
+        for (i = 0; i < RKEY_REUSE_REGIONS; ++i) {
+            ut_buf_free(t, &regions[i]);
+        }
+        return result;
+    }
+
+    for (i = 0; i < RKEY_REUSE_REGIONS; ++i) {
+        if (pair_recv(t->pair, packed[i], sizeof(packed[i])) != (ssize_t)(8 + rlen)) {
+            pair_log(t->pair, "no region %d from the peer", i);
+            return PAIR_FAIL;
+        }
+        memcpy(&addr[i], packed[i], 8);
+    }
+    if (pair_sync(t->pair, 1) != 0) {
+        return PAIR_FAIL;
+    }
+    base = rkey_reuse_memfd_maps();
+    for (round = 0; round < 2; ++round) {
+        for (i = 0; i < RKEY_REUSE_REGIONS; ++i) {
+            if (uct_rkey_unpack(t->component, packed[i] + 8, &rkey) != UCS_OK) {
+                pair_log(t->pair, "uct_rkey_unpack of region %d failed", i);
+                return PAIR_FAIL;
+            }
+            if ((uct_rkey_ptr(t->component, &rkey, addr[i] + 100, &local) != UCS_OK) ||
+                (*(volatile uint8_t*)local != 0x40 + i)) {
+                pair_log(t->pair, "round %d region %d: no pointer or another region's bytes",
+                         round, i);
+                ok = 0;
+            }
+            uct_rkey_release(t->component, &rkey);
+        }
+    }
+    after = rkey_reuse_memfd_maps();
+    /* kept: the last keys' segments are still mapped, within the bound */
+    if ((base < 0) || (after <= base) || (after - base > 32)) {
+        pair_log(t->pair, "%d of the peer's %d segments still mapped after their keys were "
+                 "released (want 1..32)", after - base, RKEY_REUSE_REGIONS);
+        ok = 0;
+    }
+    if (pair_sync(t->pair, 1) != 0) {
+        return PAIR_FAIL;
+    }
+    return ok ? PAIR_PASS : PAIR_FAIL;
+}
