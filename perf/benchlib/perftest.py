@@ -68,7 +68,10 @@ def perftest(env, test, size, iters, warmup, uct=None, extra=(), timeout=120, pi
     for attempt in range(3):
         port = free_port()
         with tempfile.TemporaryFile("w+") as serr:
-            srv = spawn(srv_pre + [perftest_bin(), "-p", port] + (["-c", "0"] if pin else []), env,
+            # a UCT test names its transport and device on the server too: UCX 1.22's server
+            # checks them before it hears from the client ("A device must be specified")
+            srv = spawn(srv_pre + [perftest_bin(), "-p", port] + (["-c", "0"] if pin else []) +
+                        (["-x", uct[0], "-d", uct[1]] if uct else []), env,
                         stdout=subprocess.DEVNULL, stderr=serr)
             # in a namespace, `ip` execs ucx_perftest under the same pid: look into its net
             listen_pid = srv.pid if ns else None

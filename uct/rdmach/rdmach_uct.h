@@ -157,6 +157,13 @@ ucs_status_t uct_rdmach_wire_knobs_read(const uct_rdmach_iface_config_t *config,
                                         const rdmach_wire_ops_t *wire, void *buf,
                                         const void **wire_config);
 
+/* One iface class for every wire, on UCX's sm iface, and this is the one place that says so.
+ * What rdmach takes from it holds on any wire: the config (UCX's sm knobs: BW, latency
+ * overhead; ucx_ext_sm.h), the fence, the host identity as device address (shm). What differs
+ * per wire comes from the wire's capabilities record (rdmach_wire_caps_t) and nowhere else:
+ * a wire off this host (this_host 0: RC) gets its own device address and reachability,
+ * INTER_NODE and its port's bandwidth (uct_rdmach_iface_query), and ep-to-ep connection
+ * (to_ep). A second class would only copy that. */
 typedef struct uct_rdmach_iface {
     uct_sm_iface_t        super;
     ucx_ext_iface_t       x;             /* pending, flush, peer liveness (uct/common) */
