@@ -287,6 +287,11 @@ int udz_core_quiet(const udz_core_t *core)
            core->wops->rx_idle(core->wire);
 }
 
+unsigned udz_core_npeers(const udz_core_t *core)
+{
+    return core->npeers;
+}
+
 /* ---- life cycle ---- */
 
 /* The parts' calls into each other's failure (udz_core_int.h says why they are hooks): this

@@ -252,6 +252,9 @@ int udz_core_probing(const udz_core_t *core);
  * glue calls it without its lock before each progress, where a stale answer only moves the
  * work to the next call. */
 int udz_core_quiet(const udz_core_t *core);
+
+/* Peer records held (live, failed or being probed): 0 when nothing could want a timer. */
+unsigned udz_core_npeers(const udz_core_t *core);
 /* Fails every get in flight to the peer with status (cancel). */
 void udz_peer_cancel(udz_core_t *core, udz_peer_t *peer, int status);
 /* Sends by reference to the peer still unacked (am_zcopy, put_zcopy) take their data in: the

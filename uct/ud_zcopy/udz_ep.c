@@ -41,6 +41,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_ep_t, const uct_ep_params_t *params)
         ucs_error("ud_zcopy: more than UCX_" UCT_UDZ_PREFIX "MAX_PEERS peers");
         return UCS_ERR_EXCEEDS_LIMIT;
     }
+    uct_udz_async_unpark(iface);    /* a record: acks and retransmissions need the timer */
     return UCS_OK;
 }
 

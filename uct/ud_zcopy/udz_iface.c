@@ -106,6 +106,14 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "per run, scattered straight into the destination. n: one datagram at a time (recvmmsg).",
      ucs_offsetof(uct_udz_iface_config_t, gro), UCS_CONFIG_TYPE_BOOL},
 
+    {"ON_HOST", "auto",
+     "Serve peers on this host (same kernel, network, PID and IPC namespaces), which a\n"
+     "shared-memory transport reaches too. auto: not when UCX_TLS names ud_zcopy (not as aux)\n"
+     "with a transport that carries active messages on one host (sm, shm, mm, posix, sysv,\n"
+     "rdmach, unimem) and UCX_SHM_DEVICES is unset; y: always; n: never. UCP 1.13 would\n"
+     "otherwise add ud_zcopy as a second rendezvous lane to such a peer, and progress it.",
+     ucs_offsetof(uct_udz_iface_config_t, on_host), UCS_CONFIG_TYPE_TERNARY_AUTO},
+
     {"ASYNC_TICK", "10ms",
      "Period of the async progress timer, which keeps acks and retransmissions going while\n"
      "the application computes, and delivers UCP's wireup messages (what an auxiliary\n"
@@ -138,7 +146,7 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
                             UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                             UCX_EXT_IFACE_FLAG_INTER_NODE;   /* any IP network, or UD */
-    if (iface->async.timer_id >= 0) {
+    if (iface->async.enabled) {
         /* the async timer delivers UCT_CB_FLAG_ASYNC handlers (udz_async.c) */
         attr->cap.flags |= UCT_IFACE_FLAG_CB_ASYNC;
     }
@@ -200,17 +208,6 @@ static ucs_status_t uct_udz_iface_get_device_address(uct_iface_h tl_iface,
     memcpy(UCS_PTR_BYTE_OFFSET(addr, iface->wops->dev_addr_len), &iface->host,
            sizeof(iface->host));
     return UCS_OK;
-}
-
-static int uct_udz_iface_is_reachable(const uct_iface_h tl_iface,
-                                      const uct_device_addr_t *dev_addr,
-                                      const uct_iface_addr_t *iface_addr)
-{
-    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
-    uct_udz_host_id_t remote;
-
-    memcpy(&remote, UCS_PTR_BYTE_OFFSET(dev_addr, iface->wops->dev_addr_len), sizeof(remote));
-    return iface->wops->is_reachable(iface->wire, dev_addr, remote.hash == iface->host.hash);
 }
 
 /* ---- the core's view of us ---- */
@@ -359,6 +356,9 @@ static unsigned uct_udz_iface_progress(uct_iface_h tl_iface)
         count += uct_udz_async_dispatch(iface);   /* before anything newer */
     }
     count += udz_core_progress(iface->core, uct_udz_now_ns());
+    if (ucs_unlikely(iface->async.park_fd >= 0)) {
+        uct_udz_async_unpark(iface);    /* a handshake taken here made a record */
+    }
     if (ucs_unlikely(ucx_ext_iface_has_pending(&iface->x)) &&
         (iface->pending_kick || (++iface->pending_skips >= UCT_UDZ_PENDING_RETRY))) {
         iface->pending_kick  = 0;
@@ -509,6 +509,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     ucs_queue_head_init(&self->async.deferred);
     self->async.context  = NULL;
     self->async.timer_id = -1;
+    self->async.park_fd  = -1;
+    self->async.enabled  = 0;
     self->async.in_timer = 0;
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_udz_iface_ops,
                               &uct_udz_internal_ops.super, md, worker, params,
@@ -553,6 +555,8 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
 
     self->host.hash = ucs_get_system_id() ^
                       ((uint64_t)ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET) * 0x9e3779b97f4a7c15ull);
+    self->host.shm      = uct_udz_shm_domain();
+    self->yield_on_host = uct_udz_on_host_yields(config->on_host);
 
     wparams.channels  = config->channels;
     wparams.rx_buffer = config->rcvbuf;

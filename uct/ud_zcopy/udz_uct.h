@@ -37,7 +37,8 @@
 /* put_denied / get_denied: peers' puts and gets with a valid key that the registration does
  * not allow (registered without UCT_MD_MEM_ACCESS_REMOTE_PUT / _GET), refused */
 #define UCT_UDZ_OWN_COUNTERS(_) _(get_failed) _(async_ticks) _(async_deferred) _(sleeps) \
-                                _(async_wakeups) _(put_denied) _(get_denied)
+                                _(async_wakeups) _(async_parks) _(put_denied) \
+                                _(get_denied)
 
 #define UCT_UDZ_COUNTERS(_) UDZ_CORE_COUNTERS(_) UDZ_WIRE_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) \
                             UCT_UDZ_OWN_COUNTERS(_)
@@ -86,6 +87,8 @@ typedef struct uct_udz_host_id {
                              * same host and network namespace: a hash of the system id and
                              * the namespace (UCP takes 31 bytes of device address at most,
                              * and a GID is 16) */
+    uint32_t shm;           /* uct_udz_shm_domain: with hash equal, every shared-memory
+                             * transport reaches the peer too (udz_reach.c) */
 } UCS_S_PACKED uct_udz_host_id_t;
 
 /* TX_WINDOW auto (udz_iface.c): bytes of full-size datagrams in flight per peer, and the
@@ -113,6 +116,7 @@ typedef struct uct_udz_iface_config {
     size_t             rcvbuf;
     size_t             sndbuf;
     int                gro;
+    int                on_host;         /* UCS_YES, UCS_NO, UCS_AUTO (udz_reach.c) */
     double             async_tick;
     int                rcache;          /* a wire that registers memory (InfiniBand UD) */
     ucx_ext_rcache_config_t rcache_config;
@@ -136,6 +140,7 @@ typedef struct uct_udz_iface {
     udz_core_t         *core;
     char               ifname[UCT_DEVICE_NAME_MAX];
     uct_udz_host_id_t  host;
+    int                yield_on_host;   /* on-host peers go to a shared-memory transport */
     uint64_t           cookie;
     size_t             max_payload;
     size_t             zcopy_thresh;
@@ -152,7 +157,11 @@ typedef struct uct_udz_iface {
     unsigned           pending_skips;
     struct {
         ucs_async_context_t *context;   /* the worker's: every entry point holds it */
-        int                 timer_id;   /* -1: no async progress */
+        int                 enabled;    /* ASYNC_TICK > 0 with an async context */
+        int                 timer_id;   /* -1: no timer now (disabled, or parked) */
+        int                 park_fd;    /* parked: the wire's event fd watched instead of
+                                         * the timer (no peer record); -1 */
+        ucs_time_t          tick;
         int                 in_timer;   /* the core runs from the async timer */
         ucs_queue_head_t    deferred;   /* for the next progress (udz_async.c) */
         size_t              deferred_bytes; /* what deferred holds: at UCT_UDZ_ASYNC_BUDGET
@@ -187,6 +196,16 @@ static inline uint64_t uct_udz_now_ns(void)
 #define UDZ_LEAVE(_iface) \
     if ((_iface)->async.context != NULL) UCS_ASYNC_UNBLOCK((_iface)->async.context)
 
+/* ---- which peers it serves (udz_reach.c) ---- */
+
+uint32_t uct_udz_shm_domain(void);
+/* 1 if peers on this host, in its shared-memory domain, are left to another transport
+ * (on_host: the ON_HOST setting) */
+int      uct_udz_on_host_yields(int on_host);
+int      uct_udz_iface_is_reachable(const uct_iface_h tl_iface,
+                                    const uct_device_addr_t *dev_addr,
+                                    const uct_iface_addr_t *iface_addr);
+
 /* ---- wakeup (udz_wakeup.c) ---- */
 
 void         uct_udz_wakeup_init(uct_udz_iface_t *iface);
@@ -203,6 +222,9 @@ void         uct_udz_async_wrap_ops(uct_iface_ops_t *ops);
 ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h worker, double tick,
                                  const udz_user_ops_t *handlers);
 void         uct_udz_async_cleanup(uct_udz_iface_t *iface);
+/* The timer runs while the core holds a peer record; an iface without one parks it (the
+ * wire's event fd restarts it). Call after something may have made a peer record. */
+void         uct_udz_async_unpark(uct_udz_iface_t *iface);
 unsigned     uct_udz_async_dispatch(uct_udz_iface_t *iface);
 /* Delivers the deferred completions now (an ep going away), leaving messages in their turn. */
 void         uct_udz_async_complete_now(uct_udz_iface_t *iface);

@@ -106,7 +106,7 @@ static ucs_status_t uct_udz_wakeup_arm(uct_udz_iface_t *iface, unsigned events)
         return UCS_ERR_UNSUPPORTED;   /* armed before its fd was asked for */
     }
     if (!ucs_queue_is_empty(&iface->async.deferred) ||
-        ((iface->async.timer_id < 0) &&
+        (!iface->async.enabled &&
          (!udz_core_idle(iface->core) || udz_core_probing(iface->core)))) {
         return UCS_ERR_BUSY;
     }
