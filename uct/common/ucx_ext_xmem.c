@@ -39,7 +39,7 @@ static pthread_mutex_t ucx_ext_xmem_lock = PTHREAD_MUTEX_INITIALIZER;
  * recently used going first: a mapping keeps the owner's memory alive after it freed it. A
  * match is by owner, inode, address and length, and the inode cannot be reused while this
  * mapping holds the file, so a segment found here is still the one its key names. */
-#define UCX_EXT_XMEM_IDLE_MAX       32
+#define UCX_EXT_XMEM_IDLE_MAX       32      /* tests/uct/cases_rma.c (rkey_reuse) has it too */
 #define UCX_EXT_XMEM_IDLE_MAX_BYTES (256ul << 20)
 static unsigned ucx_ext_xmem_idle_count;
 static size_t ucx_ext_xmem_idle_bytes;
