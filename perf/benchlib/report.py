@@ -98,8 +98,8 @@ def print_checks(targets, meta, width=42):
     run's contention (load average and CPU pressure, from meta)."""
     print("\ntargets:")
     for name, val, op, lim, met in targets:
-        print("  %-*s %7.2f (%s %.1f)  %s" % (width, name, val, op, lim,
-                                             "met" if met else "NOT MET"))
+        print("  %-*s %7.2f (%s %g)  %s" % (width, name, val, op, lim,
+                                            "met" if met else "NOT MET"))
     print("\ncontention: load average %.2f -> %.2f on %d CPUs, CPU pressure (some) %s%% over "
           "%.0f s" % (meta["loadavg_before"], meta["loadavg_after"], os.cpu_count(),
                       meta["cpu_pressure_some_pct"], meta["elapsed_s"]))
