@@ -206,8 +206,12 @@ bool send(Ring *r, uint8_t am_id, uint32_t len)
     return true;
 }
 
+/* As the glue polls: the idle check first (rdmach_poller_quiet), then the walk */
 unsigned progress(Scene *s)
 {
+    if (rdmach_poller_quiet(&s->p, s->claimed)) {
+        return 0;
+    }
     return rdmach_poller_progress(&s->p, s->claimed, f_activate, f_deliver, s);
 }
 

@@ -356,7 +356,8 @@ static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *if
         uct_rdmach_iface_awake(iface);
     }
 
-    if (ucs_unlikely(++iface->reap_calls >= RDMACH_REAP_CALLS)) {
+    iface->reap_calls += 1 + iface->poller.skipped;    /* with the quiet calls before */
+    if (ucs_unlikely(iface->reap_calls >= RDMACH_REAP_CALLS)) {
         uct_rdmach_iface_reap(iface, 0);
     }
 
@@ -376,10 +377,9 @@ static UCS_F_ALWAYS_INLINE unsigned uct_rdmach_iface_poll(uct_rdmach_iface_t *if
 /* The wire's completions (RC's CQ; shm's desk of peers' cooperative copies), what they
  * unblock (stalled atomics, fenced eps, rings of closed connections), then the rings and the
  * pending queue. */
-static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
+static UCS_F_NOINLINE unsigned uct_rdmach_iface_progress_full(uct_rdmach_iface_t *iface)
 {
-    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
-    unsigned count            = iface->wire->ops->progress(iface->wire);
+    unsigned count = iface->wire->ops->progress(iface->wire);
 
     /* rings of closed connections whose QPs are quiet come back now (RC) */
     if (ucs_unlikely(iface->wire->reap_ready != 0)) {
@@ -393,6 +393,26 @@ static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
         count += uct_rdmach_ep_fence_progress(iface);
     }
     return count + uct_rdmach_iface_poll(iface);
+}
+
+/* The idle poll first (rdmach_poller_quiet says why it must be short): nothing from the wire,
+ * none of the rare states, nothing in the rings. Kept apart from the rest, so that an empty
+ * call saves no registers. */
+static unsigned uct_rdmach_iface_progress(uct_iface_h tl_iface)
+{
+    uct_rdmach_iface_t *iface = ucs_derived_of(tl_iface, uct_rdmach_iface_t);
+    const rdmach_wire_t *wire = iface->wire;
+
+    if ((wire->quiet[0] != NULL) && (*wire->quiet[0] == 0) && (*wire->quiet[1] == 0) &&
+        ucs_likely(!iface->armed && (wire->reap_ready == 0) && !iface->fenced &&
+                   ucs_queue_is_empty(&iface->amo_stalled) &&
+                   ucs_queue_is_empty(&iface->amo_served) &&
+                   !ucx_ext_iface_has_pending(&iface->x)) &&
+        rdmach_poller_quiet(&iface->poller,
+                            __atomic_load_n(iface->next_ring, __ATOMIC_ACQUIRE))) {
+        return 0;
+    }
+    return uct_rdmach_iface_progress_full(iface);
 }
 
 /* Ops the wire completes at return (shm: ring stores, synchronous process_vm) leave only the

@@ -164,7 +164,9 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, uint32_t claimed, rdmach_act
 {
     unsigned count = 0, n;
     uint32_t i, id, w, nwords;
+    uint32_t calls = 1 + p->skipped;    /* this one, and the quiet ones before it */
 
+    p->skipped = 0;
     if (claimed > p->max_rings) {
         claimed = p->max_rings;
     }
@@ -186,7 +188,7 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, uint32_t claimed, rdmach_act
         count += n;
         if (n != 0) {
             rx->idle_polls = 0;
-        } else if (++rx->idle_polls >= p->idle_limit) {
+        } else if ((rx->idle_polls += calls) >= p->idle_limit) {
             rdmach_rx_set_hot(rx, 0);
             rx->hot         = 0;
             __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -229,7 +231,7 @@ unsigned rdmach_poller_progress(rdmach_poller_t *p, uint32_t claimed, rdmach_act
     }
 
     /* 3. sweep of cold rings: catches records that raced with a demotion */
-    if (++p->sweep_count >= p->sweep_interval) {
+    if ((p->sweep_count += calls) >= p->sweep_interval) {
         p->sweep_count = 0;
         for (id = 0; id < claimed; ++id) {
             if (!rdmach_poller_ready(p, id, activate, arg) || p->rx[id].hot) {

@@ -349,7 +349,55 @@ typedef struct rdmach_poller {
     uint32_t         budget;         /* records per ring per call */
     int              poll_all;       /* the paper's way: every ring on every call */
     rdmach_rx_stats_t *stats;
+    uint32_t         skipped;        /* calls rdmach_poller_quiet answered since the last
+                                      * progress: it counts them into the idle counts */
 } rdmach_poller_t;
+
+/* rdmach_poller_quiet lets at most this many calls in a row go by without a progress, so that
+ * sweeps, demotions and the glue's periodic work still come (late by at most this many). */
+#define RDMACH_POLL_QUIET_MAX 16
+
+/* 1 if ring rx's next record is there (what rdmach_rx_poll would take first). */
+static inline int rdmach_rx_ready(const rdmach_rx_t *rx)
+{
+    const rdmach_rec_hdr_t *hdr = (const rdmach_rec_hdr_t*)
+            (rx->slots + (size_t)((uint32_t)rx->pos & (rx->geom.nslots - 1)) *
+                         rx->geom.slot_size);
+
+    return ((rx->avail == NULL) || (*rx->avail != 0)) &&
+           (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) == rx->pos + 1);
+}
+
+/*
+ * The idle poll. An empty rdmach_poller_progress walks the hot rings, the doorbells and the
+ * counters of demotion and sweeping, about 100 instructions, and the glue's around it as many
+ * again; UCX's posix answers an empty poll in about 40. A receiver that spins finds a record
+ * half a poll late on average, so the poll's length is latency (UCP tag 8 B on UCX 1.22: rdmach
+ * 0.202 us against posix's 0.177 before). This is the walk's first look, and nothing else: 1
+ * when no hot ring has its next record and no doorbell is rung, so that progress would find
+ * nothing; the call is counted as skipped, and every RDMACH_POLL_QUIET_MAX-th call answers 0.
+ */
+static inline int rdmach_poller_quiet(rdmach_poller_t *p, uint32_t claimed)
+{
+    uint32_t i, w, nwords;
+
+    if (p->poll_all || (p->skipped >= RDMACH_POLL_QUIET_MAX - 1)) {
+        return 0;
+    }
+    for (i = 0; i < p->nhot; ++i) {
+        if (rdmach_rx_ready(&p->rx[p->hot[i]])) {
+            return 0;
+        }
+    }
+    nwords = ((claimed < p->max_rings ? claimed : p->max_rings) + 7) / 8;
+    for (w = 0; w < nwords; ++w) {
+        if (__atomic_load_n((volatile uint64_t*)p->doorbells + w, __ATOMIC_RELAXED) != 0) {
+            return 0;
+        }
+    }
+    ++p->skipped;
+    return 1;
+}
 
 /* Sets up a newly claimed ring; returns 0 if it is not ready yet. Provided by the glue. */
 typedef int (*rdmach_activate_cb_t)(void *arg, uint32_t ring_id);

@@ -151,6 +151,10 @@ typedef struct rdmach_wire {
                                            * this size on, also to memory mapped here (shm:
                                            * RDMACH_SHM_COPY_MIN; RC: SIZE_MAX) */
     uint32_t                reap_ready;
+    /* While both words are 0 the wire's progress would do nothing, and the glue's idle poll
+     * does not call it (shm: its own posted copies, and the copy jobs peers left on its
+     * desk). quiet[0] NULL: progress on every call (RC: its completion queue). */
+    const volatile uint32_t *quiet[2];
     rdmach_wire_params_t    params;
 } rdmach_wire_t;
 

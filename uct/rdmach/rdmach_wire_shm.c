@@ -168,6 +168,8 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
     w->super.next_ring   = &w->seg.hdr->next_ring;
     w->super.size        = w->seg.size;
     w->super.rma_async_min = RDMACH_SHM_COPY_MIN;
+    w->super.quiet[0]    = &w->posted_busy;             /* rdmach_shm_progress's two looks */
+    w->super.quiet[1]    = &w->seg.hdr->copy_active;
     *wire_p              = &w->super;
     return 0;
 }
