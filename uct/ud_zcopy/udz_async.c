@@ -158,7 +158,7 @@ static void uct_udz_async_park(uct_udz_iface_t *iface)
     ucs_async_mode_t mode = iface->async.context->mode;
     int fd = (iface->wops->event_fd != NULL) ? iface->wops->event_fd(iface->wire) : -1;
 
-    if ((fd < 0) || (iface->async.timer_id < 0) ||
+    if ((fd < 0) || !iface->async.enabled || (iface->async.timer_id < 0) ||
         (ucs_async_set_event_handler(mode, fd, UCS_EVENT_SET_EVREAD,
                                      uct_udz_async_timer, iface,
                                      iface->async.context) != UCS_OK)) {
@@ -174,7 +174,7 @@ void uct_udz_async_unpark(uct_udz_iface_t *iface)
 {
     int fd = iface->async.park_fd;
 
-    if ((fd < 0) || (udz_core_npeers(iface->core) == 0)) {
+    if ((fd < 0) || !iface->async.enabled || (udz_core_npeers(iface->core) == 0)) {
         return;
     }
     ucs_async_remove_handler(fd, 0);    /* maybe from itself: no wait */
@@ -246,16 +246,27 @@ ucs_status_t uct_udz_async_init(uct_udz_iface_t *iface, uct_worker_h tl_worker, 
 void uct_udz_async_cleanup(uct_udz_iface_t *iface)
 {
     uct_udz_deferred_t *d;
+    int timer_id, park_fd;
 
-    if (iface->async.timer_id >= 0) {
-        ucs_async_remove_handler(iface->async.timer_id, 1);
-        iface->async.timer_id = -1;
+    /* A callback running now may be parking or unparking (replacing one handler by the
+     * other): take the ids once it is done, and let no later callback make a new one */
+    if (iface->async.context != NULL) {
+        UCS_ASYNC_BLOCK(iface->async.context);
     }
-    if (iface->async.park_fd >= 0) {
-        ucs_async_remove_handler(iface->async.park_fd, 1);
-        iface->async.park_fd = -1;
+    timer_id              = iface->async.timer_id;
+    park_fd               = iface->async.park_fd;
+    iface->async.timer_id = -1;
+    iface->async.park_fd  = -1;
+    iface->async.enabled  = 0;
+    if (iface->async.context != NULL) {
+        UCS_ASYNC_UNBLOCK(iface->async.context);
     }
-    iface->async.enabled = 0;
+    if (timer_id >= 0) {
+        ucs_async_remove_handler(timer_id, 1);
+    }
+    if (park_fd >= 0) {
+        ucs_async_remove_handler(park_fd, 1);
+    }
     while (!ucs_queue_is_empty(&iface->async.deferred)) {
         d = ucs_queue_pull_elem_non_empty(&iface->async.deferred, uct_udz_deferred_t, queue);
         iface->async.deferred_bytes -= sizeof(*d) + d->len;
