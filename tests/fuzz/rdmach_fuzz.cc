@@ -206,13 +206,17 @@ bool send(Ring *r, uint8_t am_id, uint32_t len)
     return true;
 }
 
-/* As the glue polls: the idle check first (rdmach_poller_quiet), then the walk */
+/* As the glue polls: the first look (rdmach_poller_look), then the one ring or the walk */
 unsigned progress(Scene *s)
 {
-    if (rdmach_poller_quiet(&s->p, s->claimed)) {
+    switch (rdmach_poller_look(&s->p, s->claimed)) {
+    case RDMACH_POLL_QUIET:
         return 0;
+    case RDMACH_POLL_ONE:
+        return rdmach_poller_one(&s->p, f_deliver, s);
+    default:
+        return rdmach_poller_progress(&s->p, s->claimed, f_activate, f_deliver, s);
     }
-    return rdmach_poller_progress(&s->p, s->claimed, f_activate, f_deliver, s);
 }
 
 /* After every operation: counters, credit, positions, the hot list. */

@@ -427,44 +427,54 @@ TEST(RdmachPoller, DoorbellPromotesIdleRingDemotes)
     EXPECT_EQ(2u, f.got.size());
 }
 
-// The glue's idle poll (rdmach_poller_quiet): it says "nothing" only when progress would
-// find nothing, counts the calls it answered, and the next progress counts them into the
-// demotion and sweep counts, so that both come after as many calls as without it.
-TEST(RdmachPoller, QuietOnlyWhenNothingWaitsAndCountsItsCalls)
+// The glue's first look (rdmach_poller_look): QUIET only when the walk would find nothing,
+// ONE when the only hot ring has a record and nothing else waits, and the calls it answered
+// count into the walk's demotion and sweep counts, so both come after as many calls.
+TEST(RdmachPoller, LookQuietOneOrWalkAndCountsItsCalls)
 {
     Fleet f(64);
     uint8_t v = 7;
     const uint32_t claimed = 64;
 
-    EXPECT_EQ(1, rdmach_poller_quiet(&f.p, claimed)) << "no record, no doorbell";
+    EXPECT_EQ(RDMACH_POLL_QUIET, rdmach_poller_look(&f.p, claimed)) << "no record, no doorbell";
     EXPECT_EQ(1u, f.p.skipped);
     ASSERT_TRUE(f.conns[9]->send(1, &v, 1));            // a cold ring: its doorbell
-    EXPECT_EQ(0, rdmach_poller_quiet(&f.p, claimed)) << "a doorbell is rung";
+    EXPECT_EQ(RDMACH_POLL_WALK, rdmach_poller_look(&f.p, claimed)) << "a doorbell is rung";
     EXPECT_EQ(1u, f.progress());
-    EXPECT_EQ(0u, f.p.skipped) << "progress took the quiet calls into its counts";
+    EXPECT_EQ(0u, f.p.skipped) << "the walk took the skipped calls into its counts";
     ASSERT_EQ(1u, f.p.nhot);
 
     ASSERT_TRUE(f.conns[9]->send(1, &v, 1));            // hot now: no doorbell
     ASSERT_EQ(0, f.doorbells[9]);
-    EXPECT_EQ(0, rdmach_poller_quiet(&f.p, claimed)) << "the hot ring's next record is there";
+    ASSERT_EQ(RDMACH_POLL_ONE, rdmach_poller_look(&f.p, claimed)) << "the hot ring's record";
+    EXPECT_EQ(1u, rdmach_poller_one(&f.p, &Fleet::cb, &f));
+    EXPECT_EQ(2u, f.got.size());
+
+    // a second hot ring with a record: the walk serves both in turn
+    ASSERT_TRUE(f.conns[20]->send(1, &v, 1));
+    EXPECT_EQ(1u, f.progress());
+    ASSERT_EQ(2u, f.p.nhot);
+    ASSERT_TRUE(f.conns[20]->send(1, &v, 1));
+    EXPECT_EQ(RDMACH_POLL_WALK, rdmach_poller_look(&f.p, claimed));
     EXPECT_EQ(1u, f.progress());
 
-    // idle: quiet answers at most RDMACH_POLL_QUIET_MAX - 1 calls in a row
+    // idle: at most RDMACH_POLL_QUIET_MAX - 1 calls in a row without the walk
     unsigned quiet = 0;
-    while (rdmach_poller_quiet(&f.p, claimed)) {
+    while (rdmach_poller_look(&f.p, claimed) == RDMACH_POLL_QUIET) {
         ASSERT_LT(++quiet, 100u);
     }
     EXPECT_EQ(RDMACH_POLL_QUIET_MAX - 1u, quiet);
-    // idle_limit is 8: the quiet calls already count, so this progress demotes the ring
+    // idle_limit is 8: the skipped calls already count, so this walk demotes both rings
     EXPECT_EQ(0u, f.progress());
-    EXPECT_EQ(0u, f.p.nhot) << "demoted after idle_limit calls, quiet ones included";
-    EXPECT_EQ(2u, f.got.size());
+    EXPECT_EQ(0u, f.p.nhot) << "demoted after idle_limit calls, skipped ones included";
+    EXPECT_EQ(4u, f.got.size());
 }
 
-TEST(RdmachPoller, QuietNeverWithPollAll)
+TEST(RdmachPoller, LookAlwaysWalksWithPollAll)
 {
     Fleet f(8, 1);
-    EXPECT_EQ(0, rdmach_poller_quiet(&f.p, 8)) << "the paper's way polls every ring every call";
+    EXPECT_EQ(RDMACH_POLL_WALK, rdmach_poller_look(&f.p, 8))
+        << "the paper's way polls every ring every call";
 }
 
 TEST(RdmachPoller, SweepCatchesRecordWithoutDoorbell)

@@ -349,12 +349,13 @@ typedef struct rdmach_poller {
     uint32_t         budget;         /* records per ring per call */
     int              poll_all;       /* the paper's way: every ring on every call */
     rdmach_rx_stats_t *stats;
-    uint32_t         skipped;        /* calls rdmach_poller_quiet answered since the last
-                                      * progress: it counts them into the idle counts */
+    uint32_t         skipped;        /* calls rdmach_poller_look answered without the walk
+                                      * since the last: the walk counts them in */
 } rdmach_poller_t;
 
-/* rdmach_poller_quiet lets at most this many calls in a row go by without a progress, so that
- * sweeps, demotions and the glue's periodic work still come (late by at most this many). */
+/* rdmach_poller_look lets at most this many calls in a row go by without the walk
+ * (rdmach_poller_progress), so that sweeps, demotions and the glue's periodic work still come
+ * (late by at most this many calls). */
 #define RDMACH_POLL_QUIET_MAX 16
 
 /* 1 if ring rx's next record is there (what rdmach_rx_poll would take first). */
@@ -368,35 +369,53 @@ static inline int rdmach_rx_ready(const rdmach_rx_t *rx)
            (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) == rx->pos + 1);
 }
 
+typedef enum {
+    RDMACH_POLL_QUIET,  /* nothing to do: the walk would find nothing */
+    RDMACH_POLL_ONE,    /* the only hot ring has a record, and nothing else waits */
+    RDMACH_POLL_WALK    /* run rdmach_poller_progress */
+} rdmach_poll_look_t;
+
 /*
- * The idle poll. An empty rdmach_poller_progress walks the hot rings, the doorbells and the
- * counters of demotion and sweeping, about 100 instructions, and the glue's around it as many
- * again; UCX's posix answers an empty poll in about 40. A receiver that spins finds a record
- * half a poll late on average, so the poll's length is latency (UCP tag 8 B on UCX 1.22: rdmach
- * 0.202 us against posix's 0.177 before). This is the walk's first look, and nothing else: 1
- * when no hot ring has its next record and no doorbell is rung, so that progress would find
- * nothing; the call is counted as skipped, and every RDMACH_POLL_QUIET_MAX-th call answers 0.
+ * The first look of a progress call. The walk (rdmach_poller_progress) goes over the hot
+ * rings, the doorbells and the counts of demotion and sweeping, about 100 instructions when it
+ * finds nothing and as many before it hands a record over; UCX's posix answers an empty poll
+ * in about 40. A receiver that spins finds a record half a poll late on average and hands it
+ * over after what comes before, so both are latency (UCP tag 8 B on UCX 1.22: rdmach 0.202 us
+ * against posix's 0.177 with the walk on every call). This reads the doorbells and the hot
+ * rings' next records and nothing else. QUIET and ONE count the call as skipped (the next walk
+ * counts skipped calls into demotion and sweep), and every RDMACH_POLL_QUIET_MAX-th call walks.
  */
-static inline int rdmach_poller_quiet(rdmach_poller_t *p, uint32_t claimed)
+static inline rdmach_poll_look_t rdmach_poller_look(rdmach_poller_t *p, uint32_t claimed)
 {
     uint32_t i, w, nwords;
 
     if (p->poll_all || (p->skipped >= RDMACH_POLL_QUIET_MAX - 1)) {
-        return 0;
-    }
-    for (i = 0; i < p->nhot; ++i) {
-        if (rdmach_rx_ready(&p->rx[p->hot[i]])) {
-            return 0;
-        }
+        return RDMACH_POLL_WALK;
     }
     nwords = ((claimed < p->max_rings ? claimed : p->max_rings) + 7) / 8;
     for (w = 0; w < nwords; ++w) {
         if (__atomic_load_n((volatile uint64_t*)p->doorbells + w, __ATOMIC_RELAXED) != 0) {
-            return 0;
+            return RDMACH_POLL_WALK;
+        }
+    }
+    for (i = 0; i < p->nhot; ++i) {
+        if (rdmach_rx_ready(&p->rx[p->hot[i]])) {
+            /* with more hot rings the walk takes them in turn */
+            return (p->nhot == 1) ? RDMACH_POLL_ONE : RDMACH_POLL_WALK;
         }
     }
     ++p->skipped;
-    return 1;
+    return RDMACH_POLL_QUIET;
+}
+
+/* After RDMACH_POLL_ONE: the only hot ring's records, as the walk would take them. */
+static inline unsigned rdmach_poller_one(rdmach_poller_t *p, rdmach_am_cb_t cb, void *arg)
+{
+    rdmach_rx_t *rx = &p->rx[p->hot[0]];
+
+    ++p->skipped;
+    rx->idle_polls = 0;
+    return rdmach_rx_poll(rx, p->budget, cb, arg, p->stats);
 }
 
 /* Sets up a newly claimed ring; returns 0 if it is not ready yet. Provided by the glue. */
