@@ -379,9 +379,9 @@ typedef enum {
  * The first look of a progress call. The walk (rdmach_poller_progress) goes over the hot
  * rings, the doorbells and the counts of demotion and sweeping, about 100 instructions when it
  * finds nothing and as many before it hands a record over; UCX's posix answers an empty poll
- * in about 40. A receiver that spins finds a record half a poll late on average and hands it
- * over after what comes before, so both are latency (UCP tag 8 B on UCX 1.22: rdmach 0.202 us
- * against posix's 0.177 with the walk on every call). This reads the doorbells and the hot
+ * in about 40. A spinning receiver finds a record half a poll late on average, and a process
+ * that polls several transports (rdmach,ud_zcopy) pays for an idle one on every call (the
+ * latency on this machine did not move: perf/RESULTS.md). This reads the doorbells and the hot
  * rings' next records and nothing else. QUIET and ONE count the call as skipped (the next walk
  * counts skipped calls into demotion and sweep), and every RDMACH_POLL_QUIET_MAX-th call walks.
  */
