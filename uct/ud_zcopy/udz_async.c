@@ -191,11 +191,16 @@ void uct_udz_async_unpark(uct_udz_iface_t *iface)
 static void uct_udz_async_timer(int id, ucs_event_set_types_t events, void *arg)
 {
     uct_udz_iface_t *iface = arg;
+    int parked             = (iface->async.park_fd >= 0);
 
     /* the async context is held here: no entry point runs at the same time */
     iface->async.in_timer = 1;
     udz_core_rx_hold(iface->core, iface->async.deferred_bytes >= UCT_UDZ_ASYNC_BUDGET);
     udz_core_progress(iface->core, uct_udz_now_ns());
+    if (parked) {
+        /* the fd said readable: what sits on an idle data channel would keep it so */
+        udz_core_drain_idle(iface->core);
+    }
     udz_core_rx_hold(iface->core, 0);   /* the application's own progress takes them */
     ucx_ext_iface_progress_pending_async(&iface->x);   /* requests added from async handlers */
     iface->async.in_timer = 0;

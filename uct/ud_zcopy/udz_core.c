@@ -292,6 +292,14 @@ unsigned udz_core_npeers(const udz_core_t *core)
     return core->npeers;
 }
 
+unsigned udz_core_drain_idle(udz_core_t *core)
+{
+    unsigned n = udz_zrx_drain_idle(core);
+
+    hold_flush(core);   /* the ZDONEs it sent */
+    return n;
+}
+
 /* ---- life cycle ---- */
 
 /* The parts' calls into each other's failure (udz_core_int.h says why they are hooks): this

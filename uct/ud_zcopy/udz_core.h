@@ -255,6 +255,11 @@ int udz_core_quiet(const udz_core_t *core);
 
 /* Peer records held (live, failed or being probed): 0 when nothing could want a timer. */
 unsigned udz_core_npeers(const udz_core_t *core);
+
+/* Drops what waits on data channels no transfer uses (a late duplicate, a forged datagram),
+ * which would keep the wire's event fd readable; system calls on every idle channel, so for
+ * when that fd said readable. Returns the datagrams dropped. */
+unsigned udz_core_drain_idle(udz_core_t *core);
 /* Fails every get in flight to the peer with status (cancel). */
 void udz_peer_cancel(udz_core_t *core, udz_peer_t *peer, int status);
 /* Sends by reference to the peer still unacked (am_zcopy, put_zcopy) take their data in: the

@@ -511,6 +511,7 @@ void udz_stream_cleanup(udz_core_t *core);
 
 /* Receives what is waiting on a busy channel's transfer; returns datagrams handled. */
 unsigned udz_zrx_poll(udz_core_t *core, udz_zrx_t *z);
+unsigned udz_zrx_drain_idle(udz_core_t *core);
 void udz_zrx_on_zerr(udz_core_t *core, udz_peer_t *p, const udz_zerr_t *e);
 /* Whether every get to the peer issued up to its get_seq gseq has completed (flush). */
 int udz_zrx_flushed(const udz_core_t *core, const udz_peer_t *peer, uint32_t gseq);

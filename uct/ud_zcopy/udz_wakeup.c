@@ -111,8 +111,12 @@ static ucs_status_t uct_udz_wakeup_arm(uct_udz_iface_t *iface, unsigned events)
         return UCS_ERR_BUSY;
     }
     ucx_ext_wake_fd_drain(iface->wakeup.wake_fd);
-    if (epoll_wait(iface->wakeup.epfd, &ev, 1, 0) > 0) {
-        return UCS_ERR_BUSY;          /* a datagram waits: progress first */
+    if ((epoll_wait(iface->wakeup.epfd, &ev, 1, 0) > 0) &&
+        ((udz_core_drain_idle(iface->core) == 0) ||
+         (epoll_wait(iface->wakeup.epfd, &ev, 1, 0) > 0))) {
+        /* a datagram waits: progress first (one on a data channel that no transfer reads,
+         * which progress never takes, is dropped here, or a waiting worker would spin) */
+        return UCS_ERR_BUSY;
     }
     iface->wakeup.armed = 1;
     UCT_UDZ_COUNT_OWN(sleeps, 1);

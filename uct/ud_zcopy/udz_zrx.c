@@ -543,6 +543,63 @@ void udz_zrx_timers(udz_core_t *core)
     }
 }
 
+/* Datagrams on a channel no transfer uses: a late duplicate of a finished transfer, or one
+ * anyone sent there. Nothing reads such a channel otherwise, and what waits in it keeps the
+ * wire's event fd readable: UCX's async thread and a worker that waits on the fd would spin
+ * (SECURITY.md). Taken into scratch and dropped, counted as zrx_poll counts them, the sender
+ * of a stale one told to stop; at most 4 batches per channel and call. A wire that posts its
+ * receives ahead keeps nothing on an idle channel. Returns the datagrams dropped. */
+unsigned udz_zrx_drain_idle(udz_core_t *core)
+{
+    size_t chunk = core->cfg.chunk_max;
+    unsigned k   = zrx_batch_for(core, chunk), i, j, round, dropped = 0;
+    udz_rxmsg_t *m = core->zmsgs;
+    udz_hdr_t *h;
+    udz_peer_t *o;
+    int n;
+
+    if (core->wops->posts_ahead) {
+        return 0;
+    }
+    for (i = 0; i < core->cfg.channels; ++i) {
+        if (core->zrx[i].peer != NULL) {
+            continue;   /* its transfer reads it */
+        }
+        for (round = 0; round < 4; ++round) {
+            for (j = 0; j < k; ++j) {
+                m[j].iov[0].iov_base = &core->zhdr[j];
+                m[j].iov[0].iov_len  = UDZ_HDR_LEN;
+                m[j].iov[1].iov_base = core->zscratch + (size_t)j * chunk;
+                m[j].iov[1].iov_len  = chunk;
+                m[j].tag             = 0;
+                m[j].kind            = UDZ_SLOT_SCRATCH;
+                m[j].dest.iov_base   = NULL;
+                m[j].dest.iov_len    = 0;
+            }
+            n = core->wops->chan_recv(core->wire, i, m, (int)k);
+            if (n <= 0) {
+                break;
+            }
+            for (j = 0; j < (unsigned)n; ++j) {
+                h = &core->zhdr[j];
+                if ((m[j].len < UDZ_HDR_LEN) || (h->magic != UDZ_MAGIC) ||
+                    (h->version != UDZ_VERSION) || (h->type != UDZ_T_ZDATA) ||
+                    (h->dst_cookie != core->cookie)) {
+                    core->cnt->rx_corrupt++;
+                    continue;
+                }
+                core->cnt->rx_zstale++;
+                o = peer_lookup(core, &m[j].src);
+                if ((o != NULL) && (o->cookie == h->src_cookie)) {
+                    udz_stream_send_zctl(core, o, UDZ_T_ZDONE, 0, h->psn, NULL, 0);
+                }
+            }
+            dropped += (unsigned)n;
+        }
+    }
+    return dropped;
+}
+
 int udz_zrx_init(udz_core_t *core)
 {
     const udz_config_t *cfg = &core->cfg;
