@@ -20,8 +20,8 @@ between two ranks of one host, under MPICH 4.0.2 and Open MPI 4.1.4, in one run,
                       selection costs in a job's first milliseconds counts (ratios to
                       "rdmach first")
 
-Latency is the median over a run's round trips (the "first" rows: the mean); figures are medians over repetitions, with
-ratios to rdmach alone per repetition (median and range). Every run of the project's
+Latency is the median over a run's round trips (the "first" rows: the mean); figures are
+medians over repetitions, with ratios to rdmach alone per repetition (median and range). Every run of the project's
 transports must show in its counter files that rdmach carried the on-host traffic (two hosts:
 on every host), and the two-host runs that ud_zcopy's idle polls went without system calls.
 Target: rdmach,ud_zcopy within 1.1x of rdmach, on one host and on two, on both MPIs, and

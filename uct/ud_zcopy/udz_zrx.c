@@ -278,6 +278,28 @@ static void zrx_mark(udz_core_t *core, udz_zrx_t *z, uint32_t idx)
 
 /* Receive slot k: header k, then a full chunk at dst (chunk tag's destination, which the
  * wire may keep a receive posted in), or in scratch slot k when dst is NULL. */
+/* A data datagram for this iface: whole header, our cookie; else counted as corrupt. */
+static inline int zdata_ok(udz_core_t *core, const udz_rxmsg_t *m, const udz_hdr_t *h)
+{
+    if ((m->len < UDZ_HDR_LEN) || (h->magic != UDZ_MAGIC) || (h->version != UDZ_VERSION) ||
+        (h->type != UDZ_T_ZDATA) || (h->dst_cookie != core->cookie)) {
+        core->cnt->rx_corrupt++;
+        return 0;
+    }
+    return 1;
+}
+
+/* A late datagram of a finished transfer (or of none): counted, its sender told to stop. */
+static void zdata_stale(udz_core_t *core, const udz_rxmsg_t *m, const udz_hdr_t *h)
+{
+    udz_peer_t *o = peer_lookup(core, &m->src);
+
+    core->cnt->rx_zstale++;
+    if ((o != NULL) && (o->cookie == h->src_cookie)) {
+        udz_stream_send_zctl(core, o, UDZ_T_ZDONE, 0, h->psn, NULL, 0);
+    }
+}
+
 static void zrx_slot(udz_core_t *core, const udz_zrx_t *z, unsigned k, uint8_t *dst,
                      uint32_t tag)
 {
@@ -336,20 +358,12 @@ unsigned udz_zrx_poll(udz_core_t *core, udz_zrx_t *z)
     for (j = 0; j < (unsigned)n; ++j) {
         h = &core->zhdr[j];
         core->zplace[j] = -1;
-        if ((m[j].len < UDZ_HDR_LEN) || (h->magic != UDZ_MAGIC) ||
-            (h->version != UDZ_VERSION) || (h->type != UDZ_T_ZDATA) ||
-            (h->dst_cookie != core->cookie)) {
-            core->cnt->rx_corrupt++;
+        if (!zdata_ok(core, &m[j], h)) {
             continue;
         }
         if ((h->psn != z->xfer_id) || memcmp(&m[j].src, &z->peer->addr, sizeof(udz_addr_t)) ||
             (h->src_cookie != z->peer->cookie)) {
-            /* a late datagram of a finished transfer: tell its sender to stop */
-            udz_peer_t *o = peer_lookup(core, &m[j].src);
-            core->cnt->rx_zstale++;
-            if ((o != NULL) && (o->cookie == h->src_cookie)) {
-                udz_stream_send_zctl(core, o, UDZ_T_ZDONE, 0, h->psn, NULL, 0);
-            }
+            zdata_stale(core, &m[j], h);
             continue;
         }
         idx = h->ack;
@@ -554,8 +568,6 @@ unsigned udz_zrx_drain_idle(udz_core_t *core)
     size_t chunk = core->cfg.chunk_max;
     unsigned k   = zrx_batch_for(core, chunk), i, j, round, dropped = 0;
     udz_rxmsg_t *m = core->zmsgs;
-    udz_hdr_t *h;
-    udz_peer_t *o;
     int n;
 
     if (core->wops->posts_ahead) {
@@ -581,17 +593,8 @@ unsigned udz_zrx_drain_idle(udz_core_t *core)
                 break;
             }
             for (j = 0; j < (unsigned)n; ++j) {
-                h = &core->zhdr[j];
-                if ((m[j].len < UDZ_HDR_LEN) || (h->magic != UDZ_MAGIC) ||
-                    (h->version != UDZ_VERSION) || (h->type != UDZ_T_ZDATA) ||
-                    (h->dst_cookie != core->cookie)) {
-                    core->cnt->rx_corrupt++;
-                    continue;
-                }
-                core->cnt->rx_zstale++;
-                o = peer_lookup(core, &m[j].src);
-                if ((o != NULL) && (o->cookie == h->src_cookie)) {
-                    udz_stream_send_zctl(core, o, UDZ_T_ZDONE, 0, h->psn, NULL, 0);
+                if (zdata_ok(core, &m[j], &core->zhdr[j])) {
+                    zdata_stale(core, &m[j], &core->zhdr[j]);
                 }
             }
             dropped += (unsigned)n;
