@@ -8,6 +8,8 @@
  */
 #include "cases.h"
 
+#include <uct/api/v2/uct_v2.h>
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +73,69 @@ static int case_caps(ut_t *t)
     return ok ? PAIR_PASS : PAIR_FAIL;
 }
 
+/* ---- the estimates case: what the transport tells UCP per operation ---- */
+
+/* UCP's protocols v2 (the default from UCX 1.16) choose every protocol by these. A zero copy
+ * costs more per operation than a bcopy (registration, a system call, a completion: else UCP
+ * would take it for every size) and moves bytes at least as fast (it copies once at most). */
+static int ut_estimate(ut_t *t, uct_ep_operation_t op, const char *name, double *ovh, double *bw)
+{
+    uct_perf_attr_t p = {.field_mask = UCT_PERF_ATTR_FIELD_OPERATION |
+                                       UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD |
+                                       UCT_PERF_ATTR_FIELD_SEND_POST_OVERHEAD |
+                                       UCT_PERF_ATTR_FIELD_RECV_OVERHEAD |
+                                       UCT_PERF_ATTR_FIELD_BANDWIDTH |
+                                       UCT_PERF_ATTR_FIELD_LATENCY,
+                         .operation = op};
+    ucs_status_t status = uct_iface_estimate_perf(t->iface, &p);
+
+    if (status != UCS_OK) {
+        pair_log(t->pair, "estimate of %s: %s", name, ucs_status_string(status));
+        return 0;
+    }
+    *ovh = p.send_pre_overhead + p.send_post_overhead;
+    *bw  = p.bandwidth.dedicated + p.bandwidth.shared;
+    printf("    %s: send %.3f us, recv %.3f us, latency %.3f us, %.2f GB/s\n", name, *ovh * 1e6,
+           p.recv_overhead * 1e6, p.latency.c * 1e6, *bw / 1e9);
+    if ((p.send_pre_overhead < 0) || (p.send_post_overhead < 0) || (p.recv_overhead < 0) ||
+        !(p.latency.c > 0) || !(*bw > 0)) {
+        pair_log(t->pair, "estimate of %s out of range", name);
+        return 0;
+    }
+    return 1;
+}
+
+static int case_estimates(ut_t *t)
+{
+    static const struct {
+        uct_ep_operation_t op;
+        uint64_t           cap;
+        const char         *name;
+    } zops[] = {{UCT_EP_OP_PUT_ZCOPY, UCT_IFACE_FLAG_PUT_ZCOPY, "put_zcopy"},
+                {UCT_EP_OP_GET_ZCOPY, UCT_IFACE_FLAG_GET_ZCOPY, "get_zcopy"}};
+    double b_ovh, b_bw, ovh, bw;
+    int ok;
+    size_t i;
+
+    if (t->pair->role == PAIR_TARGET) {
+        return PAIR_PASS;
+    }
+    ok = ut_estimate(t, UCT_EP_OP_AM_BCOPY, "am_bcopy", &b_ovh, &b_bw);
+    for (i = 0; ok && (i < sizeof(zops) / sizeof(zops[0])); i++) {
+        if (!(t->attr.cap.flags & zops[i].cap)) {
+            continue;
+        }
+        ok = ut_estimate(t, zops[i].op, zops[i].name, &ovh, &bw);
+        if (ok && ((ovh < b_ovh) || (bw < b_bw))) {
+            pair_log(t->pair, "%s costs less per operation (%.3f us) or moves less (%.2f GB/s) "
+                     "than am_bcopy", zops[i].name, ovh * 1e6, bw / 1e9);
+            ok = 0;
+        }
+    }
+    fflush(stdout);
+    return ok ? PAIR_PASS : PAIR_FAIL;
+}
+
 /* ---- one case in one process: open, run, close ---- */
 
 static int run_case(pair_t *pair, void *arg)
@@ -95,6 +160,7 @@ static int run_case(pair_t *pair, void *arg)
 /* Counter expectations use the names of the transports' counters contract (uct/common). */
 static pair_case_t cases[] = {
     CASE(caps, NULL),
+    CASE(estimates, NULL),
     CASE(am_short, "tx_am_short>0,rx_am>0,rx_corrupt==0"),
     CASE(am_bcopy, "tx_am_bcopy>0,rx_am>0,rx_corrupt==0"),
     CASE(am_zcopy, "tx_am_zcopy>0,rx_am>0,rx_corrupt==0"),

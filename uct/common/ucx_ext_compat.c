@@ -159,6 +159,18 @@ ucs_status_t ucx_ext_iface_estimate_perf(uct_iface_h iface, uct_perf_attr_t *per
                                             uct_base_iface_estimate_perf(iface, perf_attr);
 }
 
+void ucx_ext_perf_set_bandwidth(uct_perf_attr_t *perf_attr, const uct_ppn_bandwidth_t *bw)
+{
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf_attr->bandwidth = *bw;
+    }
+#if UCX_EXT_UCX_1_22
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
+        perf_attr->path_bandwidth = *bw;
+    }
+#endif
+}
+
 #if UCX_EXT_UCX_1_22
 int ucx_ext_iface_is_reachable_v2(const uct_iface_h iface,
                                   const uct_iface_is_reachable_params_t *params)

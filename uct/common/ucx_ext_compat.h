@@ -193,6 +193,10 @@ typedef struct ucx_ext_internal_ops {
 } ucx_ext_internal_ops_t;
 
 ucs_status_t ucx_ext_iface_estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr);
+
+/* Sets an estimate's bandwidth where asked (1.22: also the path's bandwidth,
+ * which UCP compares lanes by) */
+void ucx_ext_perf_set_bandwidth(uct_perf_attr_t *perf_attr, const uct_ppn_bandwidth_t *bw);
 #if UCX_EXT_UCX_1_22
 int ucx_ext_iface_is_reachable_v2(const uct_iface_h iface,
                                   const uct_iface_is_reachable_params_t *params);

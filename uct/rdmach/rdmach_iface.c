@@ -3,6 +3,7 @@
  * and the peers it reaches) and polls the rings.
  */
 #include "rdmach_uct.h"
+#include "ucx_ext_perf.h"
 
 #include <ucs/arch/cpu.h>
 #include <ucs/debug/memtrack_int.h>
@@ -706,11 +707,28 @@ ucs_status_t uct_rdmach_query_devices(uct_md_h tl_md, uct_tl_device_resource_t *
     return UCS_OK;
 }
 
+/* Per operation (ucx_ext_perf.h): on this host a ring's copy runs on one core and a zero copy
+ * (from ZCOPY_THRESH) on both, after its system call; on a verbs port the HCA's model. */
+static ucs_status_t uct_rdmach_iface_estimate_perf(uct_iface_h tl_iface,
+                                                   uct_perf_attr_t *perf_attr)
+{
+    const rdmach_wire_caps_t *wcap = &ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire->ops->caps;
+    const ucx_ext_perf_copy_t copy = {
+        .iface_cores    = wcap->copy_cores,
+        .zcopy_cores    = wcap->copy_cores,
+        .zcopy_overhead = wcap->zcopy_overhead
+    };
+
+    return wcap->this_host ? ucx_ext_perf_copy_estimate(tl_iface, perf_attr, &copy) :
+                             ucx_ext_perf_hca_estimate(tl_iface, perf_attr);
+}
+
 /* What UCP asks besides the iface ops (ucx_ext_compat.h) */
 static const ucx_ext_iface_hooks_t uct_rdmach_iface_hooks = {
     .is_reachable     = uct_rdmach_iface_is_reachable,
     .ep_is_connected  = ucx_ext_ep_is_connected,
-    .ep_connect_to_ep = uct_rdmach_ep_connect_to_ep
+    .ep_connect_to_ep = uct_rdmach_ep_connect_to_ep,
+    .estimate_perf    = uct_rdmach_iface_estimate_perf
 };
 
 static ucx_ext_internal_ops_t uct_rdmach_internal_ops =

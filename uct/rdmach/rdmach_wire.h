@@ -213,6 +213,10 @@ typedef struct rdmach_wire_caps {
     /* Zero copies run on this many cores (shm's cooperative copy: both processes'), which
      * multiplies the copy model's dedicated bandwidth. shm: 2. RC: 1 (unused). */
     unsigned copy_cores;
+    /* A zero copy's own cost per operation, for UCP's per-operation estimates: shm's system
+     * call (process_vm_readv/writev, 500 ns as UCX's cma tells UCP; 0.55 us measured for an
+     * 8-byte get here). RC: 0, the HCA model of ucx_ext_perf.h instead. */
+    double   zcopy_overhead;
     /* UCX_RDMACH_EAGER_LIMIT and ZCOPY_THRESH when auto. shm: 64 KiB and 64 KiB. RC: 256 KiB
      * and 0 (any size, as UCP finds worth it against registration). */
     size_t   eager_limit, zcopy_thresh;

@@ -692,14 +692,15 @@ static int rdmach_shm_peer_closed(const rdmach_wire_t *wire, const rdmach_wire_p
 const rdmach_wire_ops_t rdmach_wire_shm_ops = {
     .name           = "shm",
     .caps           = {
-        .this_host    = 1,
-        .to_ep        = 0,
-        .copy_cores   = 2,
-        .eager_limit  = 64 * 1024,
-        .zcopy_thresh = 64 * 1024,
-        .flush_comp   = 1,
-        .arm_sends    = 0,
-        .overhead     = 10e-9
+        .this_host      = 1,
+        .to_ep          = 0,
+        .copy_cores     = 2,
+        .zcopy_overhead = 500e-9,
+        .eager_limit    = 64 * 1024,
+        .zcopy_thresh   = 64 * 1024,
+        .flush_comp     = 1,
+        .arm_sends      = 0,
+        .overhead       = 10e-9
     },
     .query_domains  = NULL,           /* the register-only md */
     .query_devices  = rdmach_shm_query_devices,

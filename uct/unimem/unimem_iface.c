@@ -3,6 +3,7 @@
  * the reassembly state of the mailbox protocol, and the send-side queues (pending, stash).
  */
 #include "unimem_uct.h"
+#include "ucx_ext_perf.h"
 
 #include <ucs/arch/cpu.h>
 #include <ucs/debug/memtrack_int.h>
@@ -470,10 +471,26 @@ static ucs_status_t uct_unimem_query_devices(uct_md_h md,
                                       UCS_SYS_DEVICE_ID_UNKNOWN, devices_p, num_devices_p);
 }
 
+/* Per operation (ucx_ext_perf.h): the mailbox's and the landing slots' copies are the
+ * sender's, one core; a zDMA (from ZCOPY_THRESH) is one process_vm_readv/writev in the
+ * emulation, a descriptor post on the hardware: the emulation's cost is what runs here. */
+static ucs_status_t uct_unimem_iface_estimate_perf(uct_iface_h tl_iface,
+                                                   uct_perf_attr_t *perf_attr)
+{
+    static const ucx_ext_perf_copy_t copy = {
+        .iface_cores    = 1,
+        .zcopy_cores    = 1,
+        .zcopy_overhead = 500e-9
+    };
+
+    return ucx_ext_perf_copy_estimate(tl_iface, perf_attr, &copy);
+}
+
 /* What UCP asks besides the iface ops (ucx_ext_compat.h) */
 static const ucx_ext_iface_hooks_t uct_unimem_iface_hooks = {
     .is_reachable    = uct_unimem_iface_is_reachable,
-    .ep_is_connected = ucx_ext_ep_is_connected
+    .ep_is_connected = ucx_ext_ep_is_connected,
+    .estimate_perf   = uct_unimem_iface_estimate_perf
 };
 
 static ucx_ext_internal_ops_t uct_unimem_internal_ops =
