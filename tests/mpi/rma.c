@@ -34,6 +34,12 @@
  *  - MPI_Get above ~256 KiB with 3 or more ranks under fence or post/start/complete/wait is
  *    sometimes not complete when MPI_Win_fence/MPI_Win_complete return (lock/unlock and flush
  *    are fine). Those cases are skipped with more than 2 ranks unless --stock-bugs is given.
+ * STOCK BUG of Debian's Open MPI 4.1.4, osc ucx (fixed in 5.0.0, still in 4.1.8; any UCX):
+ *  - MPI_Rput/MPI_Rget on a dynamic window look their target region up by the address of the
+ *    target's state block instead of the target address, find none (index -1), and hand UCP
+ *    the heap bytes before their buffer as a remote key: a crash or an MPI error depending on
+ *    what lies there. Skipped in the build for Open MPI before 5 unless --stock-bugs is given
+ *    (Raccumulate takes the right path and runs).
  */
 #include "mpi_check.h"
 
@@ -63,6 +69,20 @@ static char     cur[160];   /* name of the running case, in every failure messag
 static unsigned long ncase;  /* case number, part of every pattern seed */
 static int      verbose, stock_bugs, skipped;
 static MPI_Group left_group, right_group;
+
+/* A request-based put or get (Rput, Rget) on w that Open MPI before 5 gets wrong (see the
+ * top of this file): skipped, and counted, unless --stock-bugs. */
+static int skip_request_putget(const win_t *w)
+{
+#if defined(OMPI_MAJOR_VERSION) && (OMPI_MAJOR_VERSION < 5)
+    if (!stock_bugs && (w->kind == WIN_DYNAMIC)) {
+        ++skipped;
+        return 1;
+    }
+#endif
+    (void)w;
+    return 0;
+}
 
 #define LEFT  ((mc_rank + mc_size - 1) % mc_size)
 #define RIGHT ((mc_rank + 1) % mc_size)
@@ -166,10 +186,14 @@ static void epoch_close(const win_t *w, int sync, int target)
 /* Put (or Accumulate REPLACE) of `size` bytes to the right neighbour's data area. */
 static void test_put(const win_t *w, int sync, size_t size, int replace)
 {
-    uint8_t *src = mc_malloc(size);
+    uint8_t *src;
     MPI_Request req;
     int n32 = (int)(size / 4);
 
+    if ((sync == SY_REQ) && !replace && skip_request_putget(w)) {
+        return;
+    }
+    src = mc_malloc(size);
     begin_case(replace ? "Accumulate(REPLACE)" : "Put", w, sync_names[sync], size);
     self_lock(w);
     memset(w->base, 0xee, size);
@@ -219,6 +243,9 @@ static void test_get(const win_t *w, int sync, size_t size)
 
     if (!stock_bugs && mc_size > 2 && size > (256 << 10) && (sync == SY_FENCE || sync == SY_PSCW)) {
         ++skipped; /* stock bug, see the top of this file */
+        return;
+    }
+    if ((sync == SY_REQ) && skip_request_putget(w)) {
         return;
     }
     dst = mc_malloc(size);
