@@ -48,11 +48,13 @@ def ring_for(ctx, chunks, knobs, want):
     with (rdmach checks RING_SIZE against CHUNK_SIZE, SLOT_SIZE and LAZY_TAIL)."""
     if want and want != "auto":
         return want
-    ring = knobs.get("UCX_RDMACH_RING_SIZE", "512")
+    ring = knobs.get("UCX_RDMACH_RING_SIZE", "auto")
+    if reported_bcopy(ctx, {"UCX_RDMACH_CHUNK_SIZE": str(max(chunks))}):
+        return ring
     try:
         r = int(ring)
     except ValueError:
-        return ring
+        r = 1024   # auto on shared memory: 128 KiB of 128-byte slots
     for _ in range(12):
         if reported_bcopy(ctx, {"UCX_RDMACH_CHUNK_SIZE": str(max(chunks)),
                                 "UCX_RDMACH_RING_SIZE": str(r)}):

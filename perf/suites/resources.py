@@ -62,7 +62,9 @@ def knob_args(ctx):
     """resource_model's options from the knobs ucx_info reports."""
     k = tl_knobs(ctx, "UCX_")
     def num(name, default):
-        return str(parse_size(k.get(name, default)))
+        # auto: the value the RC wire takes (the model's rings are registered memory there)
+        v = k.get(name, default)
+        return str(parse_size(default if v == "auto" else v))
     return {"--slot-size": num("UCX_RDMACH_SLOT_SIZE", "256"),
             "--ring-size": num("UCX_RDMACH_RING_SIZE", "512"),
             "--large-ring-size": num("UCX_RDMACH_LARGE_RING_SIZE", "8192"),

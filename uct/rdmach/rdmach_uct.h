@@ -118,8 +118,8 @@ typedef struct uct_rdmach_rc_iface_config {
 
 typedef struct uct_rdmach_iface_config {
     ucx_ext_sm_iface_config_t super;
-    unsigned              ring_size;
-    unsigned              large_ring_size;
+    unsigned long         ring_size;         /* UCS_ULUNITS_AUTO: the wire's ring bytes */
+    unsigned long         large_ring_size;
     unsigned              large_rings;
     size_t                slot_size;
     size_t                chunk_size;

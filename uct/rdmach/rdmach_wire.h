@@ -217,6 +217,9 @@ typedef struct rdmach_wire_caps {
      * call (process_vm_readv/writev, 500 ns as UCX's cma tells UCP; 0.55 us measured for an
      * 8-byte get here). RC: 0, the HCA model of ucx_ext_perf.h instead. */
     double   zcopy_overhead;
+    /* UCX_RDMACH_SLOT_SIZE when auto. shm: 128 (a receiver reads a record's lines twice as
+     * fast as with 256-byte slots, rdmach_iface.c). RC: 256. */
+    uint32_t slot_size;
     /* UCX_RDMACH_EAGER_LIMIT and ZCOPY_THRESH when auto. shm: 64 KiB and 64 KiB. RC: 256 KiB
      * and 0 (any size, as UCP finds worth it against registration). */
     size_t   eager_limit, zcopy_thresh;

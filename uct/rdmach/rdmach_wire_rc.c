@@ -333,6 +333,7 @@ const rdmach_wire_ops_t rdmach_wire_rc_ops = {
         .this_host    = 0,
         .to_ep        = 1,
         .copy_cores   = 1,
+        .slot_size    = 256,
         .eager_limit  = 256 * 1024,
         .zcopy_thresh = 0,
         .flush_comp   = 0,

@@ -696,6 +696,7 @@ const rdmach_wire_ops_t rdmach_wire_shm_ops = {
         .to_ep          = 0,
         .copy_cores     = 2,
         .zcopy_overhead = 500e-9,
+        .slot_size      = 128,
         .eager_limit    = 64 * 1024,
         .zcopy_thresh   = 64 * 1024,
         .flush_comp     = 1,
