@@ -3,6 +3,9 @@
 
 #include "ucx_ext_compat.h"
 
+/* Not UCX's uct_ep_op_is_zcopy/bcopy: 1.22's zero copy counts a fetching atomic (a CPU
+ * atomic on these wires) and leaves out the rendezvous' zero copy (UCT_EP_OP_RNDV_ZCOPY), which
+ * on a copy wire is the system call's copy itself; 1.13 has no uct_ep_op_is_bcopy. */
 static int ucx_ext_perf_op_is_zcopy(uct_ep_operation_t op)
 {
     return (op == UCT_EP_OP_AM_ZCOPY) || (op == UCT_EP_OP_PUT_ZCOPY) ||
@@ -16,33 +19,30 @@ static int ucx_ext_perf_op_is_bcopy(uct_ep_operation_t op)
            (op == UCT_EP_OP_GET_BCOPY) || (op == UCT_EP_OP_EAGER_BCOPY);
 }
 
-/* The operation asked about; UCT_EP_OP_LAST when none is (the iface's own figures). */
-static uct_ep_operation_t ucx_ext_perf_op(const uct_perf_attr_t *perf_attr)
-{
-    return (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ? perf_attr->operation :
-                                                                     UCT_EP_OP_LAST;
-}
-
 ucs_status_t ucx_ext_perf_copy_estimate(uct_iface_h iface, uct_perf_attr_t *perf_attr,
                                         const ucx_ext_perf_copy_t *copy)
 {
-    uct_ep_operation_t op = ucx_ext_perf_op(perf_attr);
-    int zcopy             = ucx_ext_perf_op_is_zcopy(op);
+    uct_ep_operation_t op     = ucx_ext_perf_op(perf_attr);
+    int zcopy                 = ucx_ext_perf_op_is_zcopy(op);
+    uint64_t asked            = perf_attr->field_mask;
+    uct_ppn_bandwidth_t asked_bw = perf_attr->bandwidth;
     uct_ppn_bandwidth_t bw;
-    uct_iface_attr_t attr;
     ucs_status_t status;
 
-    status = uct_base_iface_estimate_perf(iface, perf_attr);
+    /* The base estimate reads the iface's attributes: have it give their bandwidth too, so
+     * that the iface is queried once, and leave the caller's field as it was if not asked. */
+    perf_attr->field_mask |= UCT_PERF_ATTR_FIELD_BANDWIDTH;
+    status                 = uct_base_iface_estimate_perf(iface, perf_attr);
+    perf_attr->field_mask  = asked;
+    bw                     = perf_attr->bandwidth;
+    if (!(asked & UCT_PERF_ATTR_FIELD_BANDWIDTH)) {
+        perf_attr->bandwidth = asked_bw;
+    }
     if ((status != UCS_OK) || (op == UCT_EP_OP_LAST)) {
         return status;
     }
-    status = uct_iface_query(iface, &attr);
-    if (status != UCS_OK) {
-        return status;
-    }
-    bw.dedicated = attr.bandwidth.dedicated / ucs_max(copy->iface_cores, 1) *
+    bw.dedicated = bw.dedicated / ucs_max(copy->iface_cores, 1) *
                    (zcopy ? copy->zcopy_cores : 1);
-    bw.shared    = attr.bandwidth.shared;
     ucx_ext_perf_set_bandwidth(perf_attr, &bw);
     if (zcopy && (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD)) {
         perf_attr->send_pre_overhead += copy->zcopy_overhead;

@@ -12,6 +12,13 @@
 
 #include <uct/base/uct_iface.h>
 
+/* The operation asked about; UCT_EP_OP_LAST when none is (the iface's own figures). */
+static inline uct_ep_operation_t ucx_ext_perf_op(const uct_perf_attr_t *perf_attr)
+{
+    return (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ? perf_attr->operation :
+                                                                     UCT_EP_OP_LAST;
+}
+
 /* A copy wire: what an iface's attributes count, and what its zero copy is. */
 typedef struct ucx_ext_perf_copy {
     /* Cores the iface's dedicated bandwidth counts (its attributes give UCP 1.13 the zero

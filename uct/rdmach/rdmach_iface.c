@@ -597,7 +597,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->chunk_size          = config->chunk_size;
     self->zcopy_thresh        = config->zcopy_thresh;
     self->eager_limit         = config->eager_limit;   /* auto: resolved with the wire */
-    self->max_short           = ucs_max(self->geom.slot_size, 256) - RDMACH_REC_HDR_SIZE;
+    self->max_short           = ucs_max(self->geom.slot_size, RDMACH_SHORT_REC_MAX) -
+                                RDMACH_REC_HDR_SIZE;
     self->wire                = NULL;
     ucs_list_head_init(&self->conns);
     self->reap_calls          = 0;

@@ -61,6 +61,11 @@ typedef struct rdmach_rec_hdr {
 
 #define RDMACH_REC_HDR_SIZE sizeof(rdmach_rec_hdr_t)
 
+/* A short active message's record, header included, spans up to this many bytes whatever the
+ * slot size (two 128-byte slots on shared memory): UCP's eager short stays at the size it had
+ * with 256-byte slots. */
+#define RDMACH_SHORT_REC_MAX 256
+
 /* Per-ring control block in the receiver's memory, ahead of the slots. */
 typedef struct rdmach_ring_ctl {
     /* written once by the sender that claims the ring, then read by the receiver */

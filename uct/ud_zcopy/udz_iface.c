@@ -3,6 +3,7 @@
  * data-channel sockets), and the protocol core that runs over it.
  */
 #include "udz_uct.h"
+#include "ucx_ext_perf.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -715,8 +716,7 @@ static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t 
  */
 static ucs_status_t uct_udz_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
 {
-    uct_ep_operation_t op = (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ?
-                            perf_attr->operation : UCT_EP_OP_LAST;
+    uct_ep_operation_t op = ucx_ext_perf_op(perf_attr);
     uct_iface_attr_t attr;
     ucs_status_t status;
 
