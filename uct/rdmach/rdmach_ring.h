@@ -293,6 +293,26 @@ void rdmach_rx_return_credit(rdmach_rx_t *rx, rdmach_rx_stats_t *stats);
 uint32_t rdmach_rx_skip_corrupt(rdmach_rx_t *rx, const rdmach_rec_hdr_t *hdr,
                                 rdmach_rx_stats_t *stats);
 
+/* The record at ring position index (pos & (nslots - 1)). */
+static inline rdmach_rec_hdr_t *rdmach_rx_rec(const rdmach_rx_t *rx, uint32_t index)
+{
+    return (rdmach_rec_hdr_t*)(rx->slots + (size_t)index * rx->geom.slot_size);
+}
+
+/* 1 if hdr, the record at rx's position, has been written and may be taken (the RC wire's
+ * avail count says the data behind the mark has landed). */
+static inline int rdmach_rx_has(const rdmach_rx_t *rx, const rdmach_rec_hdr_t *hdr)
+{
+    return ((rx->avail == NULL) || (*rx->avail != 0)) &&
+           (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) == rx->pos + 1);
+}
+
+/* 1 if ring rx's next record is there (what rdmach_rx_poll would take first). */
+static inline int rdmach_rx_ready(const rdmach_rx_t *rx)
+{
+    return rdmach_rx_has(rx, rdmach_rx_rec(rx, (uint32_t)rx->pos & (rx->geom.nslots - 1)));
+}
+
 /* Delivers at most 'budget' records. Returns the number of records consumed. */
 static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, unsigned budget, rdmach_am_cb_t cb,
                                       void *arg, rdmach_rx_stats_t *stats)
@@ -302,11 +322,10 @@ static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, unsigned budget, rdmach_a
 
     while (count < budget) {
         uint32_t index         = (uint32_t)rx->pos & (geom->nslots - 1);
-        rdmach_rec_hdr_t *hdr  = (rdmach_rec_hdr_t*)(rx->slots + (size_t)index * geom->slot_size);
+        rdmach_rec_hdr_t *hdr  = rdmach_rx_rec(rx, index);
         uint32_t span, length;
 
-        if (((rx->avail != NULL) && (*rx->avail == 0)) ||
-            (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) != rx->pos + 1)) {
+        if (!rdmach_rx_has(rx, hdr)) {
             break;
         }
         if (rx->avail != NULL) {
@@ -362,17 +381,6 @@ typedef struct rdmach_poller {
  * (rdmach_poller_progress), so that sweeps, demotions and the glue's periodic work still come
  * (late by at most this many calls). */
 #define RDMACH_POLL_QUIET_MAX 16
-
-/* 1 if ring rx's next record is there (what rdmach_rx_poll would take first). */
-static inline int rdmach_rx_ready(const rdmach_rx_t *rx)
-{
-    const rdmach_rec_hdr_t *hdr = (const rdmach_rec_hdr_t*)
-            (rx->slots + (size_t)((uint32_t)rx->pos & (rx->geom.nslots - 1)) *
-                         rx->geom.slot_size);
-
-    return ((rx->avail == NULL) || (*rx->avail != 0)) &&
-           (__atomic_load_n(&hdr->mark, __ATOMIC_ACQUIRE) == rx->pos + 1);
-}
 
 typedef enum {
     RDMACH_POLL_QUIET,  /* nothing to do: the walk would find nothing */

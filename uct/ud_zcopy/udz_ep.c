@@ -244,22 +244,16 @@ ssize_t uct_udz_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack
                            NULL, 0, pack_cb, arg, 0, 0);
 }
 
-/* The caller's iov as the core's (iovcnt <= UDZ_MAX_IOV, checked by the caller), empty
- * entries left out; their bytes added to *total. The number of entries. */
+/* The caller's iov as the core's (iovcnt <= UDZ_MAX_IOV, checked by the caller; UCX's
+ * converter leaves empty entries out); their bytes added to *total. The number of entries. */
 static UCS_F_ALWAYS_INLINE size_t uct_udz_ep_iov_gather(const uct_iov_t *iov, size_t iovcnt,
                                                         struct iovec *vec, size_t *total)
 {
-    size_t i, n = 0;
+    size_t n = UDZ_MAX_IOV;
+    ucs_iov_iter_t iter;
 
-    for (i = 0; i < iovcnt; ++i) {
-        if (uct_iov_get_length(&iov[i]) == 0) {
-            continue;
-        }
-        vec[n].iov_base = iov[i].buffer;
-        vec[n].iov_len  = uct_iov_get_length(&iov[i]);
-        *total         += vec[n].iov_len;
-        ++n;
-    }
+    ucs_iov_iter_init(&iter);
+    *total += uct_iov_to_iovec(vec, &n, iov, iovcnt, SIZE_MAX, &iter);
     return n;
 }
 
