@@ -34,6 +34,10 @@ def ucx_of_build(build):
                     out["prefix"] = v
     except OSError:
         pass
+    # as in scripts/env: UCX_EXT_UCX_PREFIX in the environment names another installed tree of
+    # the same release (the verbs tier's UCX 1.22.0 with verbs, benchlib/guest.py)
+    if out["version"] != "1.13.1" and os.environ.get("UCX_EXT_UCX_PREFIX"):
+        out["prefix"] = os.environ["UCX_EXT_UCX_PREFIX"]
     return out
 
 

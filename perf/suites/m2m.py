@@ -376,7 +376,7 @@ def in_guest(args):
             return 2
     name = args.out or "%s-%s%s" % (NAME, datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
                                      "-quick" if args.quick else "")
-    fwd = ["--build", build, "--timeout", str(args.timeout), "--ppn", str(args.ppn),
+    fwd = ["--timeout", str(args.timeout), "--ppn", str(args.ppn),
            "--impl", args.impl, "--window", str(args.window), "--bytes", args.bytes,
            "--backlog", str(args.backlog)]
     for opt, val in (("--reps", args.reps), ("--sizes", args.sizes), ("--only", args.only)):
@@ -385,7 +385,7 @@ def in_guest(args):
     for kv in args.env:
         fwd += ["--env", kv]
     fwd += ["--quick"] * args.quick + ["--bidir"] * args.bidir + ["--no-pin"] * args.no_pin
-    return run_in_guest(NAME, name, fwd, timeout=7200, mem=args.mem)
+    return run_in_guest(NAME, name, fwd, timeout=7200, mem=args.mem, build=build)
 
 
 def run(args):

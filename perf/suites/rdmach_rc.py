@@ -29,7 +29,7 @@ Soft-RoCE under TCG is slow and noisy in absolute terms: read the ratios.
 import csv
 
 from benchlib import fmt_size
-from benchlib.env import Ctx, Transport
+from benchlib.env import build_dir, Ctx, Transport
 from benchlib.guest import run_in_guest
 from benchlib.plots import pyplot, save
 from benchlib.stats import paired
@@ -80,7 +80,8 @@ def transports():
 def in_guest(args):
     return run_in_guest(NAME, args.out or NAME,
                         (["--quick"] if args.quick else []) +
-                        (["--reps", str(args.reps)] if args.reps else []))
+                        (["--reps", str(args.reps)] if args.reps else []),
+                        build=build_dir(args))
 
 
 def run(args):

@@ -38,7 +38,7 @@ import time
 import counters
 
 from benchlib import epmem, fmt_size
-from benchlib.env import Ctx, Transport
+from benchlib.env import build_dir, Ctx, Transport
 from benchlib.guest import run_in_guest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd, spawn, stop
@@ -118,7 +118,7 @@ def run(args):
                             (["--quick"] if args.quick else []) +
                             (["--reps", str(args.reps)] if args.reps else []) +
                             (["--peers", args.peers] if args.peers else []), timeout=7200,
-                            mtu=args.mtu)
+                            mtu=args.mtu, build=build_dir(args))
     ctx = Ctx(args, NAME)
     reps = args.reps or (3 if args.quick else 5)
     who = transports()
