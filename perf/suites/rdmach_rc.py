@@ -66,6 +66,8 @@ def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="3 repetitions, fewer iterations")
     p.add_argument("--in-guest", action="store_true",
                    help="boot the verbs tier's guest and run there (results to --out on the host)")
+    p.add_argument("--tests",
+                   help="only the figures of these tests (comma-separated: tag_lat,osc_fop_lat)")
 
 
 def transports():
@@ -80,7 +82,8 @@ def transports():
 def in_guest(args):
     return run_in_guest(NAME, args.out or NAME,
                         (["--quick"] if args.quick else []) +
-                        (["--reps", str(args.reps)] if args.reps else []),
+                        (["--reps", str(args.reps)] if args.reps else []) +
+                        (["--tests", args.tests] if args.tests else []),
                         build=build_dir(args))
 
 
@@ -90,10 +93,11 @@ def run(args):
     ctx = Ctx(args, NAME)
     reps = args.reps or (3 if args.quick else 5)
     who = transports()
-    raw = campaign(ctx, "rdmach-rc", FIGURES, who, reps,
+    figures = [f for f in FIGURES if not args.tests or f[1] in args.tests.split(",")]
+    raw = campaign(ctx, "rdmach-rc", figures, who, reps,
                    lambda t, rep, kind, test, size, extra:
                    one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep))
-    rows = summarize(raw, reps)
+    rows = summarize(raw, reps, figures)
     with open(ctx.path("summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["kind", "test", "size", "unit", "rdmach", "rc_verbs", "ratio", "ratio_min",
@@ -105,11 +109,11 @@ def run(args):
     return 0
 
 
-def summarize(raw, reps):
+def summarize(raw, reps, figures):
     rows = []
     print("\n%-4s %-12s %6s %-5s %10s %10s %22s" % ("", "test", "size", "unit", "rdmach",
                                                    "rc_verbs", "rdmach/rc_verbs [spread]"))
-    for i, (kind, test, size, _) in enumerate(FIGURES):
+    for i, (kind, test, size, _) in enumerate(figures):
         med, ratio = paired(raw, i, reps, "rdmach", ("rc_verbs",))
         if ratio["rc_verbs"] is None:
             print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))

@@ -744,8 +744,8 @@ static ucs_status_t uct_rdmach_iface_estimate_perf(uct_iface_h tl_iface,
 {
     const rdmach_wire_caps_t *wcap = &ucs_derived_of(tl_iface, uct_rdmach_iface_t)->wire->ops->caps;
     const ucx_ext_perf_copy_t copy = {
-        .iface_cores    = wcap->copy_cores,
-        .zcopy_cores    = wcap->copy_cores,
+        .iface_cores    = wcap->copy_cores,   /* what uct_rdmach_iface_query multiplied in */
+        .zcopy_cores    = wcap->copy_cores,   /* the cooperative copy's cores: the same ones */
         .zcopy_overhead = wcap->zcopy_overhead
     };
 
