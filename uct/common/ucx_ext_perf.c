@@ -22,9 +22,9 @@ static int ucx_ext_perf_op_is_bcopy(uct_ep_operation_t op)
 ucs_status_t ucx_ext_perf_copy_estimate(uct_iface_h iface, uct_perf_attr_t *perf_attr,
                                         const ucx_ext_perf_copy_t *copy)
 {
-    uct_ep_operation_t op     = ucx_ext_perf_op(perf_attr);
-    int zcopy                 = ucx_ext_perf_op_is_zcopy(op);
-    uint64_t asked            = perf_attr->field_mask;
+    uct_ep_operation_t op        = ucx_ext_perf_op(perf_attr);
+    int zcopy                    = ucx_ext_perf_op_is_zcopy(op);
+    uint64_t asked               = perf_attr->field_mask;
     uct_ppn_bandwidth_t asked_bw = perf_attr->bandwidth;
     uct_ppn_bandwidth_t bw;
     ucs_status_t status;
