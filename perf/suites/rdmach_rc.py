@@ -97,26 +97,32 @@ def run(args):
     raw = campaign(ctx, "rdmach-rc", figures, who, reps,
                    lambda t, rep, kind, test, size, extra:
                    one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep))
-    rows = summarize(raw, reps, figures)
+    rows, missing = summarize(raw, reps, figures)
     with open(ctx.path("summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["kind", "test", "size", "unit", "rdmach", "rc_verbs", "ratio", "ratio_min",
                     "ratio_max"])
         w.writerows(rows)
     plot(ctx, rows)
+    for m in missing:
+        print("ERROR: no value: " + m)
     ctx.finish()
     print("results: %s" % ctx.out)
-    return 0
+    # a figure with no value fails the run: a parse error once left every one-sided row out
+    # of several runs that all exited 0
+    return 1 if missing else 0
 
 
 def summarize(raw, reps, figures):
-    rows = []
+    """The table's rows, and the figures left without a ratio (each "kind test size")."""
+    rows, missing = [], []
     print("\n%-4s %-12s %6s %-5s %10s %10s %22s" % ("", "test", "size", "unit", "rdmach",
                                                    "rc_verbs", "rdmach/rc_verbs [spread]"))
     for i, (kind, test, size, _) in enumerate(figures):
         med, ratio = paired(raw, i, reps, "rdmach", ("rc_verbs",))
         if ratio["rc_verbs"] is None:
             print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
+            missing.append("%s %s %s" % (kind, test, fmt_size(size)))
             continue
         unit = "MB/s" if is_bw(test) else "us"
         mo, mb = med["rdmach"], med["rc_verbs"]
@@ -125,7 +131,7 @@ def summarize(raw, reps, figures):
                      "%.3f" % lo, "%.3f" % hi])
         print("%-4s %-12s %6s %-5s %10.2f %10.2f %8.2fx [%.2f-%.2f]" % (
             kind, test, fmt_size(size), unit, mo, mb, r, lo, hi))
-    return rows
+    return rows, missing
 
 
 def plot(ctx, rows):
