@@ -9,16 +9,16 @@ every repetition, each in its own MPI launch covering all sizes:
   rdmach          UCX_TLS=rdmach,ud_zcopy:aux,self   the project's RC verbs wire (preloaded)
   rc_verbs        UCX_TLS=rc_verbs,ud_verbs:aux,self stock UCX: the reference of the ratios
   ud_zcopy/udp    UCX_TLS=ud_zcopy,self on veth0 / veth1: the project's datagram transport on
-                  its UDP wire (its InfiniBand UD wire does not exist yet)
+                  its UDP wire (its InfiniBand UD wire has its own suite: perf/bench udz-ud)
   ud_verbs        UCX_TLS=ud_verbs,self              stock UCX's UD on the rxe ports
 
-UCX_SHM_DEVICES=none everywhere, so that nothing can fall back to shared memory. Every run must
-prove that its transport carried the traffic, or the measurement fails: mpi_m2m's own data check
-passed (PASS mpi_m2m); veth0 moved at least the payload bytes mpi_m2m reports (tx+rx: A->B and
-B->A both pass it once); for the verbs transports the rxe ports sent at least one packet per
-4 KiB of payload; for rdmach and ud_zcopy their counter files (mpi_glue/launch --counters)
-show that the transport carried it in every rank (ucp_ext/counters --carried TL --ranks N),
-rdmach's with wire_posts>0 and wire_failures==0.
+UCX_SHM_DEVICES= (empty: no shared-memory device) everywhere, so that nothing can fall back to
+shared memory. Every run must prove that its transport carried the traffic, or the measurement
+fails: mpi_m2m's own data check passed (PASS mpi_m2m); veth0 moved at least the payload bytes
+mpi_m2m reports (tx+rx: A->B and B->A both pass it once); for the verbs transports the rxe ports
+sent at least one packet per 4 KiB of payload; for rdmach and ud_zcopy their counter files
+(mpi_glue/launch --counters) show that the transport carried it in every rank (ucp_ext/counters
+--carried TL --ranks N), rdmach's with wire_posts>0 and wire_failures==0.
 
 Run it in the guest, results copied back to the host:
 
@@ -165,7 +165,7 @@ def transport(ctx, name, ppn, extra=()):
     tests/verbs/rank_env (VERBS_NET_DEVICES_<rank>, VERBS_PRELOAD), so that the launcher runs
     with --no-preload and no shell in between loads the project's transports."""
     tls, ours, devs, _ = CONFIGS[name]
-    env = {"UCX_SHM_DEVICES": "none",
+    env = {"UCX_SHM_DEVICES": "",
            # UCX 1.13.1's ud_verbs reads a RoCE packet's L3 type from the completion's sl,
            # which rdma_rxe leaves 0: with the IPv4 GID it drops everything (tests/README.md)
            "UCX_UD_VERBS_ETH_DGID_CHECK": "n"}

@@ -73,7 +73,7 @@ def add_arguments(p):
 def transports():
     both = []
     for tl in ("rdmach", "rc_verbs"):
-        env = {"UCX_NET_DEVICES": DEV + ",lo", "UCX_SHM_DEVICES": "none",
+        env = {"UCX_NET_DEVICES": DEV + ",lo", "UCX_SHM_DEVICES": "",
                "UCX_WARN_UNUSED_ENV_VARS": "n"}
         both.append(Transport(tl, tl + ",ud_zcopy:aux", (tl, DEV), ours=True, extra_env=env))
     return both

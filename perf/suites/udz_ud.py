@@ -80,7 +80,7 @@ def add_arguments(p):
 def transports():
     # UCX 1.13.1's ud_verbs reads a RoCE packet's L3 type from the completion's sl, which
     # rdma_rxe leaves 0: without this it drops every packet on rxe's IPv4 GID
-    env = {"UCX_NET_DEVICES": DEV, "UCX_SHM_DEVICES": "none", "UCX_WARN_UNUSED_ENV_VARS": "n",
+    env = {"UCX_NET_DEVICES": DEV, "UCX_SHM_DEVICES": "", "UCX_WARN_UNUSED_ENV_VARS": "n",
            "UCX_UD_VERBS_ETH_DGID_CHECK": "n"}
     return [Transport(OURS, OURS, (OURS, DEV), ours=True, extra_env=dict(env)),
             Transport("ud_verbs", "ud_verbs", ("ud_verbs", DEV), extra_env=dict(env)),

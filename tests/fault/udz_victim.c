@@ -25,6 +25,8 @@
  *       in order, data checked, and prints "PASS stream: ... receiver RSS over C s of compute
  *       +X KiB" (files sender.addr, receiver.addr, computed, sent, received, closed).
  */
+#include "ucp_req_wait.h"
+
 #include <ucp/api/ucp.h>
 
 #include <errno.h>
@@ -108,25 +110,6 @@ static int exists(const char *name)
 static uint8_t pattern(size_t i)
 {
     return (uint8_t)(i * 7 + 3 + (i >> 12));
-}
-
-/* Waits for a request of a nbx call; its status. */
-static ucs_status_t wait_req(ucp_worker_h w, void *req)
-{
-    ucs_status_t st;
-
-    if (req == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-    do {
-        ucp_worker_progress(w);
-        st = ucp_request_check_status(req);
-    } while (st == UCS_INPROGRESS);
-    ucp_request_free(req);
-    return st;
 }
 
 static long rss_kb(void)

@@ -16,6 +16,7 @@
  * makes that necessary). Prints PASS/FAIL lines and "N passed, M failed".
  */
 #include "ucp_node.h"
+#include "ucp_req_wait.h"
 #include "pair.h"
 
 #include <dirent.h>
@@ -90,25 +91,6 @@ static void churn_node_close(churn_node_t *n)
     ucp_worker_release_address(n->worker, n->addr);
     ucp_worker_destroy(n->worker);
     ucp_cleanup(n->ctx);
-}
-
-/* Waits for a request (NULL: done at once); its status. */
-static ucs_status_t wait_req(ucp_worker_h w, ucs_status_ptr_t req)
-{
-    ucs_status_t st;
-
-    if (req == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-    do {
-        ucp_worker_progress(w);
-        st = ucp_request_check_status(req);
-    } while (st == UCS_INPROGRESS);
-    ucp_request_free(req);
-    return st;
 }
 
 static ucs_status_t ep_open(ucp_worker_h w, const void *addr, ucp_ep_h *ep)

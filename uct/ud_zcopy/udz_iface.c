@@ -111,8 +111,9 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "Serve peers on this host (same kernel, network, PID and IPC namespaces), which a\n"
      "shared-memory transport reaches too. auto: not when UCX_TLS names ud_zcopy (not as aux)\n"
      "with a transport that carries active messages on one host (sm, shm, mm, posix, sysv,\n"
-     "rdmach, unimem) and UCX_SHM_DEVICES is unset; y: always; n: never. UCP 1.13 would\n"
-     "otherwise add ud_zcopy as a second rendezvous lane to such a peer, and progress it.",
+     "rdmach, unimem) and UCX_SHM_DEVICES is unset or \"all\"; y: always; n: never. UCP\n"
+     "1.13 would otherwise add ud_zcopy as a second rendezvous lane to such a peer, and\n"
+     "progress it.",
      ucs_offsetof(uct_udz_iface_config_t, on_host), UCS_CONFIG_TYPE_TERNARY_AUTO},
 
     {"ASYNC_TICK", "10ms",

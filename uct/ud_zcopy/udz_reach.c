@@ -43,7 +43,8 @@ static int udz_tls_is(const char *tok, size_t len, const char *name)
  *  - UCX_TLS unset, "all" or a "^" list: which transports run is not known here, and serving
  *    an on-host peer costs a lane; leaving one that nothing else reaches would fail the job;
  *  - ud_zcopy:aux: UCP wants it for wireup (of rdmach's RC wire, on one host too);
- *  - UCX_SHM_DEVICES set: the shared-memory transports may have no device.
+ *  - UCX_SHM_DEVICES set to anything but "all": the shared-memory transports may have no
+ *    device (an empty value gives them none; "none", which UCX warns is no device's name, too).
  */
 static int udz_tls_yields_on_host(void)
 {
@@ -56,7 +57,7 @@ static int udz_tls_yields_on_host(void)
     size_t len, i;
 
     if ((tls == NULL) || (tls[0] == '\0') || (tls[0] == '^') ||
-        ((devs != NULL) && (devs[0] != '\0') && strcmp(devs, "all"))) {
+        ((devs != NULL) && strcmp(devs, "all"))) {
         return 0;
     }
     for (tok = tls; *tok != '\0'; tok = (*end == ',') ? end + 1 : end) {
