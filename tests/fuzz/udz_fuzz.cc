@@ -128,6 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.zc_window       = 1200;
     c.zc_max          = UDZF_GET2_LEN;
     c.rx_batch        = 4;
+    c.rx_reorder      = 8;         /* packets after a hole kept: the ring, its walk */
     c.max_peers       = 4;
 
     MemNet net(0x1234, 64);

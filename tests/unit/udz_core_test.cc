@@ -141,6 +141,7 @@ udz_config_t default_cfg()
     c.zc_window       = 64000;
     c.zc_max          = 8u << 20;
     c.rx_batch        = 16;
+    c.rx_reorder      = 32;         /* a window's worth, as the iface sets it */
     c.max_peers       = 256;
     return c;
 }
@@ -460,6 +461,51 @@ TEST(UdzAm, Reordering)
     h.net.imp.reorder = 0.2;
     am_streams(h, 2000, false);
     EXPECT_GT(h.nodes[1]->cnt.rx_ooo + h.nodes[1]->cnt.rx_dup, 0u);
+}
+
+/* What a loss costs: with the packets after a hole kept (rx_reorder) the NAK names the hole and
+ * the sender resends it alone; without (rx_reorder 0) every loss goes back over the window. Same
+ * seed, same impairments, exactly once and in order both ways (am_streams). */
+static uint64_t retransmissions(double loss, double reorder, unsigned rx_reorder,
+                                uint64_t *reordered)
+{
+    udz_config_t c = default_cfg();
+    c.rx_reorder = rx_reorder;
+    Harness h(16, c);
+    h.net.imp.loss    = loss;
+    h.net.imp.reorder = reorder;
+    am_streams(h, 2000, false);
+    *reordered = h.nodes[1]->cnt.rx_reordered;
+    return h.nodes[0]->cnt.retransmit;
+}
+
+TEST(UdzAm, KeptAfterAHoleResendsTheHoleAlone)
+{
+    uint64_t kept_re, gbn_re, kept_n, gbn_n;
+
+    kept_re = retransmissions(0.2, 0, 32, &kept_n);
+    gbn_re  = retransmissions(0.2, 0, 0, &gbn_n);
+    EXPECT_GT(kept_n, 0u);
+    EXPECT_EQ(0u, gbn_n);
+    EXPECT_LT(kept_re * 3, gbn_re) << "kept " << kept_re << ", go-back " << gbn_re;
+    /* reordering alone loses nothing: what comes early is kept, and nearly nothing resent */
+    kept_re = retransmissions(0, 0.2, 32, &kept_n);
+    gbn_re  = retransmissions(0, 0.2, 0, &gbn_n);
+    EXPECT_GT(kept_n, 0u);
+    EXPECT_LT(kept_re * 10, gbn_re) << "kept " << kept_re << ", go-back " << gbn_re;
+}
+
+/* Fewer buffers than a window: what finds none is dropped, its NAK asks for a go-back, and
+ * the stream is still exactly once and in order. */
+TEST(UdzAm, KeptBuffersRunOutGoBackStillExactlyOnce)
+{
+    udz_config_t c = default_cfg();
+    c.rx_reorder = 3;
+    Harness h(17, c);
+    h.net.imp.loss    = 0.1;
+    h.net.imp.reorder = 0.1;
+    am_streams(h, 2000, false);
+    EXPECT_GT(h.nodes[1]->cnt.rx_reordered, 0u);
 }
 
 TEST(UdzAm, Truncation)
@@ -2560,6 +2606,25 @@ protected:
         return *hp;
     }
 
+    /* A run of six AMs (five full, then a short one) whose third datagram is lost the first
+     * time it goes; returns once all six arrived and a is idle, with how often psn 3 went. */
+    int run_losing_psn3()
+    {
+        int seen = 0;
+        hp->net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+            const udz_hdr_t *hh = (const udz_hdr_t*)d.data();
+            return chan == 0 && hh->type == UDZ_T_AM && hh->psn == 3 && seen++ == 0;
+        };
+        for (uint8_t i = 0; i < 5; ++i) {
+            send_am(a, pab, i, maxp);
+        }
+        send_am(a, pab, 5, 7);
+        EXPECT_EQ(1u, a->cnt.tx_runs);
+        EXPECT_TRUE(hp->run_until([&] { return *got == 6 && udz_core_idle(a->core); }));
+        hp->net.imp.drop_if = nullptr;
+        return seen;
+    }
+
     Node       *a    = nullptr, *b = nullptr;
     udz_peer_t *pab  = nullptr;
     size_t     *got  = nullptr;
@@ -2719,24 +2784,32 @@ TEST_F(UdzCoalesce, OtherDestinationAndControlGoAfterTheHeld)
     EXPECT_TRUE(a->failed.empty());
 }
 
+/* The receiver keeps what came after the hole (rx_reorder), so the NAK names it and the sender
+ * resends that one datagram: nothing after it goes twice. */
+TEST_F(UdzCoalesce, LostDatagramInsideARunResentAlone)
+{
+    start_pair(106);
+    EXPECT_EQ(2, run_losing_psn3()) << "psn 3 went twice: lost, then resent";
+    EXPECT_EQ(3u, b->cnt.rx_ooo) << "psn 4-6 came after the hole";
+    EXPECT_EQ(3u, b->cnt.rx_reordered) << "kept, then delivered once psn 3 came";
+    EXPECT_EQ(1u, b->cnt.tx_sacks);
+    EXPECT_EQ(1u, a->cnt.retransmit) << "psn 3 alone";
+    EXPECT_EQ(0u, b->cnt.rx_dup);
+    EXPECT_EQ(1u, a->cnt.tx_runs);
+    EXPECT_TRUE(a->failed.empty());
+}
+
+/* Without kept packets (rx_reorder 0) the NAK asks for a go-back: everything from the hole on
+ * goes again, as one run. */
 TEST_F(UdzCoalesce, LostDatagramInsideARunRecovered)
 {
-    Harness &h = start_pair(106);
-    int seen = 0;
-    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
-        const udz_hdr_t *hh = (const udz_hdr_t*)d.data();
-        /* the third datagram of the first run, the first time only */
-        return chan == 0 && hh->type == UDZ_T_AM && hh->psn == 3 && seen++ == 0;
-    };
-    for (uint8_t i = 0; i < 5; ++i) {
-        send_am(a, pab, i, maxp);
-    }
-    send_am(a, pab, 5, 7);
-    EXPECT_EQ(1u, a->cnt.tx_runs);
-    ASSERT_TRUE(h.run_until([&] { return *got == 6 && udz_core_idle(a->core); }));
-    EXPECT_EQ(1, seen > 0);
+    udz_config_t c = default_cfg();
+    c.rx_reorder = 0;
+    start_pair(106, c);
+    EXPECT_LE(2, run_losing_psn3());
     EXPECT_GT(b->cnt.rx_ooo, 0u) << "the gap was seen";
-    EXPECT_GT(a->cnt.retransmit, 0u);
+    EXPECT_EQ(0u, b->cnt.rx_reordered);
+    EXPECT_GE(a->cnt.retransmit, 4u) << "psn 3 and everything after it";
     EXPECT_GE(a->cnt.tx_runs, 2u) << "the go-back resend went as a run too";
     EXPECT_TRUE(a->failed.empty());
 }

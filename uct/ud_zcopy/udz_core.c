@@ -69,6 +69,7 @@ static void deliver(udz_core_t *core, udz_peer_t *p, udz_hdr_t *h)
 static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
 {
     udz_hdr_t *h = m->iov[0].iov_base;
+    udz_skb_t *kept;
     udz_peer_t *p;
 
     if (m->unreach) {
@@ -134,6 +135,10 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         }
         if (udz_stream_rx(core, p, h)) {
             deliver(core, p, h);
+            while (!p->failed && ((kept = udz_stream_rx_next(core, p)) != NULL)) {
+                deliver(core, p, (udz_hdr_t*)kept->data);   /* came after a hole, now in order */
+                udz_stream_rx_put(core, kept);
+            }
         }
         if (p->ack_now && (core->nack < core->cfg.rx_batch)) {
             core->acklist[core->nack++] = p;    /* acked once after the batch */

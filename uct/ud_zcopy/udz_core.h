@@ -13,10 +13,12 @@
  *
  * Reliability, per peer: packet sequence numbers on the reliable stream, cumulative acks
  * piggybacked on every control datagram and sent standalone after UDZ ack_every packets or a
- * delay, a NAK when a gap is seen (the sender goes back to the first unacked packet),
- * retransmission on a timer with exponential backoff, duplicates and out-of-order packets dropped
- * (delivery is in order, exactly once), a send window, and the peer declared failed when nothing
- * it acks for peer_timeout.
+ * delay, out-of-order packets kept (rx_reorder per core, shared by the peers) and delivered
+ * once the hole before them is filled, a NAK when a gap is seen (naming the hole: the sender
+ * resends that one packet, or goes back to it and resends all after it when the receiver had no
+ * room to keep what came after), retransmission on a timer with exponential backoff, duplicates
+ * dropped (delivery is in order, exactly once), a send window, and the peer declared failed
+ * when nothing it acks for peer_timeout.
  *
  * Zero copy (Koop, Sur, Panda: zero-copy MPI over InfiniBand UD), for get: the requester takes
  * a data channel from its pool and sends a ZREQ on the reliable stream; the owner streams the
@@ -95,8 +97,9 @@ typedef struct udz_config {
                                  * chunk_size */
     unsigned tx_window;         /* unacked reliable packets per peer */
     unsigned tx_window_min;     /* 0 or tx_window: the window is fixed. Else a peer's window
-                                 * halves at every go-back down to this, and grows back by one
-                                 * packet per eight acked (udz_stream.c, peer_window) */
+                                 * halves at every loss (go-back or repair) down to this, and
+                                 * grows back by one packet per eight acked (udz_stream.c,
+                                 * peer_window) */
     unsigned tx_pool;           /* send buffers per core, shared by all peers */
     unsigned ack_every;         /* standalone ack after this many unacked received packets */
     uint64_t ack_delay_ns;      /* ... or after this delay */
@@ -108,6 +111,11 @@ typedef struct udz_config {
     size_t   zc_window;         /* bytes of a transfer in flight */
     size_t   zc_max;            /* largest get in one transfer (bitmap size) */
     unsigned rx_batch;          /* datagrams per receive call */
+    unsigned rx_reorder;        /* out-of-order reliable packets a core keeps for the hole
+                                 * before them to be filled, all peers together, each within
+                                 * rx_reorder of its peer's next expected one (copies of a
+                                 * segment, allocated as losses need them); 0: none kept, every
+                                 * loss is a go-back of the whole window (udz_stream.c) */
     unsigned max_peers;         /* peer records alive at once (not in a process's lifetime) */
     uint64_t peer_idle_ns;      /* a record that no ep holds and that was silent this long (live
                                  * clock) is probed, and freed unless the peer answers
@@ -120,11 +128,12 @@ typedef struct udz_config {
  * owner resends the first missing chunks and probes the tail); tx_runs: send calls that took
  * several stream packets to one peer at once (send coalescing and go-back resends: one UDP GSO
  * run each), tx_coalesced: the packets that went in them; zpath_gets: gets whose chunks were
- * larger than chunk_size, as the path to the peer allows (chunk_max); window_cuts: go-backs
- * under an adaptive send window (each halves it, down to tx_window_min); icmp_hints: reports
- * of the wire that a peer's address is unreachable (UDP: ICMP port unreachable, which anyone
- * can forge), icmp_probes: the probes they made the core send (the peer fails only if none is
- * answered: udz_peer_probe_start in udz_peer.c); ztx_revoked: transfers the owner was serving when
+ * larger than chunk_size, as the path to the peer allows (chunk_max); window_cuts: losses
+ * (go-backs, first repairs of a hole) under an adaptive send window (each halves it, down to
+ * tx_window_min); icmp_hints: reports of the wire that a peer's address is unreachable (UDP:
+ * ICMP port unreachable, which anyone can forge), icmp_probes: the probes they made the core
+ * send (the peer fails only if none is answered: udz_peer_probe_start in udz_peer.c);
+ * ztx_revoked: transfers the owner was serving when
  * their registration was deregistered (stopped, refused with ZERR); zreq_capped: ZREQs refused
  * because their peer had UDZ_ZTX_PER_PEER transfers served already (udz_ztx.c); chal_sent: address
  * challenges sent (CHAL with a chal), chal_valid: peers that echoed theirs (the owner serves a
@@ -139,7 +148,9 @@ typedef struct udz_config {
  * peer_idle_ns and so were probed (freed unless the peer answered: counted in peers_freed, and
  * in timeouts as any peer that failed its probes); zreq_bad_chan: ZREQs refused
  * because their data channel is not one the requester's address announced (the wire's
- * chan_addr; also counted in zreq_refused). */
+ * chan_addr; also counted in zreq_refused); rx_reordered: reliable packets that came after a
+ * hole, were kept (rx_reorder) and delivered once it was filled; tx_sacks: NAKs that named
+ * one hole (the receiver kept what came after it: the sender resends that packet alone). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
@@ -148,7 +159,7 @@ typedef struct udz_config {
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
     _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
     _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger) \
-    _(rx_held) _(rx_busy_acks) _(zreq_bad_chan) _(peers_idle)
+    _(rx_held) _(rx_busy_acks) _(zreq_bad_chan) _(peers_idle) _(rx_reordered) _(tx_sacks)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -126,7 +126,7 @@ struct udz_peer {
     uint16_t     probe_ms;          /* live clock of the last probe, milliseconds, wrapping
                                      * (only differences up to a few gaps matter): flags and
                                      * stamp take the 3 bytes the flags had, so the record
-                                     * keeps its 160 bytes */
+                                     * keeps its size */
     uint32_t     zchunk;            /* payload bytes of our gets' chunks from this peer, as
                                      * the path allows (0: not asked yet; zrx_peer_chunk) */
     uint64_t     chal;              /* the random value it must echo before we serve its ZREQs
@@ -134,12 +134,16 @@ struct udz_peer {
     struct udz_ztx *ztx;            /* transfers we serve it (udz_ztx.c), at most
                                      * UDZ_ZTX_PER_PEER: a ZACK finds its own among these */
     uint32_t     ztx_n;
+    uint32_t     nak_psn;           /* the hole our last NAK named: a new hole is NAKed at
+                                     * once, the same one again every rto/4 */
     uint64_t     heard_live;        /* live clock when a datagram of it last came (or it was
                                      * made, or last probed as idle): udz_peer_idle_sweep */
     udz_chans_t  chans;             /* the data channels its address announced (an ep's
                                      * udz_peer_get): where we send what it asks for */
     uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
                                      * failed record is freed once there are none */
+    udz_skb_t   *kept;              /* out-of-order packets kept (udz_stream.c): the last of a
+                                     * ring ordered by psn, whose next is the first */
 };
 
 /* Receive side of one zero-copy transfer on one data channel. */
@@ -244,6 +248,11 @@ struct udz_core {
     udz_skb_t            *cur;
     udz_peer_t           *cur_peer;
     int                   starved;      /* someone got -EAGAIN: call resources() on release */
+
+    /* reliable stream: out-of-order packets kept (udz_stream.c), at most cfg.rx_reorder
+     * buffers of skb_size, allocated as losses need them and kept for the next */
+    udz_skb_t            *kept_free;
+    unsigned              kept_count;
 
     /* send coalescing (udz_stream.c): full-size packets held back, to go as one run. The held
      * packets are the last hold_n of hold_peer's unacked list, from hold on: committed (psn,
@@ -500,8 +509,15 @@ void udz_stream_send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t
 /* The piggybacked ack of any control datagram from p (flags: an ACK's, for its NAK). */
 void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags);
 /* A reliable datagram from p: 1 when it is the next in order (deliver it), 0 when it was a
- * duplicate or came early (acks and NAKs are scheduled either way). */
+ * duplicate or came early (kept when there is room; acks and NAKs are scheduled either way). */
 int udz_stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h);
+/* After an in-order delivery: the next kept packet of p if it is now in order (its datagram
+ * in data[], header first; deliver it, then give it back with udz_stream_rx_put), else NULL,
+ * and then a NAK if a hole is left before packets still kept. */
+udz_skb_t *udz_stream_rx_next(udz_core_t *core, udz_peer_t *p);
+void udz_stream_rx_put(udz_core_t *core, udz_skb_t *skb);
+/* Gives every packet kept for p back to the core (p failed, or its record goes). */
+void udz_stream_kept_drop(udz_core_t *core, udz_peer_t *p);
 void udz_stream_peer_failed(udz_core_t *core, udz_peer_t *p);
 void udz_stream_timers(udz_core_t *core);
 int udz_stream_init(udz_core_t *core);

@@ -37,7 +37,7 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
      "Reliable datagrams in flight (sent, not yet acked) per peer, 1..32768. auto: 2 MiB of\n"
      "full-size datagrams, from 128 to half of TX_POOL: 128 of 16 KiB through loopback, 512\n"
      "across a 1500-byte MTU (where 128 would leave 180 KiB in flight); 128 over InfiniBand UD.\n"
-     "An auto window above 128 halves at every go-back (loss), down to 128, and grows back\n"
+     "An auto window above 128 halves at every loss, down to 128, and grows back\n"
      "while packets are acked; a number is a fixed window.",
      ucs_offsetof(uct_udz_iface_config_t, tx_window), UCS_CONFIG_TYPE_ULUNITS},
 
@@ -594,6 +594,9 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
                                  cc.chunk_size);
     cc.zc_max          = config->zc_max;
     cc.rx_batch        = config->rx_batch;
+    /* keep a peer's window of packets after a hole (its window is ours: one configuration per
+     * job), in at most as much memory as our own send pool */
+    cc.rx_reorder      = ucs_min(cc.tx_window, cc.tx_pool);
     cc.max_peers       = config->max_peers;
     /* a record no ep holds, silent for four peer timeouts (2 minutes by default), is probed
      * and freed unless the peer answers: MAX_PEERS bounds the live records, not a server's

@@ -376,6 +376,7 @@ void udz_peer_table_cleanup(udz_core_t *core)
             sn = skb->next;
             free(skb);
         }
+        udz_stream_kept_drop(core, p);  /* to the core's free list, freed with it */
         free(p);
     }
     udz_peer_reclaim(core);

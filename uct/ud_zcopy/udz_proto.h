@@ -51,6 +51,8 @@ enum {
 #define UDZ_F_BUSY      0x08    /* ACK: alive, but taking no packets now (its application is
                                  * away and what it has not taken yet reached a budget): keep
                                  * them in the window and resend later, do not fail it */
+#define UDZ_F_SACK      0x10    /* ACK with NAK: the receiver keeps what came after the hole
+                                 * at header.ack: resend that packet only */
 
 typedef struct udz_hdr {
     uint16_t magic;
