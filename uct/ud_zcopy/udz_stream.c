@@ -336,24 +336,42 @@ static void peer_resend_oldest(udz_core_t *core, udz_peer_t *p)
     p->last_tx_ns = core->now;
 }
 
-udz_skb_t *udz_skb_get(udz_core_t *core)
+/* A buffer of skb_size from a free list, or a new one while fewer than cap were made (the
+ * send pool and the kept packets' buffers: both grow as traffic needs them, up to a bound). */
+static inline udz_skb_t *skb_pool_get(udz_core_t *core, udz_skb_t **free_list,
+                                      unsigned *count, unsigned cap)
 {
-    udz_skb_t *skb = core->skb_free;
+    udz_skb_t *skb = *free_list;
 
     if (skb != NULL) {
-        core->skb_free = skb->next;
+        *free_list = skb->next;
         return skb;
     }
-    if (core->skb_count >= core->cfg.tx_pool) {
+    if (*count >= cap) {
         return NULL;
     }
     skb = malloc(core->skb_size);
     if (skb != NULL) {
-        core->skb_count++;
+        (*count)++;
         skb->iovcnt  = 0;
         skb->has_ctx = 0;
     }
     return skb;
+}
+
+static void skb_list_free(udz_skb_t *skb)
+{
+    udz_skb_t *sn;
+
+    for (; skb != NULL; skb = sn) {
+        sn = skb->next;
+        free(skb);
+    }
+}
+
+udz_skb_t *udz_skb_get(udz_core_t *core)
+{
+    return skb_pool_get(core, &core->skb_free, &core->skb_count, core->cfg.tx_pool);
 }
 
 void *udz_send_begin(udz_core_t *core, udz_peer_t *peer, int *err)
@@ -589,24 +607,6 @@ static inline void rx_in_order(udz_core_t *core, udz_peer_t *p, uint8_t flags)
  * the NAK then asks for a go-back. Only a packet that passed rx_ctrl's checks is kept, and a
  * psn is kept once. */
 
-static udz_skb_t *kept_get(udz_core_t *core)
-{
-    udz_skb_t *skb = core->kept_free;
-
-    if (skb != NULL) {
-        core->kept_free = skb->next;
-        return skb;
-    }
-    if (core->kept_count >= core->cfg.rx_reorder) {
-        return NULL;
-    }
-    skb = malloc(core->skb_size);   /* on the loss path only; kept for the next loss */
-    if (skb != NULL) {
-        core->kept_count++;
-    }
-    return skb;
-}
-
 void udz_stream_rx_put(udz_core_t *core, udz_skb_t *skb)
 {
     skb->next       = core->kept_free;
@@ -634,7 +634,7 @@ static int rx_keep(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
             }
         }
     }
-    skb = kept_get(core);
+    skb = skb_pool_get(core, &core->kept_free, &core->kept_count, core->cfg.rx_reorder);
     if (skb == NULL) {
         return 0;
     }
@@ -844,15 +844,7 @@ int udz_stream_init(udz_core_t *core)
 
 void udz_stream_cleanup(udz_core_t *core)
 {
-    udz_skb_t *skb, *sn;
-
-    for (skb = core->kept_free; skb != NULL; skb = sn) {
-        sn = skb->next;
-        free(skb);
-    }
-    for (skb = core->skb_free; skb != NULL; skb = sn) {
-        sn = skb->next;
-        free(skb);
-    }
+    skb_list_free(core->kept_free);
+    skb_list_free(core->skb_free);
     free(core->stxmsgs);
 }
