@@ -135,7 +135,9 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         }
         if (udz_stream_rx(core, p, h)) {
             deliver(core, p, h);
-            while (!p->failed && ((kept = udz_stream_rx_next(core, p)) != NULL)) {
+            /* kept packets only after a loss: a clean stream tests one pointer here */
+            while ((p->kept != NULL) && !p->failed &&
+                   ((kept = udz_stream_rx_next(core, p)) != NULL)) {
                 deliver(core, p, (udz_hdr_t*)kept->data);   /* came after a hole, now in order */
                 udz_stream_rx_put(core, kept);
             }
