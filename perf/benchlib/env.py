@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 
@@ -274,6 +275,31 @@ def ucx_version():
     return "?"
 
 
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo), or None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for l in f:
+                if l.startswith("model name"):
+                    return l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def core_to_core_ns(build):
+    """One cache line's trip from CPU 0 to CPU 1 now, in ns (perf/core_to_core.c: the same VM
+    gave 40-80 and 230-250 at different times), or None where it cannot run."""
+    probe = os.path.join(build, "perf", "core_to_core")
+    if not os.access(probe, os.X_OK) or (os.cpu_count() or 1) < 2:
+        return None
+    try:
+        out = subprocess.run([probe], capture_output=True, text=True, timeout=30).stdout
+        return float(out.strip())
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
 class Ctx:
     """One run: its results dir, the preload snapshot taken into it, and meta.json.
     only: snapshot and preload only these transports' libraries (libuct_<name>.so)."""
@@ -309,6 +335,8 @@ class Ctx:
             "ucx": ucx_version(), "ucx_prefix": UCX["prefix"], "plugin_env": self.plugin_env,
             "ucx_env_inherited": {k: v for k, v in os.environ.items()
                                                         if k.startswith("UCX_")},
+            "cpu_model": cpu_model(),
+            "core_to_core_ns": {"start": core_to_core_ns(self.build)},
         }
 
     def path(self, name):
@@ -321,6 +349,7 @@ class Ctx:
 
     def finish(self):
         self.meta["loadavg_end"] = os.getloadavg()
+        self.meta["core_to_core_ns"]["end"] = core_to_core_ns(self.build)
         self.meta.setdefault("elapsed_s", round(time.time() - self.t0, 1))
         with open(self.path("meta.json"), "w") as f:
             json.dump(self.meta, f, indent=2, default=str)
