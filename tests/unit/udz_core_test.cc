@@ -398,9 +398,15 @@ void am_streams(Harness &h, size_t n, bool bidir)
         return ab.done() && ba.done();
     });
     if (getenv("UDZ_TEST_VERBOSE")) {
-        fprintf(stderr, "am_streams: %zu AMs%s in %.3f s simulated, %llu retransmissions\n", n,
-                bidir ? " each way" : "", (double)(h.now - t0) * 1e-9,
-                (unsigned long long)(a->cnt.retransmit + b->cnt.retransmit));
+        fprintf(stderr, "am_streams: %zu AMs%s in %.3f s simulated, %llu packets, %llu "
+                "retransmissions (%llu timer go-backs, %llu SACK NAKs, %llu NAKs), %llu kept\n",
+                n, bidir ? " each way" : "", (double)(h.now - t0) * 1e-9,
+                (unsigned long long)(a->cnt.tx_packets + b->cnt.tx_packets),
+                (unsigned long long)(a->cnt.retransmit + b->cnt.retransmit),
+                (unsigned long long)(a->cnt.rto_expiries + b->cnt.rto_expiries),
+                (unsigned long long)(a->cnt.tx_sacks + b->cnt.tx_sacks),
+                (unsigned long long)(a->cnt.tx_naks + b->cnt.tx_naks),
+                (unsigned long long)(a->cnt.rx_reordered + b->cnt.rx_reordered));
     }
     EXPECT_FALSE(ab.bad) << ab.why;
     EXPECT_FALSE(ba.bad) << ba.why;
@@ -487,7 +493,10 @@ TEST(UdzAm, KeptAfterAHoleResendsTheHoleAlone)
     gbn_re  = retransmissions(0.2, 0, 0, &gbn_n);
     EXPECT_GT(kept_n, 0u);
     EXPECT_EQ(0u, gbn_n);
-    EXPECT_LT(kept_re * 3, gbn_re) << "kept " << kept_re << ", go-back " << gbn_re;
+    EXPECT_LT(kept_re * 10, gbn_re) << "kept " << kept_re << ", go-back " << gbn_re;
+    /* each loss repaired about once: 2000 packets at 20% loss need 500 more sends on average
+     * (holes resent by their range, a timer's probe instead of a go-back) */
+    EXPECT_LT(kept_re, 2000u * 35 / 100) << "kept " << kept_re;
     /* reordering alone loses nothing: what comes early is kept, and nearly nothing resent */
     kept_re = retransmissions(0, 0.2, 32, &kept_n);
     gbn_re  = retransmissions(0, 0.2, 0, &gbn_n);
@@ -2797,6 +2806,91 @@ TEST_F(UdzCoalesce, LostDatagramInsideARunResentAlone)
     EXPECT_EQ(0u, b->cnt.rx_dup);
     EXPECT_EQ(1u, a->cnt.tx_runs);
     EXPECT_TRUE(a->failed.empty());
+}
+
+/* A run of n AMs (full ones, the last short) from psn first on, dropping the datagrams whose
+ * psn lose() names (each time it says so); returns once all arrived and a is idle. */
+template <typename F>
+static void run_losing(Harness &h, Node *a, udz_peer_t *pab, size_t *got, size_t maxp,
+                       unsigned n, F lose)
+{
+    size_t want = *got + n;
+    uint8_t id0 = (uint8_t)*got;    /* expect_in_order counts on */
+
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        const udz_hdr_t *hh = (const udz_hdr_t*)d.data();
+        return chan == 0 && hh->type == UDZ_T_AM && lose(hh->psn);
+    };
+    for (unsigned i = 0; i < n; ++i) {
+        send_am(a, pab, (uint8_t)(id0 + i), (i + 1 < n) ? maxp : 7);
+    }
+    EXPECT_TRUE(h.run_until([&] { return *got == want && udz_core_idle(a->core); }));
+    h.net.imp.drop_if = nullptr;
+}
+
+/* Three datagrams lost in a row: the NAK names the hole by its range (its psn: the first packet
+ * kept), and the three go again in one repair, nothing else. */
+TEST_F(UdzCoalesce, HoleOfThreeResentByItsRange)
+{
+    Harness &h = start_pair(111);
+    std::map<uint32_t, int> seen;
+    run_losing(h, a, pab, got, maxp, 8, [&](uint32_t psn) {
+        return psn >= 3 && psn <= 5 && seen[psn]++ == 0;
+    });
+    EXPECT_EQ(3u, a->cnt.retransmit) << "psn 3, 4 and 5, once each";
+    EXPECT_EQ(1u, b->cnt.tx_sacks) << "one NAK named the whole hole";
+    EXPECT_EQ(3u, b->cnt.rx_reordered) << "6-8 kept, then delivered";
+    EXPECT_EQ(0u, b->cnt.rx_dup);
+    EXPECT_EQ(0u, a->cnt.rto_expiries);
+}
+
+/* The repair is lost too and nothing more comes (the rest is kept already): the receiver NAKs
+ * the hole again on its own timer (rto/4), before the sender's would run out. */
+TEST_F(UdzCoalesce, LostRepairNakedAgainByTheReceiver)
+{
+    Harness &h = start_pair(112);
+    int seen3 = 0;
+    run_losing(h, a, pab, got, maxp, 6, [&](uint32_t psn) {
+        return psn == 3 && seen3++ < 2;
+    });
+    EXPECT_EQ(3, seen3) << "psn 3: lost, its repair lost, then the second repair";
+    EXPECT_EQ(2u, a->cnt.retransmit);
+    EXPECT_GE(b->cnt.tx_sacks, 2u);
+    EXPECT_EQ(0u, b->cnt.rx_dup) << "nothing after the hole went twice";
+    EXPECT_EQ(0u, a->cnt.rto_expiries);
+}
+
+/* The tail of a run lost, so no later packet shows the receiver a gap: the sender's timer
+ * resends the oldest and probes with the newest, the receiver NAKs the hole between by its
+ * range, and each lost packet goes exactly once more (a go-back resent all of them too, but it
+ * also resent the window's packets the receiver had kept: see LostTailProbe... below). */
+TEST_F(UdzCoalesce, LostTailProbedByTheTimer)
+{
+    Harness &h = start_pair(113);
+    std::map<uint32_t, int> seen;
+    /* a first hole, so that the sender knows this receiver keeps packets (a SACK) */
+    run_losing(h, a, pab, got, maxp, 4, [&](uint32_t psn) { return psn == 2 && seen[psn]++ == 0; });
+    EXPECT_EQ(1u, a->cnt.retransmit);
+    run_losing(h, a, pab, got, maxp, 8, [&](uint32_t psn) {
+        return psn >= 8 && seen[psn]++ == 0;     /* the last five of psn 5-12 */
+    });
+    EXPECT_EQ(1u + 5u, a->cnt.retransmit) << "psn 8-12 once each";
+    EXPECT_EQ(1u, a->cnt.rto_expiries) << "one timer: the probe";
+    EXPECT_EQ(0u, b->cnt.rx_dup);
+}
+
+/* A timer probe towards a receiver that keeps nothing (rx_reorder 0) would only delay its
+ * go-back: such a peer never NAKs with SACK, and its timer goes back at once, as before. */
+TEST_F(UdzCoalesce, NoProbeTowardsAReceiverThatKeepsNothing)
+{
+    udz_config_t c = default_cfg();
+    c.rx_reorder = 0;
+    Harness &h = start_pair(114, c);
+    std::map<uint32_t, int> seen;
+    run_losing(h, a, pab, got, maxp, 8, [&](uint32_t psn) { return psn >= 5 && seen[psn]++ == 0; });
+    EXPECT_EQ(0u, b->cnt.tx_sacks);
+    EXPECT_EQ(4u, a->cnt.retransmit) << "psn 5-8: the go-back";
+    EXPECT_EQ(1u, a->cnt.rto_expiries);
 }
 
 /* Without kept packets (rx_reorder 0) the NAK asks for a go-back: everything from the hole on

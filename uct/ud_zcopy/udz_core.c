@@ -117,7 +117,8 @@ static void rx_ctrl(udz_core_t *core, udz_rxmsg_t *m)
         return;
     }
     peer_heard(core, p);    /* our cookie and the peer's: it is alive (answers a probe) */
-    udz_stream_acked(core, p, h->ack, h->type == UDZ_T_ACK ? h->flags : 0);
+    udz_stream_acked(core, p, h->ack, (h->type == UDZ_T_ACK) ? h->flags : 0,
+                     (h->type == UDZ_T_ACK) ? h->psn : 0);
     if (p->failed) {
         return;
     }

@@ -150,7 +150,9 @@ typedef struct udz_config {
  * because their data channel is not one the requester's address announced (the wire's
  * chan_addr; also counted in zreq_refused); rx_reordered: reliable packets that came after a
  * hole, were kept (rx_reorder) and delivered once it was filled; tx_sacks: NAKs that named
- * one hole (the receiver kept what came after it: the sender resends that packet alone). */
+ * one hole (the receiver kept what came after it: the sender resends that packet alone);
+ * rto_expiries: retransmission timers that ran out with packets unacked (each resent them:
+ * udz_stream_timers). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
@@ -159,7 +161,8 @@ typedef struct udz_config {
     _(zack_stuck) _(tx_runs) _(tx_coalesced) _(zpath_gets) _(window_cuts) \
     _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
     _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger) \
-    _(rx_held) _(rx_busy_acks) _(zreq_bad_chan) _(peers_idle) _(rx_reordered) _(tx_sacks)
+    _(rx_held) _(rx_busy_acks) _(zreq_bad_chan) _(peers_idle) _(rx_reordered) _(tx_sacks) \
+    _(rto_expiries)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -4,7 +4,11 @@
  *
  * The core is split by mechanism, each part owning its state, its datagrams and its timers:
  *  - udz_peer.c    the peer table: hash, create/lookup, incarnations, peer failure;
- *  - udz_stream.c  the reliable stream per peer: send buffers, acks, NAK, RTO/RTT, retransmit;
+ *  - udz_stream.c  the reliable stream per peer, sending: send buffers, coalescing, window,
+ *                  acks and NAKs out and in, repairs (a hole by its range, go-back), RTO/RTT;
+ *  - udz_stream_rx.c  its receive side: delivery in order, packets kept after a hole, the NAK
+ *                  that names the hole (sent through udz_stream.c, which never calls in);
+ *  - udz_stream_timers.c  both sides' timers and a failed peer's packets;
  *  - udz_zrx.c     zero-copy receive (the requester): data channels, ZREQ, ZACKs, repair gate,
  *                  stuck timer;
  *  - udz_ztx.c     zero-copy send (the owner): ZREQ handling, streaming, repair, ZDONE/ZERR;
@@ -113,7 +117,9 @@ struct udz_peer {
     uint32_t     rttvar_us;
     uint16_t     unacked_count;
     uint16_t     ack_owed;          /* delivered packets not yet acked */
-    uint8_t      backoff;
+    uint8_t      backoff : 7;
+    uint8_t      sacked  : 1;       /* it named a hole (UDZ_F_SACK): it keeps what comes after
+                                     * one, so a timer probes instead of going back */
     uint8_t      failed  : 1;
     uint8_t      ack_now : 1;
     uint8_t      hashed  : 1;
@@ -142,7 +148,7 @@ struct udz_peer {
                                      * udz_peer_get): where we send what it asks for */
     uint32_t     refs;              /* holds of the glue (udz_peer_get, udz_peer_hold): a
                                      * failed record is freed once there are none */
-    udz_skb_t   *kept;              /* out-of-order packets kept (udz_stream.c): the last of a
+    udz_skb_t   *kept;              /* out-of-order packets kept (udz_stream_rx.c): the last of a
                                      * ring ordered by psn, whose next is the first */
 };
 
@@ -249,7 +255,7 @@ struct udz_core {
     udz_peer_t           *cur_peer;
     int                   starved;      /* someone got -EAGAIN: call resources() on release */
 
-    /* reliable stream: out-of-order packets kept (udz_stream.c), at most cfg.rx_reorder
+    /* reliable stream: out-of-order packets kept (udz_stream_rx.c), at most cfg.rx_reorder
      * buffers of skb_size, allocated as losses need them and kept for the next */
     udz_skb_t            *kept_free;
     unsigned              kept_count;
@@ -348,6 +354,44 @@ static inline uint64_t rto(const udz_core_t *core, const udz_peer_t *p, unsigned
     }
     t <<= (backoff < UDZ_BACKOFF_MAX ? backoff : UDZ_BACKOFF_MAX);
     return t < core->cfg.rto_max_ns ? t : core->cfg.rto_max_ns;
+}
+
+/* At most one NAK of the same hole, and one go-back on a NAK, per peer every rto/4 (a new
+ * hole is NAKed at once: udz_stream_rx_nak); 1 (and the time taken) if one is due now. The
+ * stamp is 32 bits of microseconds, so that the peer record keeps its size: it wraps after 71
+ * minutes, where at worst one NAK waits rto/4 more. */
+static inline int udz_nak_due(udz_core_t *core, udz_peer_t *p)
+{
+    uint32_t now_us = (uint32_t)(core->now / 1000);
+
+    if ((uint64_t)(uint32_t)(now_us - p->nak_us) * 1000 < core->cfg.rto_ns / 4) {
+        return 0;
+    }
+    p->nak_us = now_us;
+    return 1;
+}
+
+/* A buffer of skb_size from a free list, or a new one while fewer than cap were made (the
+ * send pool and the kept packets' buffers: both grow as traffic needs them, up to a bound). */
+static inline udz_skb_t *udz_skb_pool_get(udz_core_t *core, udz_skb_t **free_list,
+                                          unsigned *count, unsigned cap)
+{
+    udz_skb_t *skb = *free_list;
+
+    if (skb != NULL) {
+        *free_list = skb->next;
+        return skb;
+    }
+    if (*count >= cap) {
+        return NULL;
+    }
+    skb = malloc(core->skb_size);
+    if (skb != NULL) {
+        (*count)++;
+        skb->iovcnt  = 0;
+        skb->has_ctx = 0;
+    }
+    return skb;
 }
 
 /* How long a resent chunk is given before it is resent again when a ZACK still names it: a
@@ -487,7 +531,7 @@ static inline int wire_send1(udz_core_t *core, const udz_addr_t *dst, const void
     return 0;
 }
 
-/* ---- reliable stream (udz_stream.c) ---- */
+/* ---- reliable stream (udz_stream.c, udz_stream_rx.c, udz_stream_timers.c) ---- */
 
 static inline void skb_release(udz_core_t *core, udz_skb_t *skb, int status)
 {
@@ -503,11 +547,21 @@ static inline void skb_release(udz_core_t *core, udz_skb_t *skb, int status)
 udz_skb_t *udz_skb_get(udz_core_t *core);
 /* A standalone ack (with UDZ_F_NAK: "resend from header.ack"). */
 void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags);
+/* A NAK of the hole at p->rx_expected; sack: UDZ_F_SACK, hole_end the first packet kept after
+ * it (the sender resends the hole up to it). */
+void udz_stream_send_nak(udz_core_t *core, udz_peer_t *p, int sack, uint32_t hole_end);
+/* The send side of a failed peer (udz_stream_peer_failed does both sides). */
+void udz_stream_tx_failed(udz_core_t *core, udz_peer_t *p);
+/* p's retransmission timer ran out (udz_stream_timers.c). */
+void udz_stream_rto_expired(udz_core_t *core, udz_peer_t *p);
+/* A NAK for the hole at p->rx_expected (udz_stream_rx.c); sack: what came after it is kept. */
+void udz_stream_rx_nak(udz_core_t *core, udz_peer_t *p, int sack);
 /* An unreliable control datagram (ZACK, ZDONE, ZERR) with the piggybacked ack. */
 void udz_stream_send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags,
                           uint32_t xfer_id, const void *body, size_t body_len);
 /* The piggybacked ack of any control datagram from p (flags: an ACK's, for its NAK). */
-void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags);
+void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags,
+                      uint32_t hole_end);
 /* A reliable datagram from p: 1 when it is the next in order (deliver it), 0 when it was a
  * duplicate or came early (kept when there is room; acks and NAKs are scheduled either way). */
 int udz_stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h);

@@ -52,7 +52,9 @@ enum {
                                  * away and what it has not taken yet reached a budget): keep
                                  * them in the window and resend later, do not fail it */
 #define UDZ_F_SACK      0x10    /* ACK with NAK: the receiver keeps what came after the hole
-                                 * at header.ack: resend that packet only */
+                                 * at header.ack, from header.psn on: resend the packets from
+                                 * header.ack up to header.psn only (a psn that is not after
+                                 * header.ack, or beyond what went: the one at header.ack) */
 
 typedef struct udz_hdr {
     uint16_t magic;

@@ -33,13 +33,15 @@ static void rtt_sample(udz_peer_t *p, uint64_t ns)
 
 /* ---- sending ---- */
 
-void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags)
+/* An ACK datagram; a NAK with UDZ_F_SACK carries the end of the hole in psn (udz_stream_rx_nak). */
+static void stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags, uint32_t hole_end)
 {
     udz_hdr_t h;
 
     memset(&h, 0, sizeof(h));
     hdr_fill(core, &h, p, UDZ_T_ACK);
     h.flags = flags;
+    h.psn   = hole_end;
     h.ack   = p->rx_expected;
     if (wire_send1(core, &p->addr, &h, sizeof(h), NULL, 0) == 0) {
         p->ack_owed = 0;
@@ -50,6 +52,16 @@ void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags)
             core->cnt->tx_acks++;
         }
     }
+}
+
+void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags)
+{
+    stream_send_ack(core, p, flags, 0);
+}
+
+void udz_stream_send_nak(udz_core_t *core, udz_peer_t *p, int sack, uint32_t hole_end)
+{
+    stream_send_ack(core, p, UDZ_F_NAK | (sack ? UDZ_F_SACK : 0), sack ? hole_end : 0);
 }
 
 void udz_stream_send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags,
@@ -222,27 +234,12 @@ int udz_core_tx_held(const udz_core_t *core)
     return core->hold_n != 0;
 }
 
-/* At most one NAK of the same hole, and one go-back on a NAK, per peer every rto/4 (a new
- * hole is NAKed at once: rx_nak); 1 (and the time taken) if one is due now. The stamp is 32
- * bits of microseconds, so that the peer record keeps its size: it wraps after 71 minutes,
- * where at worst one NAK waits rto/4 more. */
-static inline int nak_due(udz_core_t *core, udz_peer_t *p)
-{
-    uint32_t now_us = (uint32_t)(core->now / 1000);
-
-    if ((uint64_t)(uint32_t)(now_us - p->nak_us) * 1000 < core->cfg.rto_ns / 4) {
-        return 0;
-    }
-    p->nak_us = now_us;
-    return 1;
-}
-
 /* ---- the send window ----
  *
  * A go-back resends every unacked packet, so what one loss costs grows with the window. A
  * window sized for a loss-free path (tx_window; 512 across a 1500-byte MTU) is therefore
  * adaptive when tx_window_min is below it: each loss (a go-back, or the first repair of a
- * hole a NAK named: peer_resend_oldest) halves the peer's window down to
+ * hole a NAK named: peer_resend_hole, or a timer probe) halves the peer's window down to
  * tx_window_min, and every eight packets acked without one give a packet back. Under steady
  * loss the window stays at the floor, the fixed window of before; a clean path soon has the
  * whole window again. */
@@ -271,6 +268,20 @@ static inline void peer_window_grow(udz_core_t *core, udz_peer_t *p, unsigned ac
             p->window8 = 0;     /* whole again */
         }
     }
+}
+
+/* Sends n packets of p's unacked list from skb again, with the flags their headers carry: as
+ * runs on a wire with coalesced sends, else one by one. */
+static void peer_send_again(udz_core_t *core, udz_peer_t *p, udz_skb_t *skb, unsigned n)
+{
+    if ((core->hold_max > 1) && (n > 1)) {
+        stream_send_list(core, p, skb, n, 0);
+    } else {
+        for (; n > 0; --n, skb = skb->next) {
+            skb_xmit(core, p, skb, ((udz_hdr_t*)skb->data)->flags);
+        }
+    }
+    p->last_tx_ns = core->now;
 }
 
 /* Go back: resend every unacked packet, asking for an ack on the last one. Packets held for
@@ -313,50 +324,71 @@ static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
     p->last_tx_ns = core->now;
 }
 
-/* A NAK that names one hole (UDZ_F_SACK): the receiver keeps what came after it, so only the
- * oldest unacked packet goes again, asking for an ack. A repair sent less than a round trip ago
- * may still be on its way: the NAK that crossed it is not answered (the receiver NAKs a hole it
- * still has every rto/4, and the timer goes back if every repair is lost). The first repair of
- * a packet cuts the window as a go-back does: a loss is a loss. */
-static void peer_resend_oldest(udz_core_t *core, udz_peer_t *p)
+/* A NAK that names a hole (UDZ_F_SACK): the receiver keeps what came after it, so only the
+ * packets of the hole go again, from the oldest unacked up to end, the first packet the receiver
+ * keeps (the NAK's psn), the last one asking for an ack. end is the peer's word: anything but a
+ * psn after the oldest and no later than what was sent names the oldest alone (a receiver of
+ * before, whose NAK's psn is 0, too), so at most our own unacked packets go, once each. A
+ * repair sent less than a round trip ago may still be on its way: the NAK that crossed it is
+ * not answered (the receiver NAKs a hole it still has every rto/4, and the timer probes if
+ * every repair is lost). The first repair of a packet cuts the window as a go-back does: a loss
+ * is a loss. */
+static void peer_resend_hole(udz_core_t *core, udz_peer_t *p, uint32_t end)
 {
-    udz_skb_t *skb = p->unacked;
+    udz_skb_t *first = p->unacked, *skb;
+    unsigned n = 0;
 
-    if (skb->retx && (core->now - skb->sent_ns < (uint64_t)p->srtt_us * 1000)) {
+    if (first->retx && (core->now - first->sent_ns < (uint64_t)p->srtt_us * 1000)) {
         return;
     }
-    if (!skb->retx) {
+    if (!first->retx) {
         peer_window_cut(core, p);
     }
-    skb->retx    = 1;
-    skb->sent_ns = core->now;   /* a retransmitted packet gives no round-trip sample (Karn):
-                                 * here it is the time of its last repair */
-    core->cnt->retransmit++;
-    skb_xmit(core, p, skb, UDZ_F_ACK_REQ);
-    p->last_tx_ns = core->now;
+    if (!seq_lt(first->psn, end) || seq_lt(p->next_psn, end)) {
+        end = first->psn + 1;
+    }
+    for (skb = first; (skb != NULL) && seq_lt(skb->psn, end); skb = skb->next) {
+        skb->retx    = 1;
+        skb->sent_ns = core->now;   /* a retransmitted packet gives no round-trip sample
+                                     * (Karn): here it is the time of its last repair */
+        ((udz_hdr_t*)skb->data)->flags =
+            ((skb->next == NULL) || !seq_lt(skb->next->psn, end)) ? UDZ_F_ACK_REQ : 0;
+        ++n;
+    }
+    core->cnt->retransmit += n;
+    peer_send_again(core, p, first, n);
 }
 
-/* A buffer of skb_size from a free list, or a new one while fewer than cap were made (the
- * send pool and the kept packets' buffers: both grow as traffic needs them, up to a bound). */
-static inline udz_skb_t *skb_pool_get(udz_core_t *core, udz_skb_t **free_list,
-                                      unsigned *count, unsigned cap)
+/* The retransmission timer ran out: the oldest unacked packet goes again, and the newest as a
+ * probe of the tail, both asking for an ack. A receiver that keeps packets after a hole (the
+ * stream's rule since rx_reorder) then either acks everything or NAKs the first hole by its
+ * range, which peer_resend_hole repairs; one that could not keep them NAKs without SACK, which
+ * goes back (udz_nak_due). So a timeout costs two packets where it cost the window (20% loss in
+ * the unit tests: 87% of the retransmissions were timer go-backs). Only towards a peer that
+ * has named a hole so (p->sacked; one with rx_reorder 0 keeps nothing, and a probe would only
+ * delay its go-back by a round trip). A timer that runs out again without progress goes back
+ * over everything: the probe or its answer was lost too. */
+static void peer_timer_probe(udz_core_t *core, udz_peer_t *p)
 {
-    udz_skb_t *skb = *free_list;
+    udz_skb_t *first, *tail;
 
-    if (skb != NULL) {
-        *free_list = skb->next;
-        return skb;
+    if ((core->hold_n != 0) && (core->hold_peer == p)) {
+        udz_stream_hold_flush(core);    /* held packets go now, first time: they probe too */
     }
-    if (*count >= cap) {
-        return NULL;
+    first = p->unacked;
+    tail  = p->unacked_tail;
+    peer_window_cut(core, p);
+    first->retx    = 1;
+    first->sent_ns = core->now;
+    ((udz_hdr_t*)first->data)->flags = UDZ_F_ACK_REQ;
+    core->cnt->retransmit++;
+    peer_send_again(core, p, first, 1);
+    if ((tail != first) && (tail->sent_ns != core->now)) {
+        tail->retx = 1;
+        ((udz_hdr_t*)tail->data)->flags = UDZ_F_ACK_REQ;
+        core->cnt->retransmit++;
+        peer_send_again(core, p, tail, 1);
     }
-    skb = malloc(core->skb_size);
-    if (skb != NULL) {
-        (*count)++;
-        skb->iovcnt  = 0;
-        skb->has_ctx = 0;
-    }
-    return skb;
 }
 
 static void skb_list_free(udz_skb_t *skb)
@@ -371,7 +403,7 @@ static void skb_list_free(udz_skb_t *skb)
 
 udz_skb_t *udz_skb_get(udz_core_t *core)
 {
-    return skb_pool_get(core, &core->skb_free, &core->skb_count, core->cfg.tx_pool);
+    return udz_skb_pool_get(core, &core->skb_free, &core->skb_count, core->cfg.tx_pool);
 }
 
 void *udz_send_begin(udz_core_t *core, udz_peer_t *peer, int *err)
@@ -534,9 +566,11 @@ int udz_put(udz_core_t *core, udz_peer_t *peer, uint64_t raddr, const uint8_t *r
 
 /* ---- receiving ---- */
 
-void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags)
+void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t flags,
+                      uint32_t hole_end)
 {
     udz_skb_t *skb;
+    uint64_t repair_ns = 0;
     unsigned freed = 0;
 
     if ((core->hold_n != 0) && (core->hold_peer == p)) {
@@ -548,8 +582,16 @@ void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fla
     while (((skb = p->unacked) != NULL) && seq_lt(skb->psn, ack)) {
         p->unacked = skb->next;
         p->unacked_count--;
-        if ((p->unacked == NULL || !seq_lt(p->unacked->psn, ack)) && !skb->retx) {
-            rtt_sample(p, core->now - skb->sent_ns);   /* the newest packet this ack covers */
+        if (skb->retx && (skb->sent_ns > repair_ns)) {
+            repair_ns = skb->sent_ns;   /* its last repair */
+        }
+        if ((p->unacked == NULL || !seq_lt(p->unacked->psn, ack)) && !skb->retx &&
+            (skb->sent_ns >= repair_ns)) {
+            /* the newest packet this ack covers, unless it went before a repair this ack
+             * also covers: the receiver then kept it until the hole was filled, and its time
+             * is the repair's (up to a timer probe's RTO), not the path's (Karn, for a
+             * cumulative ack) */
+            rtt_sample(p, core->now - skb->sent_ns);
         }
         skb_release(core, skb, 0);
         freed++;
@@ -570,8 +612,9 @@ void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fla
     }
     if ((flags & UDZ_F_NAK) && (p->unacked != NULL) && (p->unacked->psn == ack)) {
         if (flags & UDZ_F_SACK) {
-            peer_resend_oldest(core, p);
-        } else if (nak_due(core, p)) {
+            p->sacked = 1;
+            peer_resend_hole(core, p, hole_end);
+        } else if (udz_nak_due(core, p)) {
             peer_retransmit(core, p);
         }
     }
@@ -579,180 +622,6 @@ void udz_stream_acked(udz_core_t *core, udz_peer_t *p, uint32_t ack, uint8_t fla
         core->starved = 0;
         core->uops->resources(core->user);
     }
-}
-
-/* The next packet in order from p is taken: the ack it is owed is scheduled. */
-static inline void rx_in_order(udz_core_t *core, udz_peer_t *p, uint8_t flags)
-{
-    p->rx_expected++;
-    if ((++p->ack_owed == 1) || !dl_linked(&p->active)) {
-        p->ack_due_ns = core->now + core->cfg.ack_delay_ns;
-        peer_activate(core, p);
-    }
-    if ((p->ack_owed >= core->cfg.ack_every) || (flags & UDZ_F_ACK_REQ)) {
-        p->ack_now = 1;
-    }
-}
-
-/* ---- out-of-order packets kept ----
- *
- * Without them every loss was a go-back: the packets after the hole, already here, were dropped
- * and sent again, a whole window per loss (20% loss: 8 retransmissions per message in the unit
- * test; 1% on rxe's 1 KiB MTU: one retransmission for every two packets of Open MPI's RMA
- * test). A packet that comes after a hole is copied into a buffer of the core's (cfg.rx_reorder
- * of them at most, for all peers: memory follows the losses in flight, not the peers) and put
- * in its peer's ring, ordered by psn; the NAK says so (UDZ_F_SACK) and the sender resends the
- * hole alone. Each delivery in order takes the kept packets that follow it. A packet beyond
- * rx_reorder of the next expected one, or with every buffer taken, is dropped as before, and
- * the NAK then asks for a go-back. Only a packet that passed rx_ctrl's checks is kept, and a
- * psn is kept once. */
-
-void udz_stream_rx_put(udz_core_t *core, udz_skb_t *skb)
-{
-    skb->next       = core->kept_free;
-    core->kept_free = skb;
-}
-
-/* Keeps h (psn beyond rx_expected) in p's ring: 1 kept, 2 kept already (a duplicate), 0 no
- * room or too far ahead. */
-static int rx_keep(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
-{
-    udz_skb_t *last = p->kept, *prev = last, *cur, *skb;
-    int append = (last == NULL) || seq_lt(last->psn, h->psn);
-
-    if (((uint32_t)(h->psn - p->rx_expected) >= core->cfg.rx_reorder) ||
-        (UDZ_HDR_LEN + (size_t)h->len > core->cfg.seg_size)) {
-        /* too far ahead, or larger than a kept buffer: a wire that lends its own receive
-         * buffers (udz_wire.h) may hand over a datagram longer than our segment */
-        return 0;
-    }
-    if (!append) {
-        /* not after the last one (rare: a resent or reordered packet): find its place */
-        for (cur = last->next; !seq_lt(h->psn, cur->psn); prev = cur, cur = cur->next) {
-            if (cur->psn == h->psn) {
-                return 2;
-            }
-        }
-    }
-    skb = skb_pool_get(core, &core->kept_free, &core->kept_count, core->cfg.rx_reorder);
-    if (skb == NULL) {
-        return 0;
-    }
-    skb->psn = h->psn;
-    memcpy(skb->data, h, UDZ_HDR_LEN + (size_t)h->len);
-    if (last == NULL) {
-        skb->next = skb;
-        p->kept   = skb;
-    } else {
-        skb->next  = prev->next;    /* after prev: the last one, or its place */
-        prev->next = skb;
-        if (append) {
-            p->kept = skb;
-        }
-    }
-    return 1;
-}
-
-void udz_stream_kept_drop(udz_core_t *core, udz_peer_t *p)
-{
-    udz_skb_t *first, *skb;
-
-    if (p->kept == NULL) {
-        return;
-    }
-    first         = p->kept->next;
-    p->kept->next = NULL;
-    p->kept       = NULL;
-    while ((skb = first) != NULL) {
-        first = skb->next;
-        udz_stream_rx_put(core, skb);
-    }
-}
-
-/* A NAK for the hole at rx_expected: at once for a new hole, every rto/4 for the same one.
- * SACK: what came after it is kept, resend the hole alone. */
-static void rx_nak(udz_core_t *core, udz_peer_t *p, int sack)
-{
-    if ((p->nak_psn == p->rx_expected) && !nak_due(core, p)) {
-        return;
-    }
-    p->nak_psn = p->rx_expected;
-    p->nak_us  = (uint32_t)(core->now / 1000);
-    if (sack) {
-        core->cnt->tx_sacks++;
-    }
-    udz_stream_send_ack(core, p, UDZ_F_NAK | (sack ? UDZ_F_SACK : 0));
-}
-
-udz_skb_t *udz_stream_rx_next(udz_core_t *core, udz_peer_t *p)
-{
-    udz_skb_t *last, *first;
-
-    /* kept packets lie beyond rx_expected and are taken as it reaches them, so none is ever
-     * behind it; one that were would be given back, not delivered twice */
-    while (((last = p->kept) != NULL) && seq_lt((first = last->next)->psn, p->rx_expected)) {
-        p->kept = (first == last) ? NULL : last;
-        last->next = first->next;
-        udz_stream_rx_put(core, first);
-    }
-    if (last == NULL) {
-        return NULL;
-    }
-    if (first->psn != p->rx_expected) {
-        rx_nak(core, p, 1);     /* a hole before packets we keep: name it now */
-        return NULL;
-    }
-    if (first == last) {
-        p->kept = NULL;
-    } else {
-        last->next = first->next;
-    }
-    rx_in_order(core, p, ((const udz_hdr_t*)first->data)->flags);
-    core->cnt->rx_reordered++;
-    return first;
-}
-
-int udz_stream_rx(udz_core_t *core, udz_peer_t *p, const udz_hdr_t *h)
-{
-    int kept;
-
-    if (h->psn == p->rx_expected) {
-        rx_in_order(core, p, h->flags);
-        return 1;
-    }
-    if (seq_lt(h->psn, p->rx_expected)) {
-        core->cnt->rx_dup++;
-        p->ack_now = 1;         /* our ack was lost: repeat it */
-        return 0;
-    }
-    kept = rx_keep(core, p, h);
-    if (kept == 2) {
-        core->cnt->rx_dup++;    /* kept already: a go-back resent it */
-        return 0;
-    }
-    core->cnt->rx_ooo++;        /* a gap: NAK it, naming the hole if this one is kept */
-    rx_nak(core, p, kept);
-    return 0;
-}
-
-/* ---- failure and timers ---- */
-
-void udz_stream_peer_failed(udz_core_t *core, udz_peer_t *p)
-{
-    udz_skb_t *skb;
-
-    if (core->hold_peer == p) {
-        hold_clear(core);           /* they go down with the rest */
-    }
-
-    while ((skb = p->unacked) != NULL) {
-        p->unacked = skb->next;
-        skb_release(core, skb, -ECONNRESET);
-    }
-    p->unacked_tail  = NULL;
-    p->unacked_count = 0;
-    p->ack_owed      = 0;
-    udz_stream_kept_drop(core, p);
 }
 
 void udz_peer_absorb(udz_core_t *core, udz_peer_t *p)
@@ -779,50 +648,36 @@ void udz_peer_absorb(udz_core_t *core, udz_peer_t *p)
     }
 }
 
-/* A peer stays on the active list while it has reliable packets in flight or owes an ack.
- * Its zero-copy transfers need no list entry: their timers run while any channel is busy or
- * any transfer is being served (udz_core_progress), so this check is O(1) per peer. */
-static int peer_busy(const udz_peer_t *p)
+/* The send side of a failed peer: its unacked packets complete with an error, held ones too. */
+void udz_stream_tx_failed(udz_core_t *core, udz_peer_t *p)
 {
-    return (p->unacked != NULL) || (p->ack_owed != 0) || (p->probes != 0);
+    udz_skb_t *skb;
+
+    if (core->hold_peer == p) {
+        hold_clear(core);           /* they go down with the rest */
+    }
+
+    while ((skb = p->unacked) != NULL) {
+        p->unacked = skb->next;
+        skb_release(core, skb, -ECONNRESET);
+    }
+    p->unacked_tail  = NULL;
+    p->unacked_count = 0;
 }
 
-/* Peer timeout, retransmission, delayed acks and probes of the peers on the active list. The
- * probes and a failure are the peer table's, which sends through the stream: reached through
- * core->hooks (udz_core_int.h). */
-void udz_stream_timers(udz_core_t *core)
+/* p's retransmission timer ran out: the oldest and the newest go again (peer_timer_probe), the
+ * newest showing the receiver a lost tail, which it then NAKs with the rest of its holes; a
+ * second expiry without progress goes back over everything. */
+void udz_stream_rto_expired(udz_core_t *core, udz_peer_t *p)
 {
-    udz_dlist_t *e, *n;
-    udz_peer_t *p;
-    uint64_t now = core->now;
-
-    for (e = core->active.next; e != &core->active; e = n) {
-        n = e->next;
-        p = container_of_(e, udz_peer_t, active);
-        if ((p->probes != 0) && core->hooks->peer_probe_timer(core, p)) {
-            continue;   /* failed: off the list */
-        }
-        if (p->unacked != NULL) {
-            if (live_since(core, p->last_progress_live) >= core->cfg.peer_timeout_ns) {
-                core->hooks->peer_fail(core, p);
-                continue;
-            }
-            if (now - p->last_tx_ns >= rto(core, p, p->backoff)) {
-                /* go back: resend everything unacked. Resending only the oldest would leave a
-                 * lost tail waiting one RTO per packet (the receiver sees no gap to NAK); the
-                 * adaptive RTO keeps spurious go-backs rare */
-                if (p->backoff < UDZ_BACKOFF_MAX) {
-                    p->backoff++;
-                }
-                peer_retransmit(core, p);
-            }
-        }
-        if ((p->ack_owed != 0) && ((int64_t)(now - p->ack_due_ns) >= 0)) {
-            udz_stream_send_ack(core, p, 0);
-        }
-        if (!peer_busy(p)) {
-            dl_del(&p->active);
-        }
+    core->cnt->rto_expiries++;
+    if ((p->backoff == 0) && p->sacked) {
+        peer_timer_probe(core, p);
+    } else {
+        peer_retransmit(core, p);
+    }
+    if (p->backoff < UDZ_BACKOFF_MAX) {
+        p->backoff++;
     }
 }
 
