@@ -2879,6 +2879,30 @@ TEST_F(UdzCoalesce, LostTailProbedByTheTimer)
     EXPECT_EQ(0u, b->cnt.rx_dup);
 }
 
+/* A sender that dies with a hole open: the receiver NAKs it again every rto/4 while it heard
+ * the sender within a peer timeout, then stops (no NAKs for ever to a dead peer). */
+TEST_F(UdzCoalesce, HoleOfADeadSenderNakedForAPeerTimeoutOnly)
+{
+    Harness &h = start_pair(115);
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        const udz_hdr_t *hh = (const udz_hdr_t*)d.data();
+        return chan == 0 && hh->type == UDZ_T_AM && hh->psn == 3;   /* every time */
+    };
+    for (uint8_t i = 0; i < 6; ++i) {
+        send_am(a, pab, i, (i < 5) ? maxp : 7);
+    }
+    ASSERT_TRUE(h.run_until([&] { return b->cnt.rx_ooo == 3; }));
+    a->ep->dead = true;     /* gone, psn 3 never repaired */
+    uint64_t naks0 = b->cnt.tx_naks;
+    h.run_until([] { return false; }, h.cfg.peer_timeout_ns / 2);
+    EXPECT_GT(b->cnt.tx_naks, naks0 + 10) << "NAKed again while the sender may be alive";
+    h.run_until([] { return false; }, h.cfg.peer_timeout_ns);
+    uint64_t naks1 = b->cnt.tx_naks;
+    h.run_until([] { return false; }, 2 * h.cfg.peer_timeout_ns);
+    EXPECT_EQ(naks1, b->cnt.tx_naks) << "no more NAKs once it was silent a peer timeout";
+    EXPECT_EQ(2u, *got) << "psn 1-2 delivered, 4-6 kept behind the hole";
+}
+
 /* A timer probe towards a receiver that keeps nothing (rx_reorder 0) would only delay its
  * go-back: such a peer never NAKs with SACK, and its timer goes back at once, as before. */
 TEST_F(UdzCoalesce, NoProbeTowardsAReceiverThatKeepsNothing)

@@ -13,12 +13,22 @@ void udz_stream_peer_failed(udz_core_t *core, udz_peer_t *p)
     udz_stream_kept_drop(core, p);
 }
 
-/* A peer stays on the active list while it has reliable packets in flight or owes an ack.
- * Its zero-copy transfers need no list entry: their timers run while any channel is busy or
- * any transfer is being served (udz_core_progress), so this check is O(1) per peer. */
-static int peer_busy(const udz_peer_t *p)
+/* A hole before kept packets is NAKed again while its sender was heard within a peer timeout:
+ * a sender that died with a hole open is not NAKed for ever (its packets stay kept until the
+ * record fails or goes, udz_stream_peer_failed). */
+static int peer_hole_open(const udz_core_t *core, const udz_peer_t *p)
 {
-    return (p->unacked != NULL) || (p->ack_owed != 0) || (p->probes != 0) || (p->kept != NULL);
+    return (p->kept != NULL) && (live_since(core, p->heard_live) < core->cfg.peer_timeout_ns);
+}
+
+/* A peer stays on the active list while it has reliable packets in flight, owes an ack, or
+ * has a hole open. Its zero-copy transfers need no list entry: their timers run while any
+ * channel is busy or any transfer is being served (udz_core_progress), so this check is O(1)
+ * per peer. */
+static int peer_busy(const udz_core_t *core, const udz_peer_t *p)
+{
+    return (p->unacked != NULL) || (p->ack_owed != 0) || (p->probes != 0) ||
+           peer_hole_open(core, p);
 }
 
 /* Peer timeout, retransmission, delayed acks and probes of the peers on the active list. The
@@ -48,13 +58,13 @@ void udz_stream_timers(udz_core_t *core)
         if ((p->ack_owed != 0) && ((int64_t)(now - p->ack_due_ns) >= 0)) {
             udz_stream_send_ack(core, p, 0);
         }
-        if (p->kept != NULL) {
+        if (peer_hole_open(core, p)) {
             /* a hole before kept packets: NAKed again every rto/4 (udz_nak_due) even when
              * nothing more comes, as with a full send window whose repair was lost, which
              * would otherwise wait for the sender's timer */
             udz_stream_rx_nak(core, p, 1);
         }
-        if (!peer_busy(p)) {
+        if (!peer_busy(core, p)) {
             dl_del(&p->active);
         }
     }
