@@ -394,6 +394,17 @@ static inline udz_skb_t *udz_skb_pool_get(udz_core_t *core, udz_skb_t **free_lis
     return skb;
 }
 
+/* Frees a list of buffers (the pools' free lists and, at destroy, the peers' unacked ones). */
+static inline void udz_skb_list_free(udz_skb_t *skb)
+{
+    udz_skb_t *sn;
+
+    for (; skb != NULL; skb = sn) {
+        sn = skb->next;
+        free(skb);
+    }
+}
+
 /* How long a resent chunk is given before it is resent again when a ZACK still names it: a
  * round trip and its variation, without the RTO's floor (a lost repair would otherwise cost
  * the floor, 2 ms by default, where the round trip is tens of microseconds). */

@@ -367,15 +367,11 @@ udz_peer_t *udz_peer_get(udz_core_t *core, const udz_addr_t *addr, uint64_t cook
 void udz_peer_table_cleanup(udz_core_t *core)
 {
     udz_peer_t *p;
-    udz_skb_t *skb, *sn;
 
     while (core->all.next != &core->all) {
         p = container_of_(core->all.next, udz_peer_t, all);
         dl_del(&p->all);
-        for (skb = p->unacked; skb != NULL; skb = sn) {
-            sn = skb->next;
-            free(skb);
-        }
+        udz_skb_list_free(p->unacked);
         udz_stream_kept_drop(core, p);  /* to the core's free list, freed with it */
         free(p);
     }

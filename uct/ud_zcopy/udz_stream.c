@@ -391,16 +391,6 @@ static void peer_timer_probe(udz_core_t *core, udz_peer_t *p)
     }
 }
 
-static void skb_list_free(udz_skb_t *skb)
-{
-    udz_skb_t *sn;
-
-    for (; skb != NULL; skb = sn) {
-        sn = skb->next;
-        free(skb);
-    }
-}
-
 udz_skb_t *udz_skb_get(udz_core_t *core)
 {
     return udz_skb_pool_get(core, &core->skb_free, &core->skb_count, core->cfg.tx_pool);
@@ -699,7 +689,7 @@ int udz_stream_init(udz_core_t *core)
 
 void udz_stream_cleanup(udz_core_t *core)
 {
-    skb_list_free(core->kept_free);
-    skb_list_free(core->skb_free);
+    udz_skb_list_free(core->kept_free);
+    udz_skb_list_free(core->skb_free);
     free(core->stxmsgs);
 }
