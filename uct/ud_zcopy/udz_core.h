@@ -150,7 +150,7 @@ typedef struct udz_config {
  * because their data channel is not one the requester's address announced (the wire's
  * chan_addr; also counted in zreq_refused); rx_reordered: reliable packets that came after a
  * hole, were kept (rx_reorder) and delivered once it was filled; tx_sacks: NAKs that named
- * one hole (the receiver kept what came after it: the sender resends that packet alone);
+ * one hole by its range (the receiver kept what came after it: the sender resends the hole);
  * rto_expiries: retransmission timers that ran out with packets unacked (each resent them:
  * udz_stream_timers). */
 #define UDZ_CORE_COUNTERS(_) \

@@ -26,8 +26,8 @@ static inline void rx_in_order(udz_core_t *core, udz_peer_t *p, uint8_t flags)
  * test; 1% on rxe's 1 KiB MTU: one retransmission for every two packets of Open MPI's RMA
  * test). A packet that comes after a hole is copied into a buffer of the core's (cfg.rx_reorder
  * of them at most, for all peers: memory follows the losses in flight, not the peers) and put
- * in its peer's ring, ordered by psn; the NAK says so (UDZ_F_SACK) and the sender resends the
- * hole alone. Each delivery in order takes the kept packets that follow it. A packet beyond
+ * in its peer's ring, ordered by psn; the NAK says so (UDZ_F_SACK, with the first kept psn)
+ * and the sender resends the hole alone. Each delivery in order takes the kept packets that follow it. A packet beyond
  * rx_reorder of the next expected one, or with every buffer taken, is dropped as before, and
  * the NAK then asks for a go-back. Only a packet that passed rx_ctrl's checks is kept, and a
  * psn is kept once. */
