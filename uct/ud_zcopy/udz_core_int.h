@@ -85,7 +85,7 @@ typedef struct udz_skb {
     struct udz_skb *next;
     uint32_t        psn;
     uint32_t        len;            /* header + inline payload */
-    uint64_t        sent_ns;        /* first transmission */
+    uint64_t        sent_ns;        /* first transmission, or its last repair */
     int             retx;           /* retransmitted: no round-trip sample from its ack */
     int             iovcnt;
     int             has_ctx;        /* a by-reference send: send_done(ctx) when acked */
@@ -559,7 +559,8 @@ udz_skb_t *udz_skb_get(udz_core_t *core);
 /* A standalone ack (with UDZ_F_NAK: "resend from header.ack"). */
 void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags);
 /* A NAK of the hole at p->rx_expected; sack: UDZ_F_SACK, hole_end the first packet kept after
- * it (the sender resends the hole up to it). */
+ * it (the sender resends the hole up to it); without sack, hole_end is 0 (the oldest alone,
+ * as a receiver of before sends). */
 void udz_stream_send_nak(udz_core_t *core, udz_peer_t *p, int sack, uint32_t hole_end);
 /* The send side of a failed peer (udz_stream_peer_failed does both sides). */
 void udz_stream_tx_failed(udz_core_t *core, udz_peer_t *p);

@@ -61,7 +61,7 @@ void udz_stream_send_ack(udz_core_t *core, udz_peer_t *p, uint8_t flags)
 
 void udz_stream_send_nak(udz_core_t *core, udz_peer_t *p, int sack, uint32_t hole_end)
 {
-    stream_send_ack(core, p, UDZ_F_NAK | (sack ? UDZ_F_SACK : 0), sack ? hole_end : 0);
+    stream_send_ack(core, p, UDZ_F_NAK | (sack ? UDZ_F_SACK : 0), hole_end);
 }
 
 void udz_stream_send_zctl(udz_core_t *core, udz_peer_t *p, uint8_t type, uint8_t flags,
@@ -270,6 +270,16 @@ static inline void peer_window_grow(udz_core_t *core, udz_peer_t *p, unsigned ac
     }
 }
 
+/* Marks skb as a repair about to go again: no round-trip sample from it (Karn), its send time
+ * that of this repair (what a NAK crossing it is judged by), flags as its header will carry. */
+static inline void skb_mark_repair(udz_core_t *core, udz_skb_t *skb, uint8_t flags)
+{
+    skb->retx    = 1;
+    skb->sent_ns = core->now;
+    ((udz_hdr_t*)skb->data)->flags = flags;
+    core->cnt->retransmit++;
+}
+
 /* Sends n packets of p's unacked list from skb again, with the flags their headers carry: as
  * runs on a wire with coalesced sends, else one by one. */
 static void peer_send_again(udz_core_t *core, udz_peer_t *p, udz_skb_t *skb, unsigned n)
@@ -291,6 +301,7 @@ static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
 {
     udz_skb_t *skb, *fresh = NULL;
     int first = 1;
+    uint8_t flags;
 
     peer_window_cut(core, p);
     if (core->hold_n != 0) {
@@ -302,14 +313,15 @@ static void peer_retransmit(udz_core_t *core, udz_peer_t *p)
         }
     }
     for (skb = p->unacked; skb != NULL; skb = skb->next) {
+        flags = (skb->next == NULL) ? UDZ_F_ACK_REQ : 0;
         if (skb == fresh) {
             first = 0;
         }
         if (first) {
-            skb->retx = 1;
-            core->cnt->retransmit++;
+            skb_mark_repair(core, skb, flags);
+        } else {
+            ((udz_hdr_t*)skb->data)->flags = flags;
         }
-        ((udz_hdr_t*)skb->data)->flags = (skb->next == NULL) ? UDZ_F_ACK_REQ : 0;
     }
     if (core->hold_max > 1) {
         stream_send_list(core, p, p->unacked, p->unacked_count, 0);
@@ -348,14 +360,11 @@ static void peer_resend_hole(udz_core_t *core, udz_peer_t *p, uint32_t end)
         end = first->psn + 1;
     }
     for (skb = first; (skb != NULL) && seq_lt(skb->psn, end); skb = skb->next) {
-        skb->retx    = 1;
-        skb->sent_ns = core->now;   /* a retransmitted packet gives no round-trip sample
-                                     * (Karn): here it is the time of its last repair */
-        ((udz_hdr_t*)skb->data)->flags =
-            ((skb->next == NULL) || !seq_lt(skb->next->psn, end)) ? UDZ_F_ACK_REQ : 0;
+        skb_mark_repair(core, skb,
+                        ((skb->next == NULL) || !seq_lt(skb->next->psn, end)) ?
+                        UDZ_F_ACK_REQ : 0);
         ++n;
     }
-    core->cnt->retransmit += n;
     peer_send_again(core, p, first, n);
 }
 
@@ -378,15 +387,10 @@ static void peer_timer_probe(udz_core_t *core, udz_peer_t *p)
     first = p->unacked;
     tail  = p->unacked_tail;
     peer_window_cut(core, p);
-    first->retx    = 1;
-    first->sent_ns = core->now;
-    ((udz_hdr_t*)first->data)->flags = UDZ_F_ACK_REQ;
-    core->cnt->retransmit++;
+    skb_mark_repair(core, first, UDZ_F_ACK_REQ);
     peer_send_again(core, p, first, 1);
-    if ((tail != first) && (tail->sent_ns != core->now)) {
-        tail->retx = 1;
-        ((udz_hdr_t*)tail->data)->flags = UDZ_F_ACK_REQ;
-        core->cnt->retransmit++;
+    if ((tail != first) && (tail->sent_ns != core->now)) {  /* not just flushed from the hold */
+        skb_mark_repair(core, tail, UDZ_F_ACK_REQ);
         peer_send_again(core, p, tail, 1);
     }
 }
