@@ -287,17 +287,33 @@ def cpu_model():
     return None
 
 
-def core_to_core_ns(build):
+# Core-to-core figures below this are the VM's near mode (vCPUs that share a cache: 40-80 ns
+# measured), at or above it the far mode (230-250 ns).
+C2C_NEAR_NS = 150.0
+
+
+def core_to_core_ns(build, bursts=None):
     """One cache line's trip from CPU 0 to CPU 1 now, in ns (perf/core_to_core.c: the same VM
-    gave 40-80 and 230-250 at different times), or None where it cannot run."""
+    gave 40-80 and 230-250 at different times), or None where it cannot run. bursts: fewer
+    for a probe between two launches (5: 10-50 ms)."""
     probe = os.path.join(build, "perf", "core_to_core")
     if not os.access(probe, os.X_OK) or (os.cpu_count() or 1) < 2:
         return None
     try:
-        out = subprocess.run([probe], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([probe] + ([str(bursts)] if bursts else []), capture_output=True,
+                             text=True, timeout=30).stdout
         return float(out.strip())
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return None
+
+
+def c2c_mode(before, after):
+    """The VM's mode over one launch from the probes either side of it: "near", "far", or None
+    when a probe is missing or the two disagree (the mode changed during the launch)."""
+    if before is None or after is None:
+        return None
+    near = (before < C2C_NEAR_NS, after < C2C_NEAR_NS)
+    return "near" if all(near) else ("far" if not any(near) else None)
 
 
 class Ctx:

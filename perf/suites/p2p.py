@@ -14,8 +14,12 @@ Prints per pair and size the medians over repetitions of each, and the ratio can
 baseline with the spread of the per-repetition ratios, and how many sizes meet the targets
 (ud_zcopy: latency <= 0.9x tcp, bandwidth >= 1.0x; unimem: latency <= 1.0x sm; rdmach: latency
 <= 0.9x sm, bandwidth >= 1.1x sm), judged on OSU's statistic in OSU's pattern. Every candidate
-run's counters must show that its transport carried it. Writes raw.csv, summary.csv,
-targets.csv, p2p-<mpi>.png and meta.json.
+run's counters must show that its transport carried it. A core-to-core probe runs either side
+of every launch (perf/core_to_core, in raw.csv): this VM's cache-line trip between its two
+CPUs moves between 40-80 and 230-250 ns, sometimes from one launch to the next, and every
+small message's latency with it; the tables add the ratio over the repetitions whose two
+launches ran in one mode. Writes raw.csv, summary.csv, targets.csv, p2p-<mpi>.png and
+meta.json.
 """
 
 import os
@@ -27,7 +31,7 @@ import time
 
 import counters
 
-from benchlib.env import Ctx
+from benchlib.env import C2C_NEAR_NS, Ctx, c2c_mode, core_to_core_ns
 from benchlib.mpi import HOSTS_SH, hosts_launch, mpi_run_carried, p2p_args, parse_csv_rows, pinned
 from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
@@ -43,6 +47,7 @@ SIZES = "8,64,512,2K,4K,16K,32K,64K,256K,1M,4M"
 # (candidate, mode) -> (op, limit) of the issue's targets
 IMPLS = [("mpich", "MPICH 4.0.2 ch4:ucx"), ("openmpi", "Open MPI 4.1.4 pml ucx")]
 VETH_NET = "10.213.9"
+C2C_BURSTS = 5     # the core-to-core probe either side of every launch: 10-50 ms
 TARGETS = {("ud_zcopy", "lat"): ("<=", 0.9), ("ud_zcopy", "bw"): (">=", 1.0),
            ("unimem", "lat"): ("<=", 1.0), ("rdmach", "lat"): ("<=", 0.9),
            ("rdmach", "bw"): (">=", 1.1)}
@@ -129,20 +134,27 @@ def run(args):
     who = transports(pairs)
     raw = []
     load0, stall0, t0 = os.getloadavg()[0], cpu_stall_us(), time.time()
+    c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
     for rep, impl, _, mode, t in alternating(reps, impls, modes, who):
+        c2c_before = c2c
         try:
             vals = measure(ctx, t, impl, mode, args.sizes, args.quick, args.timeout, veth)
         except MeasureError as e:
             log("bench p2p: %s" % e)
             continue
-        raw += [(rep, impl, mode, size, t.name, v[0], v[1]) for size, v in vals.items()]
+        finally:
+            c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
+        raw += [(rep, impl, mode, size, t.name, v[0], v[1], c2c_before, c2c)
+                for size, v in vals.items()]
         log("bench p2p: rep %d/%d %-7s %-4s %-8s done" % (rep + 1, reps, impl, mode, t.name))
     if veth:
         subprocess.call([HOSTS_SH, "down", veth])
     elapsed = time.time() - t0
     stall = stall_fraction(stall0, cpu_stall_us(), elapsed)
-    write_csv(ctx.path("raw.csv"), "rep,impl,mode,bytes,transport,value_mean,value_median",
-              [(r, i, m, s, n, "%.4f" % v, "%.4f" % md) for r, i, m, s, n, v, md in raw])
+    write_csv(ctx.path("raw.csv"), "rep,impl,mode,bytes,transport,value_mean,value_median,"
+              "c2c_before_ns,c2c_after_ns",
+              [(r, i, m, s, n, "%.4f" % v, "%.4f" % md, fmt_ns(c0), fmt_ns(c1))
+               for r, i, m, s, n, v, md, c0, c1 in raw])
     summary = summarize(ctx, raw, pairs, impls, modes)
     targets = check_targets(ctx, summary)
     pngs = [plot(ctx, summary, impl, title, modes) for impl, title in impls]
@@ -155,16 +167,39 @@ def run(args):
     return 0
 
 
+def fmt_ns(v):
+    return "" if v is None else "%.1f" % v
+
+
+def same_mode(vals, cand, base):
+    """The repetitions whose candidate and baseline launches both ran in one mode of the VM
+    (c2c_mode): the median of their per-repetition ratios of OSU's statistic, how many, and
+    how many of those in the near mode. (None, 0, 0) when there are none."""
+    per, near = [], 0
+    for rep in {k[0] for k in vals}:
+        c, b = vals.get((rep, cand)), vals.get((rep, base))
+        if c is None or b is None or b[0] <= 0:
+            continue
+        mc, mb = c2c_mode(c[2], c[3]), c2c_mode(b[2], b[3])
+        if mc is not None and mc == mb:
+            per.append(c[0] / b[0])
+            near += mc == "near"
+    return (statistics.median(per) if per else None), len(per), near
+
+
 def summarize(ctx, raw, pairs, impls, modes):
     """[(impl, mode, size, cand, base, cand mean, base mean, ratio, lo, hi, cand median,
-    base median, median ratio)]: the ratio of OSU's statistic (the mean) with its
-    per-repetition range, and the ratio of the medians."""
+    base median, median ratio, same-mode ratio, its repetitions, those near)]: the ratio of
+    OSU's statistic (the mean) with its per-repetition range, the ratio of the medians, and
+    the ratio over the repetitions whose two launches ran in one mode of the VM (same_mode:
+    a 2-vCPU VM whose core-to-core latency moves between 40-80 and 230-250 ns moves every
+    small message's latency with it, for one launch and not the next)."""
     out = []
     sizes = sorted({r[3] for r in raw})
     for impl, _ in impls:
         for mode in modes:
             for size in sizes:
-                vals = {(r[0], r[4]): (r[5], r[6]) for r in raw
+                vals = {(r[0], r[4]): (r[5], r[6], r[7], r[8]) for r in raw
                         if r[1] == impl and r[2] == mode and r[3] == size}
                 for cand, base in pairs:
                     c = [v for (rep, n), v in vals.items() if n == cand.name]
@@ -180,11 +215,13 @@ def summarize(ctx, raw, pairs, impls, modes):
                     dc = statistics.median(v[1] for v in c)
                     db = statistics.median(v[1] for v in b)
                     out.append((impl, mode, size, cand.name, base.name, mc, mb, mc / mb,
-                                min(per), max(per), dc, db, dc / db if db > 0 else 0.0))
+                                min(per), max(per), dc, db, dc / db if db > 0 else 0.0) +
+                               same_mode(vals, cand.name, base.name))
     write_csv(ctx.path("summary.csv"), "impl,mode,bytes,candidate,baseline,candidate_mean,"
               "baseline_mean,ratio,ratio_min,ratio_max,candidate_median,baseline_median,"
-              "median_ratio",
-              [s[:5] + tuple("%.4f" % x for x in s[5:]) for s in out])
+              "median_ratio,same_mode_ratio,same_mode_reps,same_mode_near",
+              [s[:5] + tuple("%.4f" % x for x in s[5:13]) +
+               ("" if s[13] is None else "%.4f" % s[13], s[14], s[15]) for s in out])
     return out
 
 
@@ -210,18 +247,21 @@ def print_tables(summary, impls, reps, targets, link):
             "bibw-rot": "MB/s"}
     print("\nMPI point-to-point, 2 ranks, %s (OSU's statistic, the mean over iterations, as "
           "medians of %d alternating runs; ratio = candidate / baseline, [per-repetition "
-          "range]; the ratio of the medians over iterations next to it; latency lower is "
+          "range]; the ratio of the medians over iterations next to it; same mode: the "
+          "median ratio over the repetitions whose two launches ran in one core-to-core mode "
+          "of the VM, how many and how many of them near (< %.0f ns); latency lower is "
           "better, bandwidth higher; -rot: each receive of a window into its own buffer)"
-          % (link, reps))
+          % (link, reps, C2C_NEAR_NS))
     for impl, title in impls:
         print("\n%s" % title)
-        print("%-8s %8s %-9s %12s %12s %8s %15s %9s" % ("mode", "bytes", "pair", "candidate",
-                                                       "baseline", "ratio", "[range]",
-                                                       "median"))
+        print("%-8s %8s %-9s %12s %12s %8s %15s %9s %17s" % (
+            "mode", "bytes", "pair", "candidate", "baseline", "ratio", "[range]", "median",
+            "same mode (n/near)"))
         for s in summary:
             if s[0] == impl:
-                print("%-8s %8d %-9s %12.3f %12.3f %7.2fx %15s %8.2fx" % (
-                    s[1], s[2], s[3], s[5], s[6], s[7], "[%.2f-%.2f]" % (s[8], s[9]), s[12]))
+                print("%-8s %8d %-9s %12.3f %12.3f %7.2fx %15s %8.2fx %17s" % (
+                    s[1], s[2], s[3], s[5], s[6], s[7], "[%.2f-%.2f]" % (s[8], s[9]), s[12],
+                    "-" if s[13] is None else "%.2fx (%d/%d)" % (s[13], s[14], s[15])))
         print("(%s)" % ", ".join(sorted({unit[s[1]] + " " + s[1] for s in summary})))
     print("\ntargets (sizes meeting them):")
     for impl, cand, mode, op, lim, met, n, missed in targets:
