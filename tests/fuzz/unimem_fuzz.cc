@@ -205,6 +205,17 @@ struct Scene {
     size_t queued;
 };
 
+/* The ring the first LAND into it names must lie inside the area (unimem_rx_land_prefault),
+ * whatever the message said. */
+std::vector<uint8_t> *f_land_area;
+void f_land_new(uint8_t *ring, size_t len)
+{
+    if ((ring < f_land_area->data()) || (len > f_land_area->size()) ||
+        (ring + len > f_land_area->data() + f_land_area->size())) {
+        abort();
+    }
+}
+
 void f_deliver(void *arg, uint8_t am_id, void *data, uint32_t length)
 {
     Scene *s   = (Scene*)arg;
@@ -354,6 +365,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         s->slot_size   = unimem_land_slot_size(s->max_len);
         s->land.assign(unimem_land_area_size(rings, UNIMEMF_LAND_SLOTS, s->max_len), 0);
         unimem_rx_land(&s->rx, s->land.data(), rings, UNIMEMF_LAND_SLOTS);
+        /* the first LAND into rings 0 and 1 asks for their pages: inside the area always */
+        f_land_area = &s->land;
+        unimem_rx_land_prefault(&s->rx, 2, f_land_new);
         s->model->land(rings, UNIMEMF_LAND_SLOTS);
     }
     if (!s->direct) {

@@ -313,6 +313,46 @@ TEST(UnimemProtoLand, InterleavesWithFragmentsInTheSendersOrder)
     EXPECT_EQ(0u, r.stats.corrupt);
 }
 
+// unimem_rx_land_prefault: what the first LAND into each ring below the bound asked for
+static std::vector<std::pair<uint8_t*, size_t>> land_news;
+static void record_land_new(uint8_t *ring, size_t len)
+{
+    land_news.emplace_back(ring, len);
+}
+
+TEST(UnimemProtoLand, FirstLandIntoARingBelowTheBoundPrefaultsItOnce)
+{
+    auto d = pattern(100, 7);
+    unimem_msg_t m;
+    LandRx r(4, 4, 1000);
+    land_news.clear();
+    unimem_rx_land_prefault(&r.rx, 2, record_land_new);
+    unimem_proto_land(&m, 1, 1, 0, 100);        // a slot sender 1 never marked: dropped first
+    r.feed({m});
+    EXPECT_TRUE(land_news.empty()) << "a dropped LAND is not a ring's first use";
+    r.feed({r.land(1, 0, 0, d), r.land(1, 0, 1, d), r.land(1, 1, 3, d), r.land(1, 3, 0, d)});
+    ASSERT_EQ(2u, land_news.size()) << "senders 0 and 1, once each; 3 is beyond the bound";
+    EXPECT_EQ(r.slot(0, 0), land_news[0].first);
+    EXPECT_EQ(r.slot(1, 0), land_news[1].first) << "the ring's start, not the slot's";
+    EXPECT_EQ(4 * r.slot_size, land_news[1].second) << "the whole ring";
+    EXPECT_EQ(4u, r.got.size());
+    EXPECT_EQ(1u, r.stats.corrupt);
+
+    LandRx big(4, 2, 1000);                     // a bound beyond the rings: every ring
+    land_news.clear();
+    unimem_rx_land_prefault(&big.rx, 1000, record_land_new);
+    big.feed({big.land(1, 3, 1, d)});
+    ASSERT_EQ(1u, land_news.size());
+    EXPECT_EQ(big.slot(3, 0), land_news[0].first);
+
+    LandRx none(4, 2, 1000);                    // no callback: nothing, whatever the bound
+    land_news.clear();
+    unimem_rx_land_prefault(&none.rx, 4, NULL);
+    none.feed({none.land(1, 0, 0, d)});
+    EXPECT_TRUE(land_news.empty());
+    EXPECT_EQ(1u, none.got.size());
+}
+
 TEST(UnimemProtoLand, BadLandsAreDroppedAndCounted)
 {
     auto d = pattern(64, 5);

@@ -112,6 +112,21 @@ int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, voi
     return 0;
 }
 
+void ucx_ext_prefault(void *p, size_t len, int write)
+{
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
+    uintptr_t page  = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)p & ~(page - 1);
+    uintptr_t end   = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+
+    (void)madvise((void*)start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+#else
+    (void)p;
+    (void)len;
+    (void)write;
+#endif
+}
+
 int ucx_ext_process_vm(pid_t pid, struct iovec *local, size_t cnt, uint64_t remote_addr,
                        size_t len, int write)
 {

@@ -252,19 +252,8 @@ static void rdmach_shm_zero(const rdmach_shm_seg_t *seg, void *p, size_t len)
 
 void rdmach_shm_ring_prefault(const rdmach_shm_seg_t *seg, uint32_t id, int write)
 {
-#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
-    uintptr_t start = (uintptr_t)rdmach_shm_ring_slots(seg, id) & ~(RDMACH_PAGE - 1);
-    uintptr_t end   = rdmach_align((uintptr_t)rdmach_shm_ring_slots(seg, id) +
-                                   rdmach_geom_ring_bytes(rdmach_shm_ring_geom(seg, id)),
-                                   RDMACH_PAGE);
-
-    /* best effort: an older kernel (EINVAL) faults the pages in on first use instead */
-    (void)madvise((void*)start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
-#else
-    (void)seg;
-    (void)id;
-    (void)write;
-#endif
+    ucx_ext_prefault(rdmach_shm_ring_slots(seg, id),
+                     rdmach_geom_ring_bytes(rdmach_shm_ring_geom(seg, id)), write);
 }
 
 void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id)

@@ -35,6 +35,10 @@ static void uct_unimem_sender_land(uct_unimem_iface_t *iface, uct_unimem_sender_
     s->land_map = ucx_ext_xmem_attach(&desc);
     if (s->land_map != NULL) {
         s->land_ring = s->land_map + (size_t)s->id * s->land_slots * s->slot_size;
+        if (s->id < iface->land_prefault) {
+            /* its pages now, not one fault per page on the first lap (LAND_PREFAULT) */
+            ucx_ext_prefault(s->land_ring, (size_t)s->land_slots * s->slot_size, 1);
+        }
     }
 }
 

@@ -82,9 +82,12 @@ int unimem_rx_init(unimem_rx_t *rx, uint32_t max_senders, uint32_t max_len,
     if (rx->senders == NULL) {
         return -ENOMEM;
     }
-    rx->land        = NULL;
-    rx->land_rings  = 0;
-    rx->land_slots  = 0;
+    rx->land          = NULL;
+    rx->land_rings    = 0;
+    rx->land_slots    = 0;
+    rx->land_prefault = 0;
+    rx->land_seen     = 0;
+    rx->land_new      = NULL;
     rx->max_senders = max_senders;
     rx->max_len     = max_len;
     rx->stats       = stats;
@@ -113,6 +116,13 @@ void unimem_rx_land(unimem_rx_t *rx, uint8_t *area, uint32_t rings, uint32_t slo
     rx->land_rings     = (rings < rx->max_senders) ? rings : rx->max_senders;
     rx->land_slots     = slots;
     rx->land_slot_size = (uint32_t)unimem_land_slot_size(rx->max_len);
+}
+
+void unimem_rx_land_prefault(unimem_rx_t *rx, uint32_t rings, unimem_land_new_cb_t cb)
+{
+    rings             = (rings < rx->land_rings) ? rings : rx->land_rings;
+    rx->land_prefault = (cb == NULL) ? 0 : ((rings < 64) ? rings : 64);
+    rx->land_new      = cb;
 }
 
 static inline void unimem_rx_deliver(unimem_rx_t *rx, uint8_t am_id, void *data,
@@ -202,6 +212,11 @@ static void unimem_rx_landed(unimem_rx_t *rx, uint8_t type, uint8_t am_id,
     if (UNIMEM_UNLIKELY(__atomic_load_n(unimem_land_busy(slot), __ATOMIC_ACQUIRE) != 1)) {
         rx->stats->corrupt++;
         return;
+    }
+    if (UNIMEM_UNLIKELY((sender < rx->land_prefault) && !((rx->land_seen >> sender) & 1))) {
+        rx->land_seen |= 1ull << sender;
+        rx->land_new(rx->land + (size_t)sender * rx->land_slots * rx->land_slot_size,
+                     (size_t)rx->land_slots * rx->land_slot_size);
     }
     rx->stats->land++;
     if (type == UNIMEM_PROTO_LANDI) {

@@ -146,6 +146,10 @@ typedef struct unimem_rx_stats {
 /* Delivery of a whole active message; data is valid only during the call. */
 typedef void (*unimem_am_cb_t)(void *arg, uint8_t am_id, void *data, uint32_t length);
 
+/* The first LAND into a sender's ring (below unimem_rx_land_prefault's bound): the receiver
+ * may make the ring's len bytes at ring resident now (ucx_ext_prefault). */
+typedef void (*unimem_land_new_cb_t)(uint8_t *ring, size_t len);
+
 typedef struct unimem_reasm {
     uint8_t  *buf;       /* max_len bytes, allocated at the sender's first FIRST */
     uint32_t total, got;
@@ -158,6 +162,9 @@ typedef struct unimem_rx {
     uint32_t          land_rings;      /* senders 0..land_rings-1 have a ring */
     uint32_t          land_slots;      /* slots per sender */
     uint32_t          land_slot_size;  /* unimem_land_slot_size(max_len) */
+    uint32_t          land_prefault;   /* rings 0..land_prefault-1 get land_new, once */
+    uint64_t          land_seen;       /* of those, the rings whose first LAND came */
+    unimem_land_new_cb_t land_new;
     uint8_t           landi[UNIMEM_LANDI_MAX];   /* a LANDI's two parts, joined */
     uint32_t          max_senders;
     uint32_t          max_len;
@@ -175,6 +182,12 @@ void unimem_rx_cleanup(unimem_rx_t *rx);
  * of slots (1..256) slots of unimem_land_slot_size(max_len) bytes each, sender s's ring at
  * s * slots * slot size. The memory stays the caller's. */
 void unimem_rx_land(unimem_rx_t *rx, uint8_t *area, uint32_t rings, uint32_t slots);
+
+/* The first LAND into each of the rings of senders 0..rings-1 (at most 64) calls cb first:
+ * a ring's pages would otherwise be faulted in one by one over its first lap, one fault per
+ * page at each end, in the messages' time. A bound, since a ring is slots x slot size bytes
+ * (2 MiB by default) that then stay resident. */
+void unimem_rx_land_prefault(unimem_rx_t *rx, uint32_t rings, unimem_land_new_cb_t cb);
 
 /* Bytes of the landing area unimem_rx_land expects. */
 static inline size_t unimem_land_area_size(uint32_t max_senders, uint32_t slots,

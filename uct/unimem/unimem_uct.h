@@ -15,6 +15,7 @@
 #include "ucx_ext_md.h"
 #include "ucx_ext_ops.h"
 #include "ucx_ext_sm.h"
+#include "ucx_ext_sys.h"
 #include "ucx_ext_xmem.h"
 
 #include <ucs/datastruct/mpool.h>
@@ -111,6 +112,7 @@ typedef struct uct_unimem_iface_config {
     unsigned              zdma_queue;
     unsigned              land_slots;
     unsigned              land_senders;
+    unsigned              land_prefault;
 } uct_unimem_iface_config_t;
 
 /* A posted zDMA transfer whose completion is not known yet (not with the emulation, whose
@@ -141,6 +143,7 @@ typedef struct uct_unimem_iface {
     ucx_ext_xmem_desc_t    land_desc;      /* the landing area peers store into: rx.land
                                             * (NULL: none), rx.land_rings, rx.land_slots */
     unsigned               am_max_short;
+    unsigned               land_prefault;  /* LAND_PREFAULT: our rings at peers, too */
     ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
     ucs_mpool_t            stash_mp;       /* stash buffers (seg_size), taken while an ep
                                             * is stashed: memory follows the eps stashed at
