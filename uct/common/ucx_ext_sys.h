@@ -42,15 +42,15 @@ int ucx_ext_seg_attach(pid_t pid, int fd, size_t min_size, void **base_p, size_t
 int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, void **base_p,
                            size_t *size_p);
 
-/* Reads (write == 0) or writes len bytes at remote_addr in process pid from/to the local
- * iovec list, which it advances. 0, or -errno (-EFAULT for a transfer that made no progress,
- * -EINVAL if the local list is shorter than len). */
 /* Makes the pages of [p, p + len) resident in this process now (write: for writing, which
  * also allocates a shared file's missing pages), so that a ring's first lap does not take a
  * page fault per page on the message path. Best effort: a kernel before 5.14 (no
  * MADV_POPULATE_*) faults them in on first use instead. */
 void ucx_ext_prefault(void *p, size_t len, int write);
 
+/* Reads (write == 0) or writes len bytes at remote_addr in process pid from/to the local
+ * iovec list, which it advances. 0, or -errno (-EFAULT for a transfer that made no progress,
+ * -EINVAL if the local list is shorter than len). */
 int ucx_ext_process_vm(pid_t pid, struct iovec *local, size_t cnt, uint64_t remote_addr,
                        size_t len, int write);
 

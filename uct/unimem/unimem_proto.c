@@ -88,11 +88,11 @@ int unimem_rx_init(unimem_rx_t *rx, uint32_t max_senders, uint32_t max_len,
     rx->land_prefault = 0;
     rx->land_seen     = 0;
     rx->land_new      = NULL;
-    rx->max_senders = max_senders;
-    rx->max_len     = max_len;
-    rx->stats       = stats;
-    rx->cb          = cb;
-    rx->arg         = arg;
+    rx->max_senders   = max_senders;
+    rx->max_len       = max_len;
+    rx->stats         = stats;
+    rx->cb            = cb;
+    rx->arg           = arg;
     return 0;
 }
 
