@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -290,6 +291,7 @@ def cpu_model():
 # Core-to-core figures below this are the VM's near mode (vCPUs that share a cache: 40-80 ns
 # measured), at or above it the far mode (230-250 ns).
 C2C_NEAR_NS = 150.0
+C2C_BURSTS = 5     # the core-to-core probe either side of every launch: 10-50 ms
 
 
 def core_to_core_ns(build, bursts=None):
@@ -314,6 +316,15 @@ def c2c_mode(before, after):
         return None
     near = (before < C2C_NEAR_NS, after < C2C_NEAR_NS)
     return "near" if all(near) else ("far" if not any(near) else None)
+
+
+def same_mode_ratio(per_rep):
+    """per_rep: (ratio, candidate's mode, baseline's mode) of each repetition (c2c_mode). The
+    median ratio over the repetitions whose two launches both ran in one mode, how many there
+    were, and how many of those in the near mode; (None, 0, 0) when there are none."""
+    same = [(r, mc) for r, mc, mb in per_rep if mc is not None and mc == mb]
+    return ((statistics.median(r for r, _ in same) if same else None), len(same),
+            sum(1 for _, m in same if m == "near"))
 
 
 class Ctx:

@@ -107,34 +107,42 @@ def print_checks(targets, meta, width=42):
 
 class Targets:
     """Target checks: ratio of a measured value to a baseline against a goal, printed as
-    PASS/MISS and written to targets.csv. with_aim adds the 'aim' column."""
+    PASS/MISS and written to targets.csv. with_aim adds the 'aim' column; with_same the ratio
+    over the repetitions whose two runs ran in one core-to-core mode of the VM
+    (Recorder.same_mode), with how many there were: PASS/MISS stays the median's."""
 
-    def __init__(self, with_aim=False, name_width=26):
+    def __init__(self, with_aim=False, name_width=26, with_same=False):
         self.rows, self.with_aim, self.name_width = [], with_aim, name_width
+        self.with_same = with_same
 
-    def add(self, name, base_name, value, base, goal, lower, aim=None):
+    def add(self, name, base_name, value, base, goal, lower, aim=None, same=None):
         goal_s = ("<=" if lower else ">=") + "%.1fx" % goal
         aim_s = [("%.1fx" % aim) if aim else ""] if self.with_aim else []
+        same_s = ([("%.2fx (%d)" % same[:2]) if same and same[0] is not None else ""]
+                  if self.with_same else [])
         if value is None or not base:
-            self.rows.append([name, base_name, "-", goal_s] + aim_s + ["n/a"])
+            self.rows.append([name, base_name, "-", goal_s] + aim_s + ["n/a"] + same_s)
             return
         r = value / base
         ok = r <= goal if lower else r >= goal
         self.rows.append([name, base_name, "%.2fx" % r, goal_s] + aim_s +
-                         ["PASS" if ok else "MISS"])
+                         ["PASS" if ok else "MISS"] + same_s)
 
     def write(self, ctx, title):
         """Prints the table under title and writes targets.csv (and meta.json's 'targets')."""
-        fmt = "%%-%ds %%-24s %%9s %%8s %%6s" % self.name_width + (" %6s" if self.with_aim else "")
+        fmt = ("%%-%ds %%-24s %%9s %%8s %%6s" % self.name_width + (" %6s" if self.with_aim else "")
+               + ("  %s" if self.with_same else ""))
         print("\n" + title)
         print(fmt % (("target", "baseline", "measured", "goal") +
-                     (("aim",) if self.with_aim else ()) + ("result",)))
+                     (("aim",) if self.with_aim else ()) + ("result",) +
+                     (("same mode (reps)",) if self.with_same else ())))
         for r in self.rows:
             print(fmt % tuple(r))
         with open(ctx.path("targets.csv"), "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["target", "baseline", "ratio", "goal"] +
-                       (["aim"] if self.with_aim else []) + ["result"])
+                       (["aim"] if self.with_aim else []) + ["result"] +
+                       (["same_mode"] if self.with_same else []))
             w.writerows(self.rows)
         ctx.meta["targets"] = self.rows
 

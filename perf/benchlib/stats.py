@@ -7,6 +7,7 @@ import statistics
 import time
 
 from . import fmt_size, fmt_val
+from .env import C2C_BURSTS, c2c_mode, core_to_core_ns, same_mode_ratio
 from .proc import MeasureError, log
 
 
@@ -119,6 +120,25 @@ class Recorder:
         return [r["value"] for r in self.rows if r["section"] == section and
                 r["size"] == size and r["transport"] == transport and r["metric"] == metric]
 
+    def mode(self, section, size, transport, rep):
+        """The VM's core-to-core mode over that run (c2c_mode of its probes), or None."""
+        probe = {r["metric"]: r["value"] for r in self.rows
+                 if r["section"] == section and r["size"] == size and
+                 r["transport"] == transport and r["rep"] == rep and
+                 r["metric"] in ("c2c_before_ns", "c2c_after_ns")}
+        return c2c_mode(probe.get("c2c_before_ns"), probe.get("c2c_after_ns"))
+
+    def same_mode(self, section, size, metric, cand, base):
+        """same_mode_ratio of cand / base in metric over the repetitions whose two runs both
+        ran in one core-to-core mode of the VM: (median ratio or None, how many, near)."""
+        val = {(r["rep"], r["transport"]): r["value"] for r in self.rows
+               if r["section"] == section and r["size"] == size and r["metric"] == metric}
+        return same_mode_ratio([
+            (val[(rep, cand)] / val[(rep, base)], self.mode(section, size, cand, rep),
+             self.mode(section, size, base, rep))
+            for rep in sorted({k[0] for k in val})
+            if (rep, cand) in val and val.get((rep, base))])
+
     def sizes(self, section):
         return sorted(set(r["size"] for r in self.rows if r["section"] == section))
 
@@ -152,31 +172,39 @@ def campaign(ctx, rec, items, reps, args, header, extra_metrics=(), describe=Non
     `metrics` is shown on the progress line, extra_metrics are recorded when present and
     describe(result) may add to the line), or, when metrics is None, {size: {metric: value}}
     for a run that covers all sizes at once (its item's size 0 stands for 'all'). Each run is
-    recorded with its CPU contention; a MeasureError is recorded and the campaign goes on.
-    header: the first progress line; '{total}' in it becomes the number of measurements."""
+    recorded with its CPU contention and the VM's core-to-core latency just before and after it
+    (c2c_before_ns, c2c_after_ns: Recorder.same_mode); a MeasureError is recorded and the
+    campaign goes on. header: the first progress line; '{total}' in it becomes the number of
+    measurements."""
     label = label or (lambda t: t.name)
     total = sum(len(it[2]) for it in items) * reps
     done = 0
     log(header.replace("{total}", str(total)))
+    c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
     for rep in range(reps):
         for k, (sec, size, ts, runner, metrics) in enumerate(items):
             summary = []
             for t in rotated(ts, rep + k):
                 done += 1
-                t_start = time.time()
+                t_start, c2c_before = time.time(), c2c
                 try:
                     res, stall, tries = measured(lambda: runner(t, size), args.retry_contended,
                                                  args.max_stall)
                 except MeasureError as e:
+                    c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
                     rec.errors.append("%s %s %s rep%d: %s" % (sec, fmt_size(size), t.name, rep, e))
                     log("bench: FAILED %s %s %s: %s" % (sec, fmt_size(size), t.name, e))
                     summary.append("%s=FAIL" % label(t))
                     continue
                 mark = flag_stall(stall, tries, args.max_stall)
+                c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
+                probes = (("c2c_before_ns", c2c_before), ("c2c_after_ns", c2c))
                 if metrics:  # one size
                     for m in list(metrics) + [m for m in extra_metrics if m in res]:
                         rec.add(sec, size, t.name, rep, m, res[m])
                     rec.add(sec, size, t.name, rep, "cpu_stall", stall)
+                    for m, v in probes:
+                        rec.add(sec, size, t.name, rep, m, v)
                     summary.append("%s=%s%s%s" % (label(t), fmt_val(res[metrics[0]]),
                                                   describe(res) if describe else "", mark))
                 else:  # all sizes of one run
@@ -184,6 +212,8 @@ def campaign(ctx, rec, items, reps, args, header, extra_metrics=(), describe=Non
                         for m, v in d.items():
                             rec.add(sec, z, t.name, rep, m, v)
                         rec.add(sec, z, t.name, rep, "cpu_stall", stall)
+                        for m, v in probes:
+                            rec.add(sec, z, t.name, rep, m, v)
                     summary.append("%s ok %.1fs%s" % (label(t), time.time() - t_start, mark))
             log("  [%3d/%d rep %d %4.0fs] %-*s %-8s %s" % (
                 done, total, rep + 1, time.time() - ctx.t0, sec_width, sec,

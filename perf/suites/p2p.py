@@ -31,7 +31,7 @@ import time
 
 import counters
 
-from benchlib.env import C2C_NEAR_NS, Ctx, c2c_mode, core_to_core_ns
+from benchlib.env import C2C_BURSTS, C2C_NEAR_NS, Ctx, c2c_mode, core_to_core_ns, same_mode_ratio
 from benchlib.mpi import HOSTS_SH, hosts_launch, mpi_run_carried, p2p_args, parse_csv_rows, pinned
 from benchlib.pairs import PAIRS, transports
 from benchlib.plots import pyplot, save
@@ -47,7 +47,6 @@ SIZES = "8,64,512,2K,4K,16K,32K,64K,256K,1M,4M"
 # (candidate, mode) -> (op, limit) of the issue's targets
 IMPLS = [("mpich", "MPICH 4.0.2 ch4:ucx"), ("openmpi", "Open MPI 4.1.4 pml ucx")]
 VETH_NET = "10.213.9"
-C2C_BURSTS = 5     # the core-to-core probe either side of every launch: 10-50 ms
 TARGETS = {("ud_zcopy", "lat"): ("<=", 0.9), ("ud_zcopy", "bw"): (">=", 1.0),
            ("unimem", "lat"): ("<=", 1.0), ("rdmach", "lat"): ("<=", 0.9),
            ("rdmach", "bw"): (">=", 1.1)}
@@ -173,18 +172,14 @@ def fmt_ns(v):
 
 def same_mode(vals, cand, base):
     """The repetitions whose candidate and baseline launches both ran in one mode of the VM
-    (c2c_mode): the median of their per-repetition ratios of OSU's statistic, how many, and
-    how many of those in the near mode. (None, 0, 0) when there are none."""
-    per, near = [], 0
+    (same_mode_ratio): the median of their per-repetition ratios of OSU's statistic, how many,
+    and how many of those in the near mode."""
+    per = []
     for rep in {k[0] for k in vals}:
         c, b = vals.get((rep, cand)), vals.get((rep, base))
-        if c is None or b is None or b[0] <= 0:
-            continue
-        mc, mb = c2c_mode(c[2], c[3]), c2c_mode(b[2], b[3])
-        if mc is not None and mc == mb:
-            per.append(c[0] / b[0])
-            near += mc == "near"
-    return (statistics.median(per) if per else None), len(per), near
+        if c is not None and b is not None and b[0] > 0:
+            per.append((c[0] / b[0], c2c_mode(c[2], c[3]), c2c_mode(b[2], b[3])))
+    return same_mode_ratio(per)
 
 
 def summarize(ctx, raw, pairs, impls, modes):
