@@ -179,7 +179,7 @@ def run(args):
     med = summarize(rec, secs, names, cand.name, base.name, ctx.path("summary.csv"))
     if "mem" not in skip:
         epmem.report(ctx, rec, mem_names)
-    targets(ctx, med, cand.name, base.name)
+    targets(ctx, rec, med, cand.name, base.name)
     report_contention(ctx, rec, set(s.key for s in secs))
     return close(ctx, rec, ["raw.csv", "summary.csv", "targets.csv", "memory.csv", "meta.json"],
                  plot(ctx, rec, names, cand.name, mem_names))
@@ -217,12 +217,14 @@ def sections():
     ]
 
 
-def targets(ctx, med, c, ref):
-    t = Targets()
+def targets(ctx, rec, med, c, ref):
+    t = Targets(with_same=True)
     for where, lat, bw in (("loopback", "lo_tag_lat", "lo_tag_bw"),
                            ("veth", "veth_tag_lat", "veth_tag_bw")):
+        # the 8 B latency with the ratio over the runs in one core-to-core mode of the VM
         t.add("%s tag 8 B latency" % where, ref, med.get((lat, "lat_us", 8, c)),
-              med.get((lat, "lat_us", 8, ref)), 1.0, True)
+              med.get((lat, "lat_us", 8, ref)), 1.0, True,
+              same=rec.same_mode(lat, 8, "lat_us", c, ref))
         for z in sorted(set(k[2] for k in med if k[0] == bw and k[2] >= 64 * KiB)):
             t.add("%s tag bw %s" % (where, fmt_size(z)), ref, med.get((bw, "bw_MBps", z, c)),
                   med.get((bw, "bw_MBps", z, ref)), 1.0, False)
