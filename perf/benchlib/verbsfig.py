@@ -9,7 +9,7 @@ from . import fmt_size
 from .mpi import find_rotbuf, mpi_run
 from .perftest import perftest
 from .proc import MeasureError, log
-from .stats import rotated
+from .stats import paired, rotated
 
 MPI_KINDS = {"mpi": ("mpich", "mpich"), "ompi": ("openmpi", "ompi")}   # launch --impl, suffix
 OSC_RUNS = {}   # (rep, kind, transport) -> mpi_osc's rows by op
@@ -105,3 +105,35 @@ def campaign(ctx, tag, figures, who, reps, measure):
         for rep, i, name, v in raw:
             w.writerow([rep] + list(figures[i][:3]) + [name, v])
     return raw
+
+
+def paired_table(raw, reps, figures, ours, refs):
+    """The summary of a verbs-port suite: per figure (kind, test, size, _) the medians of ours
+    and of each built-in in refs and the ratio to each with the spread of the per-repetition
+    ratios, printed as a table. Returns (csv header, rows, missing): missing names each figure
+    ("kind test size") left without a value of ours or without a ratio to any built-in; a
+    built-in failing one figure alone (1.22's rc_verbs at 64 peers) leaves its cells empty
+    and is not counted."""
+    header = (["kind", "test", "size", "unit", ours] + list(refs) + ["ratio_" + r for r in refs]
+              + ["ratio_%s_%s" % (r, m) for r in refs for m in ("min", "max")])
+    rows, missing = [], []
+    print("\n%-4s %-12s %6s %-5s %10s " % ("", "test", "size", "unit", ours) +
+          " ".join("%10s" % r for r in refs) + " " +
+          " ".join("%20s" % ("/%s [spread]" % r) for r in refs))
+    for i, (kind, test, size, _) in enumerate(figures):
+        med, got = paired(raw, i, reps, ours, refs)
+        if med[ours] is None or all(got[r] is None for r in refs):
+            print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
+            missing.append("%s %s %s" % (kind, test, fmt_size(size)))
+            continue
+        unit = "MB/s" if is_bw(test) else "us"
+        print("%-4s %-12s %6s %-5s " % (kind, test, fmt_size(size), unit) +
+              " ".join("%10.2f" % med[n] if med[n] is not None else "%10s" % "-"
+                       for n in (ours,) + tuple(refs)) + " " +
+              " ".join("%10s [%.2f-%.2f]" % ("%.2fx" % got[r][0], got[r][1], got[r][2])
+                       if got[r] else "%20s" % "-" for r in refs))
+        rows.append([kind, test, size, unit] +
+                    ["%.3f" % med[n] if med[n] is not None else "" for n in (ours,) + tuple(refs)]
+                    + ["%.3f" % got[r][0] if got[r] else "" for r in refs]
+                    + ["%.3f" % got[r][k] if got[r] else "" for r in refs for k in (1, 2)])
+    return header, rows, missing

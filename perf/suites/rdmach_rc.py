@@ -32,8 +32,7 @@ from benchlib import fmt_size
 from benchlib.env import build_dir, Ctx, Transport
 from benchlib.guest import run_in_guest
 from benchlib.plots import pyplot, save
-from benchlib.stats import paired
-from benchlib.verbsfig import campaign, is_bw, one
+from benchlib.verbsfig import campaign, one, paired_table
 
 NAME = "rdmach-rc"
 HELP = "rdmach's RC verbs wire vs rc_verbs on a verbs port (Soft-RoCE in the verbs tier's guest)"
@@ -97,11 +96,10 @@ def run(args):
     raw = campaign(ctx, "rdmach-rc", figures, who, reps,
                    lambda t, rep, kind, test, size, extra:
                    one(ctx, t, kind, test, size, extra, args.quick, args.timeout, rep))
-    rows, missing = summarize(raw, reps, figures)
+    header, rows, missing = paired_table(raw, reps, figures, "rdmach", ("rc_verbs",))
     with open(ctx.path("summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["kind", "test", "size", "unit", "rdmach", "rc_verbs", "ratio", "ratio_min",
-                    "ratio_max"])
+        w.writerow(header)
         w.writerows(rows)
     plot(ctx, rows)
     for m in missing:
@@ -111,27 +109,6 @@ def run(args):
     # a figure with no value fails the run: a parse error once left every one-sided row out
     # of several runs that all exited 0
     return 1 if missing else 0
-
-
-def summarize(raw, reps, figures):
-    """The table's rows, and the figures left without a ratio (each "kind test size")."""
-    rows, missing = [], []
-    print("\n%-4s %-12s %6s %-5s %10s %10s %22s" % ("", "test", "size", "unit", "rdmach",
-                                                   "rc_verbs", "rdmach/rc_verbs [spread]"))
-    for i, (kind, test, size, _) in enumerate(figures):
-        med, ratio = paired(raw, i, reps, "rdmach", ("rc_verbs",))
-        if ratio["rc_verbs"] is None:
-            print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
-            missing.append("%s %s %s" % (kind, test, fmt_size(size)))
-            continue
-        unit = "MB/s" if is_bw(test) else "us"
-        mo, mb = med["rdmach"], med["rc_verbs"]
-        r, lo, hi = ratio["rc_verbs"]
-        rows.append([kind, test, size, unit, "%.3f" % mo, "%.3f" % mb, "%.3f" % r,
-                     "%.3f" % lo, "%.3f" % hi])
-        print("%-4s %-12s %6s %-5s %10.2f %10.2f %8.2fx [%.2f-%.2f]" % (
-            kind, test, fmt_size(size), unit, mo, mb, r, lo, hi))
-    return rows, missing
 
 
 def plot(ctx, rows):

@@ -42,8 +42,8 @@ from benchlib.env import build_dir, Ctx, Transport
 from benchlib.guest import run_in_guest
 from benchlib.plots import pyplot, save
 from benchlib.proc import MeasureError, log, run as run_cmd, spawn, stop
-from benchlib.stats import Recorder, paired
-from benchlib.verbsfig import MPI_KINDS, campaign, is_bw, one
+from benchlib.stats import Recorder
+from benchlib.verbsfig import MPI_KINDS, campaign, one, paired_table
 
 NAME = "udz-ud"
 HELP = "ud_zcopy's UD verbs wire vs ud_verbs and rc_verbs on a verbs port (Soft-RoCE, guest)"
@@ -140,13 +140,11 @@ def run(args):
             raise MeasureError("NOT COUNTED: " + bad)
         return v
     raw = campaign(ctx, "udz-ud", FIGURES, who, reps, measure)
-    rows, missing = summarize(raw, reps)
+    header, rows, missing = paired_table(raw, reps, FIGURES, OURS, REFS)
     errors += ["no value: " + m for m in missing]
     with open(ctx.path("summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["kind", "test", "size", "unit", OURS] + list(REFS) +
-                   ["ratio_" + r for r in REFS] +
-                   ["ratio_%s_%s" % (r, m) for r in REFS for m in ("min", "max")])
+        w.writerow(header)
         w.writerows(rows)
     plot(ctx, rows)
     ceiling(ctx, reps, args.quick)
@@ -225,43 +223,6 @@ def ceiling(ctx, reps, quick):
                   mtu, statistics.median(vals["ud_send_mtu"]),
                   statistics.median(vals["rc_read_1m"]),
                   statistics.median(ratios), min(ratios), max(ratios)))
-
-
-def summarize(raw, reps):
-    """The table's rows, and the figures left without a value of ud_zcopy's or without a ratio
-    to any built-in (each "kind test size"); a stock transport failing one figure alone (1.22's
-    rc_verbs at 64 peers) leaves its column empty and is not counted."""
-    rows, missing = [], []
-    print("\n%-4s %-12s %6s %-5s %10s %10s %10s %20s %20s" % (
-        "", "test", "size", "unit", OURS, REFS[0], REFS[1], "/ud_verbs [spread]",
-        "/rc_verbs [spread]"))
-    for i, (kind, test, size, _) in enumerate(FIGURES):
-        med, ratio = paired(raw, i, reps, OURS, REFS)
-        spread = {ref: (ratio[ref][1], ratio[ref][2]) if ratio[ref] else (None, None)
-                  for ref in REFS}
-        ratio = {ref: ratio[ref][0] if ratio[ref] else None for ref in REFS}
-        if med[OURS] is None or all(ratio[ref] is None for ref in REFS):
-            print("%-4s %-12s %6s  (missing)" % (kind, test, fmt_size(size)))
-            missing.append("%s %s %s" % (kind, test, fmt_size(size)))
-            continue
-        unit = "MB/s" if is_bw(test) else "us"
-
-        def f(v, w=10):
-            return ("%*.2f" % (w, v)) if v is not None else "%*s" % (w, "-")
-
-        def r(ref):
-            if ratio[ref] is None:
-                return "%20s" % "-"
-            return "%10s [%.2f-%.2f]" % ("%.2fx" % ratio[ref], spread[ref][0], spread[ref][1])
-        print("%-4s %-12s %6s %-5s %s %s %s %s %s" % (
-            kind, test, fmt_size(size), unit, f(med[OURS]), f(med[REFS[0]]), f(med[REFS[1]]),
-            r(REFS[0]), r(REFS[1])))
-        rows.append([kind, test, size, unit] +
-                    ["%.3f" % med[n] if med[n] is not None else "" for n in (OURS,) + REFS] +
-                    ["%.3f" % ratio[x] if ratio[x] is not None else "" for x in REFS] +
-                    ["%.3f" % spread[x][k] if spread[x][k] is not None else ""
-                     for x in REFS for k in (0, 1)])
-    return rows, missing
 
 
 def plot(ctx, rows):
