@@ -3,13 +3,15 @@ Panda, OFA 2007), MPI over two Soft-RoCE "hosts" in the verbs tier's qemu guest.
 
 perf/mpi_m2m runs 2P ranks: ranks [0,P) are host A on rxe0 (veth0, 10.0.0.1), [P,2P) host B on
 rxe1 (veth1, 10.0.0.2), so every A<->B message really crosses the veth pair; every A rank sends
-a window of 64 messages to every B rank (P*P pairs) per iteration. Four transports alternate in
+a window of 64 messages to every B rank (P*P pairs) per iteration. Five transports alternate in
 every repetition, each in its own MPI launch covering all sizes:
 
   rdmach          UCX_TLS=rdmach,ud_zcopy:aux,self   the project's RC verbs wire (preloaded)
   rc_verbs        UCX_TLS=rc_verbs,ud_verbs:aux,self stock UCX: the reference of the ratios
   ud_zcopy/udp    UCX_TLS=ud_zcopy,self on veth0 / veth1: the project's datagram transport on
-                  its UDP wire (its InfiniBand UD wire has its own suite: perf/bench udz-ud)
+                  its UDP wire
+  ud_zcopy/ud     UCX_TLS=ud_zcopy,self on rxe0:1 / rxe1:1: the same transport on its
+                  InfiniBand UD wire (perf/bench udz-ud has its one-pair figures)
   ud_verbs        UCX_TLS=ud_verbs,self              stock UCX's UD on the rxe ports
 
 UCX_SHM_DEVICES= (empty: no shared-memory device) everywhere, so that nothing can fall back to
@@ -61,11 +63,12 @@ CONFIGS = {
     "rdmach": ("rdmach,ud_zcopy:aux", True, ("rxe0:1,lo", "rxe1:1,lo"), True),
     "rc_verbs": ("rc_verbs,ud_verbs:aux", False, ("rxe0:1", "rxe1:1"), True),
     "ud_zcopy/udp": ("ud_zcopy", True, ("veth0", "veth1"), False),
+    "ud_zcopy/ud": ("ud_zcopy", True, ("rxe0:1", "rxe1:1"), True),
     "ud_verbs": ("ud_verbs", False, ("rxe0:1", "rxe1:1"), True),
 }
 ORDER = list(CONFIGS)
 COLORS = {"rdmach": "tab:red", "rc_verbs": "tab:blue", "ud_zcopy/udp": "tab:orange",
-          "ud_verbs": "tab:green"}
+          "ud_zcopy/ud": "tab:purple", "ud_verbs": "tab:green"}
 IMPLS = {"mpich": ["mpich"], "openmpi": ["openmpi"], "both": ["mpich", "openmpi"]}
 
 
@@ -310,12 +313,12 @@ def summarize(ctx, rec, impls, names, args, reps):
     rows = []
     for impl in impls:
         print("\n%s, %d ranks per host (%d pairs), %s, window %d: aggregate MB/s, medians of %d "
-              "(higher is better); x/rc_verbs = ratio of medians [per-repetition extremes]" % (
+              "(higher is better); x vs rc_verbs = ratio of medians [per-repetition extremes]" % (
                   "MPICH 4.0.2" if impl == "mpich" else "Open MPI 4.1.4", args.ppn,
                   args.ppn ** 2, "bidirectional" if args.bidir else "A->B", args.window, reps))
         others = [n for n in names if n != REF]
         print("%-8s" % "size" + "".join("%14s" % n for n in names) +
-              "".join("%26s" % ("%s/%s" % (n.split("/")[0], REF)) for n in others
+              "".join("%26s" % ("%s vs %s" % (n, REF)) for n in others
                       if REF in names))
         for z in args.size_list:
             per = {n: {r["rep"]: r["value"] for r in rec.rows if r["section"] == impl and
