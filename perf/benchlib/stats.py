@@ -191,13 +191,13 @@ def campaign(ctx, rec, items, reps, args, header, extra_metrics=(), describe=Non
                     res, stall, tries = measured(lambda: runner(t, size), args.retry_contended,
                                                  args.max_stall)
                 except MeasureError as e:
-                    c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
                     rec.errors.append("%s %s %s rep%d: %s" % (sec, fmt_size(size), t.name, rep, e))
                     log("bench: FAILED %s %s %s: %s" % (sec, fmt_size(size), t.name, e))
                     summary.append("%s=FAIL" % label(t))
                     continue
+                finally:
+                    c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
                 mark = flag_stall(stall, tries, args.max_stall)
-                c2c = core_to_core_ns(ctx.build, C2C_BURSTS)
                 probes = (("c2c_before_ns", c2c_before), ("c2c_after_ns", c2c))
                 if metrics:  # one size
                     for m in list(metrics) + [m for m in extra_metrics if m in res]:
