@@ -105,10 +105,15 @@ struct Done {
     }
 };
 
+int may_read_all(void *, uint64_t, uint64_t) { return 1; }
+
 struct Wire {
+    // stage_max: staged gets up to that size (rdmach_shm.h), every range ours to stage
     explicit Wire(uint32_t max_rings = 4, uint32_t max_peers = 8, uint64_t uuid = 0x5eed,
-                  uint32_t large_rings = 0)
+                  uint32_t large_rings = 0, size_t stage_max = 0)
     {
+        params.stage_max = stage_max;
+        params.may_read  = may_read_all;
         EXPECT_EQ(nullptr, rdmach_geom_init(&params.geom, 256, 64, 4096, 0.25));
         EXPECT_EQ(nullptr, rdmach_geom_init(&params.geom_large, 256, 256, 4096, 0.25));
         params.large_rings = large_rings;
@@ -577,6 +582,11 @@ namespace {
 
 int any_peer(void *, pid_t, uint64_t) { return 1; }
 int no_peer(void *, pid_t, uint64_t) { return 0; }
+int may_read_any(void *, uint64_t, uint64_t) { return 1; }
+int may_read_none(void *, uint64_t, uint64_t) { return 0; }
+
+const rdmach_shm_helper_t kAnyPeer = {any_peer, may_read_any, nullptr, nullptr};
+const rdmach_shm_helper_t kNoPeer  = {no_peer, may_read_any, nullptr, nullptr};
 
 struct Desk {
     Desk()
@@ -625,7 +635,7 @@ TEST(RdmachShmCopy, AnOwnerThatPollsTakesChunks)
     std::atomic<unsigned> helped{0};
     std::thread owner([&] {
         while (!stop.load()) {
-            helped += rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr);
+            helped += rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0);
         }
     });
 
@@ -651,7 +661,7 @@ TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
     std::atomic<unsigned> helped{0}, bad{0};
     std::thread owner([&] {
         while (!stop.load()) {
-            helped += rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr);
+            helped += rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0);
         }
     });
     auto reader = [&](uint8_t seed) {
@@ -773,36 +783,36 @@ TEST(RdmachShmCopy, TheOwnerIgnoresCorruptJobsAndStrangers)
     job->to_req     = 1;
     job->claim      = 5ull << 32;
     d.owner.own.hdr->copy_active = 1u << 3;
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, no_peer, nullptr));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kNoPeer, 0));
     EXPECT_EQ(5ull << 32, job->claim) << "nothing claimed";
 
     // scribbled fields: too many chunks, a length beyond them, a closed job, a bad pid
     job->nchunks = RDMACH_SHM_COPY_CHUNKS + 1;
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
     job->nchunks = 2;
     job->chunk   = 1ull << 63;   // chunk * nchunks would wrap
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
     job->chunk   = sizeof(src);
     job->nchunks = 1;
     job->len     = 2 * sizeof(src);
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
     job->len     = sizeof(src);
     job->claim   = (5ull << 32) | RDMACH_SHM_COPY_CLOSED;
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
     job->claim   = 5ull << 32;
     job->pid     = -1;
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
     // an active bit beyond the desk
     d.owner.own.hdr->copy_active = 1u << 31;
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
 
     // and a sound one is copied, and counted done
     job->pid = getpid();
     d.owner.own.hdr->copy_active = 1u << 3;
-    EXPECT_EQ(1u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr));
+    EXPECT_EQ(1u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
     EXPECT_STREQ("x", dst);
     EXPECT_EQ(1ull, job->done);
-    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, any_peer, nullptr)) << "all taken";
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0)) << "all taken";
 
     // a reader that died with its job on the desk: reap gives its slot back, no other (not
     // another process's, nor another iface's of the same process)
@@ -878,7 +888,8 @@ namespace {
 
 // b reads and writes a's memory; a knows b (it maps b's segment), so it helps b's jobs.
 struct CopyPair {
-    CopyPair()
+    explicit CopyPair(size_t stage_max = 0)
+        : a(4, 8, 0x5eed, 0, stage_max), b(4, 8, 0x5eed, 0, stage_max)
     {
         EXPECT_EQ(0, b.ops->attach(b.w, a.addr.data(), &peer));
         EXPECT_EQ(0, b.ops->claim(b.w, peer, &tx, &id));
@@ -1152,4 +1163,244 @@ TEST(RdmachWireShm, PostedCopiesAndFlushesAreBounded)
         EXPECT_EQ(src, last) << "finished at close";
         EXPECT_EQ(0, op.calls) << "without a completion: the iface is going";
     }
+}
+
+// ---- staged gets (rdmach_shm.h): the owner copies its own bytes into its segment's staging
+// buffers, the reader copies them out; no page walk ----
+
+
+// One thread, the owner's and the reader's turns interleaved: the owner stages as many pieces
+// as there are staging buffers, the reader copies them out, and so on; the last piece partial.
+TEST(RdmachShmStage, PiecesGoThroughTheStagingBuffersInTurn)
+{
+    Desk d;
+    const size_t len = 17 * RDMACH_SHM_STAGE_PIECE + 5;   // 18 pieces
+    std::vector<uint8_t> src = pattern(len, 4), dst(len);
+    rdmach_shm_copy_req_t req;
+
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    EXPECT_EQ(RDMACH_SHM_STAGE_DEPTH, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1))
+        << "one piece per staging buffer";
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1)) << "until they are copied out";
+    EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](uint8_t x) { return x == 0; }));
+    EXPECT_EQ(RDMACH_SHM_COPY_PENDING, rdmach_shm_copy_advance(&req, 0));
+    EXPECT_TRUE(std::equal(src.begin(), src.begin() + 8 * RDMACH_SHM_STAGE_PIECE, dst.begin()));
+    EXPECT_EQ(RDMACH_SHM_STAGE_DEPTH, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1));
+    EXPECT_EQ(RDMACH_SHM_COPY_PENDING, rdmach_shm_copy_advance(&req, 0));
+    EXPECT_EQ(2u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
+    EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 0));
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(0, req.unstaged) << "every piece was the owner's";
+    EXPECT_EQ(18u, d.owner.own.hdr->staged_seq);
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_busy) << "the slot is free again";
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+}
+
+// An owner that never looks (it computes): after RDMACH_SHM_STAGE_PATIENCE advances the reader
+// takes every piece itself, in one call. An owner that may not read the range (not a
+// registration of its own) refuses at once, and the reader does the same without waiting.
+TEST(RdmachShmStage, TheReaderTakesWhatTheOwnerLeavesOrRefuses)
+{
+    Desk d;
+    const size_t len = 300 * 1024 + 7;
+    std::vector<uint8_t> src = pattern(len, 5), dst(len);
+    rdmach_shm_copy_req_t req;
+    int calls = 0, ret;
+
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+        ++calls;
+    }
+    EXPECT_EQ(0, ret);
+    EXPECT_EQ(RDMACH_SHM_STAGE_PATIENCE - 1, calls);
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(1, req.unstaged);
+
+    const rdmach_shm_helper_t refuse = {any_peer, may_read_none, nullptr, nullptr};
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &refuse, 0));
+    EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 0)) << "refused: taken at the first advance";
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(1, req.unstaged);
+    const rdmach_shm_helper_t no_check = {any_peer, nullptr, nullptr, nullptr};
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &no_check, 0)) << "no may_read: none";
+    EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 0));
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
+
+    EXPECT_EQ(-EINVAL, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                                   dst.data(), 4096, RDMACH_SHM_STAGE_MAX + 1));
+    EXPECT_EQ(-EINVAL, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                                   dst.data(), 4096, 0));
+}
+
+// The staging words and the job are writable by every process that maps the owner's segment:
+// a piece index beyond the job, or in a buffer it does not go through, is never copied out
+// (AddressSanitizer would see a read past the staging or a write past the destination); the
+// reader then takes the pieces itself. And an owner ignores a staged job whose piece size or
+// direction is not a staged get's.
+TEST(RdmachShmStage, ScribbledStagingWordsAndJobsAreIgnored)
+{
+    Desk d;
+    const size_t len = 2 * RDMACH_SHM_STAGE_PIECE;
+    std::vector<uint8_t> src = pattern(len, 6), dst(len);
+    rdmach_shm_copy_req_t req;
+    int ret;
+
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    rdmach_shm_copy_t *job = req.job;
+    job->staged[0] = 2;            // piece 1 in buffer 0
+    job->staged[1] = 1000;         // no such piece
+    job->staged[2] = 0xffffffffu;  // index wraps
+    job->staged[3] = 4;            // piece 3 of a job of 2
+    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+    }
+    EXPECT_EQ(0, ret);
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(1, req.unstaged);
+    EXPECT_EQ(2u, job->staged[0]) << "left as it was, not taken for ours";
+
+    // the next job in that slot starts with clean staging words
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    EXPECT_EQ(0u, job->staged[0]);
+    job->chunk = RDMACH_SHM_STAGE_PIECE / 2;   // a staged job must have pieces of PIECE
+    job->nchunks = 4;
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
+    job->chunk   = RDMACH_SHM_STAGE_PIECE;
+    job->nchunks = 2;
+    job->to_req  = 0;                          // and be a get
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
+    job->to_req  = 1;
+    EXPECT_EQ(2u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0));
+    EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 0));
+    EXPECT_EQ(src, dst);
+}
+
+// Readers reuse the desk's slots with staged gets and plain copies mixed while the owner's
+// thread helps: every copy exact (an owner that kept a finished job's fields must never stage
+// a piece into the next one).
+TEST(RdmachShmStage, ReadersReuseSlotsWhileTheOwnerStages)
+{
+    Desk d;
+    std::atomic<bool> stop{false};
+    std::atomic<unsigned> helped{0}, bad{0};
+    std::thread owner([&] {
+        while (!stop.load()) {
+            helped += rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0);
+        }
+    });
+    auto reader = [&](uint8_t seed) {
+        rdmach_shm_seg_t peer{};
+        if (rdmach_shm_attach(&peer, getpid(), d.owner.own.fd, 0x1234) != 0) {
+            ++bad;
+            return;
+        }
+        for (int i = 0; i < 60; ++i) {
+            size_t len = (64 + 37 * ((i * 7 + seed) % 29)) * 1024 + i;
+            std::vector<uint8_t> src = pattern(len, static_cast<uint8_t>(seed + i)), dst(len);
+            rdmach_shm_copy_req_t req;
+            int ret;
+            if (i % 2 == 0) {
+                len = std::min(len, RDMACH_SHM_STAGE_MAX);
+                src.resize(len);
+                dst.resize(len);
+                ret = rdmach_shm_copy_post_staged(&req, &peer, 0, &d.reader.own, dst.data(),
+                                                  reinterpret_cast<uintptr_t>(src.data()), len);
+                if (ret == 0) {
+                    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+                    }
+                }
+            } else {
+                ret = rdmach_shm_copy_run(&peer, 0, &d.reader.own, dst.data(),
+                                          reinterpret_cast<uintptr_t>(src.data()), len, 0);
+            }
+            if ((ret != 0) || (src != dst)) {
+                ++bad;
+            }
+        }
+        rdmach_shm_detach(&peer);
+    };
+    std::thread r1(reader, 1), r2(reader, 2), r3(reader, 3);
+    r1.join();
+    r2.join();
+    r3.join();
+    stop = true;
+    owner.join();
+    EXPECT_EQ(0u, bad.load());
+    EXPECT_GT(helped.load(), 0u);
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+}
+
+// Through the wire table: a posted get is staged by the owner's progress and completes from
+// the reader's; with every posted entry taken, a get is staged at once, the reader advancing
+// its posted ones meanwhile so that the owner goes on with them too.
+TEST(RdmachWireShmStage, PostedAndWindowedGetsAreStaged)
+{
+    CopyPair c(RDMACH_WIRE_STAGE_MAX);
+    const size_t len = 256 * 1024;
+    std::vector<uint8_t> src = pattern(len, 13);
+    std::vector<std::vector<uint8_t>> dst(20, std::vector<uint8_t>(len));
+    std::vector<Done> ops(20);
+    rdmach_wire_iov_t iov = {dst[0].data(), len, nullptr};
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0,
+                           len, 0, nullptr, &ops[0]));
+    EXPECT_EQ(1u, c.b.wire_stats.copy_staged);
+    while (ops[0].calls == 0) {
+        c.a.ops->progress(c.a.w);
+        c.b.ops->progress(c.b.w);
+    }
+    EXPECT_EQ(0, ops[0].err);
+    EXPECT_EQ(src, dst[0]);
+    EXPECT_EQ(16u, c.a.wire_stats.copy_helped) << "the owner staged every piece";
+    EXPECT_EQ(0u, c.b.wire_stats.copy_unstaged);
+
+    std::atomic<bool> stop{false};
+    std::thread owner([&] {
+        while (!stop.load()) {
+            c.a.ops->progress(c.a.w);
+        }
+    });
+    int posted = 0, sync = 0;
+    for (int i = 1; i < 20; ++i) {
+        rdmach_wire_iov_t v = {dst[i].data(), len, nullptr};
+        int ret = c.b.ops->rma(c.b.w, c.peer, &v, 1, reinterpret_cast<uintptr_t>(src.data()),
+                               0, len, 0, nullptr, &ops[i]);
+        if (ret == RDMACH_WIRE_INPROGRESS) {
+            ++posted;
+        } else {
+            ASSERT_EQ(0, ret);
+            EXPECT_EQ(src, dst[i]) << "complete at return";
+            ++sync;
+        }
+    }
+    EXPECT_EQ(16, posted);
+    EXPECT_EQ(3, sync);
+    while (std::any_of(ops.begin() + 1, ops.end() - 3, [](const Done &o) { return !o.calls; })) {
+        c.b.ops->progress(c.b.w);
+    }
+    stop = true;
+    owner.join();
+    for (int i = 0; i < 20; ++i) {
+        EXPECT_EQ(src, dst[i]) << i;
+        EXPECT_EQ((i < 17) ? 1 : 0, ops[i].calls) << i;
+        EXPECT_EQ((i < 17) ? 0 : 1, ops[i].err) << i;
+    }
+    EXPECT_EQ(20u, c.b.wire_stats.copy_staged);
+    EXPECT_EQ(0u, c.b.ops->progress(c.b.w));
 }

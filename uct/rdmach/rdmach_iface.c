@@ -76,6 +76,14 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "size on a verbs port, where zero copy saves both of the ring's copies.",
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"STAGED_COPY", "1m",
+     "On shared memory, zero-copy gets of 64k up to this size (at most 1m; 0: none) are\n"
+     "staged: the process whose memory is read, idle in its progress, copies it in 16k\n"
+     "pieces into its segment, and the reader copies them out, two memcpys instead of the\n"
+     "kernel's page walk in process_vm_readv. The reader copies what is left itself when\n"
+     "the owner does not help (it computes).",
+     ucs_offsetof(uct_rdmach_iface_config_t, staged_copy), UCS_CONFIG_TYPE_MEMUNITS},
+
     {"MAX_PEERS", "256",
      "Rings in this process's segment, i.e. how many senders can connect to it. Costs\n"
      "address space only until a ring is used.",
@@ -522,6 +530,8 @@ static const ucx_ext_knob_t uct_rdmach_knobs[] = {
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, UINT_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "ZCOPY_THRESH", zcopy_thresh, SIZE, 1, SIZE_MAX),
     UCX_EXT_KNOB(uct_rdmach_iface_config_t, "EAGER_LIMIT", eager_limit, SIZE, 1, SIZE_MAX),
+    UCX_EXT_KNOB(uct_rdmach_iface_config_t, "STAGED_COPY", staged_copy, SIZE, 0,
+                 RDMACH_WIRE_STAGE_MAX),
 };
 
 UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
@@ -635,6 +645,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     wire_params.complete  = uct_rdmach_wire_complete;
     wire_params.failed    = uct_rdmach_wire_failed;
     wire_params.config    = wire_config;
+    wire_params.stage_max = config->staged_copy;
+    wire_params.may_read  = uct_rdmach_md_covers;
     ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {
         status = uct_rdmach_wire_status(ret, UCS_ERR_NO_MEMORY);

@@ -47,6 +47,26 @@ int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length)
     return found;
 }
 
+int uct_rdmach_md_covers(void *arg, uint64_t address, uint64_t length)
+{
+    uct_rdmach_memh_t *memh;
+    int found = 0;
+
+    (void)arg;
+    pthread_mutex_lock(&uct_rdmach_shm_regs_lock);
+    ucs_list_for_each(memh, &uct_rdmach_shm_regs, list) {
+        /* overflow-safe: the range is a peer's word */
+        if ((address >= memh->super.address) &&
+            (address - memh->super.address <= memh->super.length) &&
+            (length <= memh->super.length - (address - memh->super.address))) {
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&uct_rdmach_shm_regs_lock);
+    return found;
+}
+
 typedef struct uct_rdmach_md_config {
     uct_md_config_t        super;
     int                    rcache;

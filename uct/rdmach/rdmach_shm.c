@@ -24,7 +24,9 @@ static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
     size_t ring_bytes = (size_t)hdr->slot_size * hdr->nslots;
     uint32_t large    = (hdr->large_rings < hdr->max_rings) ? hdr->large_rings : hdr->max_rings;
 
-    hdr->freemap_off   = rdmach_align(sizeof(rdmach_shm_hdr_t), RDMACH_PAGE);
+    /* the desk's staging buffers (rdmach_shm_stage_buf) between the header and the map */
+    hdr->freemap_off   = rdmach_align(sizeof(rdmach_shm_hdr_t), RDMACH_PAGE) +
+                         RDMACH_SHM_STAGE_BYTES;
     hdr->doorbells_off = hdr->freemap_off +
                          rdmach_align(rdmach_align(hdr->max_rings, 64) / 8, RDMACH_PAGE);
     hdr->credits_off   = hdr->doorbells_off +

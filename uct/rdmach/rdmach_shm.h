@@ -10,6 +10,8 @@
  * Segment layout (page aligned parts):
  *   header       geometry, owner, the ring allocation counter senders bump to claim a ring, and
  *                the copy desk (rdmach_shm_copy_t below)
+ *   staging      the desk's staging buffers for staged gets (below): 2 MiB of address space,
+ *                pages touched by the jobs that use them
  *   free map     one bit per ring its owner has taken back from a sender that has gone (closed
  *                iface, dead process) and zeroed: a new sender claims one by compare-and-swap
  *                once the counter has passed max_rings
@@ -36,7 +38,7 @@ extern "C" {
 #endif
 
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
-#define RDMACH_SHM_VERSION 5
+#define RDMACH_SHM_VERSION 6
 
 /*
  * Cooperative zero copy (rdmach_shm_copy.c). The RDMA channel moves a large message by one RDMA
@@ -58,6 +60,22 @@ extern "C" {
 #define RDMACH_SHM_COPY_CHUNKS 64
 #define RDMACH_SHM_COPY_CLOSED 0xffffffffu
 
+/*
+ * Staged gets (rdmach_shm_copy_post_staged). On a machine where the kernel's page walk costs
+ * far more than the copy (this project's 2-core VM: process_vm_readv moves 64 KiB in 6-7 us, a
+ * memcpy of it takes 0.6), the owner of a get, idle in its progress, does better to memcpy
+ * its own bytes into a staging buffer in its segment, which the reader maps, and the reader to
+ * memcpy them out: two copies through shared memory, as the ring does, and no page walk. A
+ * staged job's chunks are pieces of RDMACH_SHM_STAGE_PIECE bytes; its desk slot has
+ * RDMACH_SHM_STAGE_DEPTH staging buffers, piece k going through buffer k % DEPTH. staged[b]
+ * is k + 1 while buffer b holds piece k (set by the owner after its copy), 0 once the reader
+ * has copied it out. A reader that sees nothing move for a while (the owner computes) takes
+ * the pieces left in one process_vm_readv.
+ */
+#define RDMACH_SHM_STAGE_PIECE (16ul * 1024)
+#define RDMACH_SHM_STAGE_DEPTH 8
+#define RDMACH_SHM_STAGE_MAX   (RDMACH_SHM_COPY_CHUNKS * RDMACH_SHM_STAGE_PIECE)
+
 typedef struct rdmach_shm_copy {
     volatile uint64_t claim;
     volatile uint64_t done;
@@ -69,7 +87,10 @@ typedef struct rdmach_shm_copy {
     uint64_t          req_addr;     /* and in the reader's */
     uint64_t          len, chunk;
     uint32_t          to_req;       /* 1: owner's memory to the reader's (a get), 0: a put */
-    char              pad[128 - 9 * 8 - 4];
+    uint32_t          staged_mode;  /* 1: a staged get (above), chunk RDMACH_SHM_STAGE_PIECE */
+    volatile uint32_t refused;      /* set by an owner that will not stage it (not its memory) */
+    volatile uint32_t staged[RDMACH_SHM_STAGE_DEPTH];
+    char              pad[128 - 9 * 8 - 3 * 4 - RDMACH_SHM_STAGE_DEPTH * 4];
 } rdmach_shm_copy_t;
 
 typedef struct rdmach_shm_hdr {
@@ -95,8 +116,25 @@ typedef struct rdmach_shm_hdr {
     volatile uint32_t copy_active;     /* of those, jobs open to the owner: one load per
                                         * progress call tells it there is nothing to do */
     char              pad3[RDMACH_CACHE_LINE - 2 * sizeof(uint32_t)];
+    volatile uint64_t staged_seq;      /* pieces the owner staged, any job: a reader whose
+                                        * own jobs wait for their turn sees it is at work */
+    char              pad4[RDMACH_CACHE_LINE - sizeof(uint64_t)];
     rdmach_shm_copy_t copy[RDMACH_SHM_COPY_SLOTS];
 } rdmach_shm_hdr_t;
+
+/* Staging buffer b of desk slot slot, in the segment of hdr (its owner's): right after the
+ * header's page, before the free map (rdmach_shm.c), so inside every segment that attach
+ * accepted. */
+static inline uint8_t *rdmach_shm_stage_buf(rdmach_shm_hdr_t *hdr, unsigned slot, unsigned b)
+{
+    size_t off = ((sizeof(rdmach_shm_hdr_t) + 4095) & ~(size_t)4095) +
+                 ((size_t)slot * RDMACH_SHM_STAGE_DEPTH + b) * RDMACH_SHM_STAGE_PIECE;
+
+    return (uint8_t*)hdr + off;
+}
+
+#define RDMACH_SHM_STAGE_BYTES \
+    ((size_t)RDMACH_SHM_COPY_SLOTS * RDMACH_SHM_STAGE_DEPTH * RDMACH_SHM_STAGE_PIECE)
 
 /* One credit line: the tail copy of one outgoing connection. */
 typedef struct rdmach_shm_credit {
@@ -225,6 +263,11 @@ typedef struct rdmach_shm_copy_req {
     size_t             len, chunk;
     uint32_t           nchunks, bit, probe;
     int                write, open, ret;
+    unsigned           slot;        /* of the job on the owner's desk */
+    unsigned           staged;      /* a staged get: its pieces come through the staging */
+    unsigned           idle;        /* advances since the owner last staged (staged) */
+    uint64_t           seen_seq;    /* its staged_seq then */
+    int                unstaged;    /* the reader read pieces of it itself (staged) */
 } rdmach_shm_copy_req_t;
 
 /* advance: the owner still copies a chunk it claimed */
@@ -251,6 +294,16 @@ int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t 
                              void *local, uint64_t remote_addr, void *mapped, size_t len,
                              int write);
 
+/* Reader: a get of len bytes (at most RDMACH_SHM_STAGE_MAX) staged by its owner (above):
+ * nothing is copied yet; advance copies out what the owner staged, and the rest itself once the
+ * owner has staged nothing, for any job, for RDMACH_SHM_STAGE_PATIENCE advances (or refused
+ * the job; req->unstaged then tells). 0, or -EBUSY: the desk is full. */
+int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                                unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                                void *local, uint64_t remote_addr, size_t len);
+
+#define RDMACH_SHM_STAGE_PATIENCE 256
+
 /* Chunks a job alone (or with mapped memory) is cut into (rdmach_shm_copy.c has the
  * measurements). */
 #define RDMACH_SHM_COPY_SPLIT 8
@@ -270,10 +323,17 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
                         size_t len, int write);
 
 /* Owner: takes chunks of the jobs open on our desk, for readers known_peer() accepts; returns
- * how many chunks it copied. */
-unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
-                              int (*known_peer)(void *arg, pid_t pid, uint64_t seg_id),
-                              void *arg);
+ * how many chunks it copied. Stages the pieces of staged gets whose bytes may_read() says are
+ * ours to read (a registered region: they are read with memcpy, and the job's addresses are
+ * the reader's word; NULL: none is staged), and with staged_only does nothing else. */
+typedef struct rdmach_shm_helper {
+    int (*known_peer)(void *arg, pid_t pid, uint64_t seg_id);
+    int (*may_read)(void *arg, uint64_t address, uint64_t length);
+    void *arg, *may_read_arg;
+} rdmach_shm_helper_t;
+
+unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own, const rdmach_shm_helper_t *helper,
+                              int staged_only);
 
 /* Owner: the desk slots a reader that has gone (its segment seg_id of process pid: another
  * iface of that process may still be reading) left taken, given back. */

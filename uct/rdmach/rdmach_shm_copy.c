@@ -114,7 +114,7 @@ static int rdmach_shm_copy_own_chunk(const rdmach_shm_copy_req_t *req, int k)
 static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                                 unsigned long long peer_start, const rdmach_shm_seg_t *own,
                                 void *local, uint64_t remote_addr, void *mapped, size_t len,
-                                int write, unsigned split, int first)
+                                int write, unsigned split, int first, int staged)
 {
     rdmach_shm_hdr_t *hdr = peer->hdr;
     rdmach_shm_copy_t *job;
@@ -134,9 +134,13 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     } while (!__atomic_compare_exchange_n(&hdr->copy_busy, &busy, busy | bit, 0,
                                           __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
 
-    chunk = (len + split - 1) / split;
-    chunk = (chunk + 4095) & ~(size_t)4095;
-    chunk = (chunk < RDMACH_SHM_COPY_CHUNK_MIN) ? RDMACH_SHM_COPY_CHUNK_MIN : chunk;
+    if (staged) {
+        chunk = RDMACH_SHM_STAGE_PIECE;
+    } else {
+        chunk = (len + split - 1) / split;
+        chunk = (chunk + 4095) & ~(size_t)4095;
+        chunk = (chunk < RDMACH_SHM_COPY_CHUNK_MIN) ? RDMACH_SHM_COPY_CHUNK_MIN : chunk;
+    }
 
     req->hdr     = hdr;
     req->job     = job = &hdr->copy[slot];
@@ -155,6 +159,11 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     req->write   = write;
     req->open    = 1;
     req->ret     = 0;
+    req->slot    = (unsigned)slot;
+    req->staged  = staged ? 1 : 0;
+    req->idle    = 0;
+    req->seen_seq = __atomic_load_n(&hdr->staged_seq, __ATOMIC_RELAXED);
+    req->unstaged = 0;
 
     /* closed while the fields change (see rdmach_shm.h), then open under a new gen */
     req->gen = (__atomic_load_n(&job->claim, __ATOMIC_RELAXED) >> 32) + 1;
@@ -170,6 +179,9 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     job->len        = len;
     job->chunk      = chunk;
     job->to_req     = !write;
+    job->staged_mode = req->staged;
+    job->refused    = 0;
+    memset((void*)job->staged, 0, sizeof(job->staged));   /* a dead owner's leftovers */
     __atomic_store_n(&job->claim, (req->gen << 32) | (first ? 1 : 0), __ATOMIC_RELEASE);
     __atomic_fetch_or(&hdr->copy_active, bit, __ATOMIC_RELEASE);
     return 0;
@@ -193,7 +205,18 @@ int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *pee
                          unsigned split)
 {
     return rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, mapped, len,
-                                write, split, 0);
+                                write, split, 0, 0);
+}
+
+int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
+                                unsigned long long peer_start, const rdmach_shm_seg_t *own,
+                                void *local, uint64_t remote_addr, size_t len)
+{
+    if ((len == 0) || (len > RDMACH_SHM_STAGE_MAX)) {
+        return -EINVAL;
+    }
+    return rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, NULL, len, 0,
+                                1, 0, 1);
 }
 
 int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
@@ -202,7 +225,7 @@ int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t 
                              int write)
 {
     int ret = rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, mapped, len,
-                                   write, 2, 1);
+                                   write, 2, 1, 0);
 
     if (ret != 0) {
         return ret;
@@ -214,12 +237,109 @@ int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t 
     return 0;
 }
 
+/* Has the owner died? Probed every RDMACH_SHM_COPY_PROBE waits: only a process that is gone,
+ * since returning while a live owner copies would let it write into (or read from) a buffer
+ * the caller has taken back. */
+static int rdmach_shm_copy_owner_gone(rdmach_shm_copy_req_t *req)
+{
+    if (++req->probe != RDMACH_SHM_COPY_PROBE) {
+        return 0;
+    }
+    req->probe = 0;
+    return !ucx_ext_proc_alive(req->pid, (req->start != 0) ? req->start :
+                                         ucx_ext_proc_start_time(req->pid));
+}
+
+/* Reader of a staged get: copies out the pieces the owner has staged. A piece's index is the
+ * owner's word, checked against what we know: a piece of this job, not ours yet, in the buffer
+ * it goes through. How many moved. */
+static unsigned rdmach_shm_stage_drain(rdmach_shm_copy_req_t *req)
+{
+    rdmach_shm_copy_t *job = req->job;
+    unsigned b, moved = 0;
+    uint32_t v, k;
+    uint64_t off;
+
+    for (b = 0; b < RDMACH_SHM_STAGE_DEPTH; ++b) {
+        v = __atomic_load_n(&job->staged[b], __ATOMIC_ACQUIRE);
+        k = v - 1;
+        if ((v == 0) || (k >= req->nchunks) || ((k % RDMACH_SHM_STAGE_DEPTH) != b) ||
+            (req->mine & (1ull << k))) {
+            continue;
+        }
+        off = (uint64_t)k * req->chunk;
+        memcpy(req->local + off, rdmach_shm_stage_buf(req->hdr, req->slot, b),
+               rdmach_shm_copy_min(req->chunk, req->len - off));
+        req->mine |= 1ull << k;
+        __atomic_store_n(&job->staged[b], 0, __ATOMIC_RELEASE);   /* the owner's again */
+        ++moved;
+    }
+    return moved;
+}
+
+/* Reader of a staged get: what is staged, copied out; the pieces nobody took, in one call of
+ * our own once the owner has moved nothing for a while or refused the job. Every piece the
+ * owner claimed is waited for (it is copying it) and copied out, also after a failure of
+ * ours: its last store into the job must come before the slot is given back. */
+static int rdmach_shm_copy_advance_staged(rdmach_shm_copy_req_t *req, int wait)
+{
+    rdmach_shm_copy_t *job = req->job;
+    struct iovec iov;
+    uint64_t c, off;
+    uint32_t next;
+    int ret;
+
+    for (;;) {
+        (void)rdmach_shm_stage_drain(req);
+        c = __atomic_load_n(&req->hdr->staged_seq, __ATOMIC_RELAXED);
+        if (c != req->seen_seq) {
+            req->seen_seq = c;   /* the owner is at work, maybe on our other jobs first */
+            req->idle     = 0;
+        }
+        if ((req->mine & req->all) == req->all) {
+            break;
+        }
+        c    = __atomic_load_n(&job->claim, __ATOMIC_ACQUIRE);
+        next = (uint32_t)c;
+        if (((c >> 32) == req->gen) && (next < req->nchunks) &&
+            ((++req->idle >= RDMACH_SHM_STAGE_PATIENCE) ||
+             __atomic_load_n(&job->refused, __ATOMIC_RELAXED))) {
+            if (__atomic_compare_exchange_n(&job->claim, &c, (req->gen << 32) | req->nchunks,
+                                            0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                off          = (uint64_t)next * req->chunk;
+                iov.iov_base = req->local + off;
+                iov.iov_len  = req->len - off;
+                ret          = ucx_ext_process_vm(req->pid, &iov, 1, req->remote + off,
+                                                  iov.iov_len, 0);
+                req->ret     = (req->ret != 0) ? req->ret : ret;
+                req->mine   |= req->all & ~rdmach_shm_copy_mask(next);
+                req->unstaged = 1;
+            }
+            continue;
+        }
+        if (rdmach_shm_copy_owner_gone(req)) {
+            req->ret = -ESRCH;   /* died inside a piece it had claimed */
+            break;
+        }
+        if (!wait) {
+            return RDMACH_SHM_COPY_PENDING;
+        }
+        rdmach_shm_copy_pause();
+    }
+    __atomic_fetch_and(&req->hdr->copy_active, ~req->bit, __ATOMIC_RELAXED);
+    __atomic_fetch_and(&req->hdr->copy_busy, ~req->bit, __ATOMIC_RELEASE);
+    return req->ret;
+}
+
 int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait)
 {
     rdmach_shm_copy_t *job = req->job;
     uint64_t c, other;
     int k, ret = req->ret;
 
+    if (req->staged) {
+        return rdmach_shm_copy_advance_staged(req, wait);
+    }
     if (req->open) {
         c = __atomic_load_n(&job->claim, __ATOMIC_ACQUIRE);
         if ((c >> 32) != req->gen) {
@@ -244,15 +364,9 @@ int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait)
         if (((other | req->mine) & req->all) == req->all) {
             break;
         }
-        if (++req->probe == RDMACH_SHM_COPY_PROBE) {
-            req->probe = 0;
-            /* only a process that is gone: returning while a live owner copies would let
-             * it write into (or read from) a buffer the caller has taken back */
-            if (!ucx_ext_proc_alive(req->pid, (req->start != 0) ? req->start :
-                                              ucx_ext_proc_start_time(req->pid))) {
-                ret = -ESRCH;   /* died inside a chunk it had claimed */
-                goto out;
-            }
+        if (rdmach_shm_copy_owner_gone(req)) {
+            ret = -ESRCH;   /* died inside a chunk it had claimed */
+            goto out;
         }
         if (!wait) {
             return RDMACH_SHM_COPY_PENDING;
@@ -283,9 +397,60 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
     return (ret != 0) ? ret : rdmach_shm_copy_advance(&req, 1);
 }
 
-unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
-                              int (*known_peer)(void *arg, pid_t pid, uint64_t seg_id),
-                              void *arg)
+/* Owner: stages the pieces of staged job slot (word c when snap was taken) that it has free
+ * buffers for. Its bytes are read with memcpy, so the job's range must be memory we may read
+ * (asked once, before the first piece): the addresses are the reader's word. */
+static unsigned rdmach_shm_stage_help(rdmach_shm_hdr_t *hdr, int slot,
+                                      const rdmach_shm_copy_t *snap, uint64_t c,
+                                      const rdmach_shm_helper_t *helper)
+{
+    rdmach_shm_copy_t *job = &hdr->copy[slot];
+    const uint64_t gen     = c >> 32;
+    unsigned count = 0, b;
+    int checked    = 0;
+    uint64_t off;
+    uint32_t next;
+
+    for (;;) {
+        next = (uint32_t)c;
+        if (((c >> 32) != gen) || (next == RDMACH_SHM_COPY_CLOSED) ||
+            (next >= snap->nchunks)) {
+            break;
+        }
+        b = next % RDMACH_SHM_STAGE_DEPTH;
+        if (__atomic_load_n(&job->staged[b], __ATOMIC_ACQUIRE) != 0) {
+            break;   /* the reader has not copied that buffer out yet */
+        }
+        if (!checked) {
+            if ((helper->may_read == NULL) ||
+                !helper->may_read(helper->may_read_arg, snap->owner_addr, snap->len)) {
+                if (__atomic_load_n(&job->claim, __ATOMIC_ACQUIRE) == c) {
+                    job->refused = 1;   /* the reader takes it all at once */
+                }
+                break;
+            }
+            checked = 1;
+        }
+        if (!__atomic_compare_exchange_n(&job->claim, &c, c + 1, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            continue;   /* c is the word now */
+        }
+        off = (uint64_t)next * snap->chunk;
+        memcpy(rdmach_shm_stage_buf(hdr, (unsigned)slot, b),
+               (const void*)(uintptr_t)(snap->owner_addr + off),
+               rdmach_shm_copy_min(snap->chunk, snap->len - off));
+        __atomic_store_n(&job->staged[b], next + 1, __ATOMIC_RELEASE);
+        ++c;
+        ++count;
+    }
+    if (count != 0) {
+        __atomic_fetch_add(&hdr->staged_seq, count, __ATOMIC_RELAXED);
+    }
+    return count;
+}
+
+unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own, const rdmach_shm_helper_t *helper,
+                              int staged_only)
 {
     rdmach_shm_hdr_t *hdr = own->hdr;
     uint32_t active       = __atomic_load_n(&hdr->copy_active, __ATOMIC_ACQUIRE);
@@ -313,7 +478,13 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own,
             (snap.chunk == 0) || (snap.chunk > RDMACH_SHM_COPY_CHUNK_MAX) ||
             (snap.len > snap.chunk * snap.nchunks) ||
             (snap.len <= snap.chunk * (snap.nchunks - 1)) || (snap.pid <= 0) ||
-            !known_peer(arg, snap.pid, snap.seg_id)) {
+            (snap.staged_mode && ((snap.chunk != RDMACH_SHM_STAGE_PIECE) || !snap.to_req)) ||
+            (staged_only && !snap.staged_mode) ||
+            !helper->known_peer(helper->arg, snap.pid, snap.seg_id)) {
+            continue;
+        }
+        if (snap.staged_mode) {
+            count += rdmach_shm_stage_help(hdr, slot, &snap, c, helper);
             continue;
         }
         while ((k = rdmach_shm_copy_take(job, &c, snap.nchunks)) >= 0) {

@@ -101,6 +101,8 @@ typedef struct uct_rdmach_rkey {
 /* 1 if [address, address + length) is exactly a registration of the shm md (what a served
  * request's key names must be: rdmach_serve.h). */
 int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length);
+/* Does one registration of the shm md hold [address, address + length)? */
+int uct_rdmach_md_covers(void *arg, uint64_t address, uint64_t length);
 
 #define UCT_RDMACH_RKEY_MAGIC 0x52444d52u   /* "RMDR" */
 
@@ -126,6 +128,7 @@ typedef struct uct_rdmach_iface_config {
     double                lazy_tail;
     size_t                zcopy_thresh;
     size_t                eager_limit;
+    size_t                staged_copy;
     unsigned              max_peers;
     unsigned              sweep_interval;
     unsigned              hot_max;

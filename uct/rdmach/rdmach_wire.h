@@ -71,12 +71,15 @@ typedef struct rdmach_wire_dev {
  * doorbells and bounce buffers (the resource model's figure, checked against a live iface).
  * shm's cooperative zero copy (rdmach_shm.h): copy_jobs, the large gets and puts this process
  * put on a peer's desk, copy_halves those of them into a buffer copied into again (two fixed
- * halves, the first copied at once); copy_helped, the chunks it copied for peers from their
- * desks on its own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
+ * halves, the first copied at once), copy_staged those of them staged by the owner,
+ * copy_unstaged of those the ones whose last pieces the reader read itself (the owner was busy
+ * elsewhere, or refused);
+ * copy_helped, the chunks (and staged pieces) it copied for peers from their desks on its
+ * own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
  * large rings, rdmach_shm.h; RC: 0). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
-    uint64_t copy_jobs, copy_helped, large_rings, copy_halves;
+    uint64_t copy_jobs, copy_helped, large_rings, copy_halves, copy_staged, copy_unstaged;
 } rdmach_wire_stats_t;
 
 /* A wire's counters: the glue's, or a sink when it keeps none (unit tests); the sink is never
@@ -89,7 +92,10 @@ static rdmach_wire_stats_t rdmach_wire_stats_sink __attribute__((unused));
 #define RDMACH_WIRE_COUNTERS(_) \
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
     _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped) _(wire_large_rings) \
-    _(wire_copy_halves)
+    _(wire_copy_halves) _(wire_copy_staged) _(wire_copy_unstaged)
+
+/* The largest staged get (params.stage_max below). */
+#define RDMACH_WIRE_STAGE_MAX (1024ul * 1024)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {
@@ -114,6 +120,13 @@ typedef struct rdmach_wire_params {
     /* A connection (ep_open's ep_ctx) failed (err: -errno): its QP broke or its peer died.
      * Called from the wire's progress, once per connection. */
     void              (*failed)(void *ep_ctx, int err);
+    /* Shared memory: gets of up to stage_max bytes (0: none) are staged by the owner of the
+     * memory, two memcpys through its segment instead of the kernel's page walk
+     * (rdmach_shm.h); may_read(may_read_arg, address, length): is that range of our memory
+     * registered, i.e. may a peer's staged get read it (NULL: we stage none). */
+    size_t            stage_max;    /* at most RDMACH_WIRE_STAGE_MAX */
+    int               (*may_read)(void *arg, uint64_t address, uint64_t length);
+    void              *may_read_arg;
     /* The wire's own knobs, of the type its header names (RC: rdmach_rc_config_t,
      * rdmach_rc.h); NULL: its defaults. Read at open only. */
     const void        *config;

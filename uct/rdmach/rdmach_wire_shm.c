@@ -58,6 +58,9 @@ typedef struct rdmach_shm_posted {
     rdmach_shm_copy_req_t req;
     rdmach_shm_peer_t     *peer;    /* holds a reference: its segment stays mapped */
     void                  *comp;
+    int                   finished; /* the copy is over (ret), its completion not yet run:
+                                     * finished inside rma, which calls no completion */
+    int                   ret;
 } rdmach_shm_posted_t;
 
 typedef struct rdmach_shm_flush {
@@ -81,6 +84,7 @@ typedef struct rdmach_shm_wire {
     unsigned          recent_next;
 } rdmach_shm_wire_t;
 
+_Static_assert(RDMACH_SHM_STAGE_MAX == RDMACH_WIRE_STAGE_MAX, "STAGED_COPY's range");
 _Static_assert(RDMACH_SHM_POSTED <= 32 && RDMACH_SHM_FLUSHES <= 32, "32-bit masks");
 
 #define RDMACH_SHM_LOG(_w, _error, ...) RDMACH_WIRE_LOG(&(_w)->super, _error, __VA_ARGS__)
@@ -390,6 +394,94 @@ static int rdmach_shm_activate(rdmach_wire_t *wire, uint32_t id, rdmach_rx_t *rx
     return 1;
 }
 
+/* A reader on our desk is a peer whose segment we map (it sends to us, or we to it): the desk
+ * is writable by anyone who maps us, and we copy only for processes of this job. */
+static int rdmach_shm_known_peer(void *arg, pid_t pid, uint64_t seg_id)
+{
+    const rdmach_shm_wire_t *w = arg;
+    unsigned i;
+
+    for (i = 0; i < w->npeers; ++i) {
+        if ((w->peers[i].seg.hdr != NULL) && (w->peers[i].seg.pid == pid) &&
+            (w->peers[i].seg_id == seg_id)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* What our progress helps peers with (rdmach_shm_copy_help). */
+static rdmach_shm_helper_t rdmach_shm_helper(rdmach_shm_wire_t *w)
+{
+    const rdmach_shm_helper_t helper = {
+        .known_peer   = rdmach_shm_known_peer,
+        .arg          = w,
+        .may_read     = w->super.params.may_read,
+        .may_read_arg = w->super.params.may_read_arg
+    };
+
+    return helper;
+}
+
+/* Our posted staged gets advanced, without their completions (we may be inside rma): the
+ * pieces their owners staged are copied out, so that the owners go on, and the ones that end
+ * give their desk slots back. Are some still going? */
+static int rdmach_shm_posted_drain(rdmach_shm_wire_t *w)
+{
+    uint32_t busy = w->posted_busy;
+    rdmach_shm_posted_t *p;
+    int e, going = 0;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        p     = &w->posted[e];
+        if (!p->req.staged || p->finished) {
+            continue;
+        }
+        p->ret = rdmach_shm_copy_advance(&p->req, 0);
+        if (p->ret == RDMACH_SHM_COPY_PENDING) {
+            going = 1;
+        } else {
+            p->finished = 1;
+        }
+    }
+    return going;
+}
+
+/* A staged get done at return (no completion, or every posted entry taken): we copy out what
+ * the owner stages, and stage the pieces of our own desk meanwhile, since in bi-directional
+ * traffic the owner may be waiting the same way for us. A window of gets fills the desk with
+ * our posted ones: those are advanced (above) until a slot is free. -EBUSY: the desk is full
+ * of other jobs. */
+static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, void *local,
+                                 uint64_t remote_addr, size_t len)
+{
+    const rdmach_shm_helper_t helper = rdmach_shm_helper(w);
+    rdmach_shm_copy_req_t req;
+    int ret, settled = 0;
+
+    while ((ret = rdmach_shm_copy_post_staged(&req, &peer->seg, peer->start_time, &w->seg,
+                                              local, remote_addr, len)) == -EBUSY) {
+        /* once more after the last of ours ended: it may have freed a slot just now */
+        if (!rdmach_shm_posted_drain(w) && settled++) {
+            return ret;
+        }
+        RDMACH_WIRE_STATS(&w->super)->copy_helped += rdmach_shm_copy_help(&w->seg, &helper, 1);
+    }
+    if (ret != 0) {
+        return ret;
+    }
+    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+        RDMACH_WIRE_STATS(&w->super)->copy_helped += rdmach_shm_copy_help(&w->seg, &helper, 1);
+        (void)rdmach_shm_posted_drain(w);
+    }
+    RDMACH_WIRE_STATS(&w->super)->copy_jobs++;
+    RDMACH_WIRE_STATS(&w->super)->copy_staged++;
+    RDMACH_WIRE_STATS(&w->super)->copy_unstaged += req.unstaged;
+    return ret;
+}
+
 static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                           const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
                           uint32_t rkey, size_t len, int write, void *mapped, void *comp)
@@ -399,7 +491,7 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     struct iovec iov[RDMACH_WIRE_MAX_IOV];
     rdmach_shm_posted_t *p;
     size_t i;
-    int ret, e, hot;
+    int ret, e, hot, staged;
 
     (void)rkey;   /* checked by the glue against pid and region */
     if (cnt > RDMACH_WIRE_MAX_IOV) {
@@ -407,8 +499,33 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     }
     hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) &&
           rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
-    if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1)) {
-        if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
+    staged = !write && (mapped == NULL) && (len <= w->super.params.stage_max);
+    if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && staged &&
+        ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)))) {
+        ret = rdmach_shm_staged_run(w, peer, local[0].base, remote_addr, len);
+        if (ret != -EBUSY) {
+            return ret;
+        }
+    } else if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1)) {
+        if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED)) && staged) {
+            /* staged by the owner (rdmach_shm.h), whatever the buffer: the reader writes all
+             * of its destination, the owner reads all of its source, so a buffer copied into
+             * again stays in its core's cache without halves */
+            e   = __builtin_ctz(~w->posted_busy);
+            p   = &w->posted[e];
+            ret = rdmach_shm_copy_post_staged(&p->req, &peer->seg, peer->start_time, &w->seg,
+                                              local[0].base, remote_addr, len);
+            if (ret == 0) {
+                p->peer         = peer;
+                p->comp         = comp;
+                p->finished     = 0;
+                ++peer->refs;
+                w->posted_busy |= 1u << e;
+                RDMACH_WIRE_STATS(wire)->copy_jobs++;
+                RDMACH_WIRE_STATS(wire)->copy_staged++;
+                return RDMACH_WIRE_INPROGRESS;
+            }
+        } else if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
             /* in the background: the peer may copy it all before our next progress. Alone it
              * is cut in chunks that both processes take; posted behind others, it goes whole:
              * the two processes then copy different ones at once (a window of messages), one
@@ -429,6 +546,7 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
             if (ret == 0) {
                 p->peer       = peer;
                 p->comp       = comp;
+                p->finished   = 0;
                 ++peer->refs;
                 w->posted_busy |= 1u << e;
                 RDMACH_WIRE_STATS(wire)->copy_jobs++;
@@ -491,12 +609,13 @@ static unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
         e     = __builtin_ctz(busy);
         busy &= busy - 1;
         p     = &w->posted[e];
-        ret   = rdmach_shm_copy_advance(&p->req, 0);
+        ret   = p->finished ? p->ret : rdmach_shm_copy_advance(&p->req, 0);
         if (ret == RDMACH_SHM_COPY_PENDING) {
             continue;
         }
         bit             = 1u << e;
         comp            = p->comp;
+        RDMACH_WIRE_STATS(&w->super)->copy_unstaged += p->req.staged && p->req.unstaged;
         w->posted_busy &= ~bit;
         rdmach_shm_peer_put(p->peer);
         /* the flushes this one ends, taken off their slots before any callback runs */
@@ -554,43 +673,34 @@ static void rdmach_shm_settle(rdmach_shm_wire_t *w)
     while (busy != 0) {
         e     = __builtin_ctz(busy);
         busy &= busy - 1;
-        (void)rdmach_shm_copy_advance(&w->posted[e].req, 1);   /* close unmaps the peers */
+        if (!w->posted[e].finished) {
+            (void)rdmach_shm_copy_advance(&w->posted[e].req, 1);   /* close unmaps the peers */
+        }
     }
     w->posted_busy = 0;
 }
 
-/* A reader on our desk is a peer whose segment we map (it sends to us, or we to it): the desk
- * is writable by anyone who maps us, and we copy only for processes of this job. */
-static int rdmach_shm_known_peer(void *arg, pid_t pid, uint64_t seg_id)
-{
-    const rdmach_shm_wire_t *w = arg;
-    unsigned i;
-
-    for (i = 0; i < w->npeers; ++i) {
-        if ((w->peers[i].seg.hdr != NULL) && (w->peers[i].seg.pid == pid) &&
-            (w->peers[i].seg_id == seg_id)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Our own posted copies first; chunks of the cooperative copies peers opened on our desk only
- * when we have none. Help is worth a core that would otherwise wait (a rendezvous sender until
+ * when we have none, but for the pieces of staged gets. Help is worth a core that would otherwise wait (a rendezvous sender until
  * the ATS, a passive target); a process with reads of its own (bi-directional traffic: both
  * read at once) only adds the claim traffic, and the reader it would have helped copies the
  * chunks itself anyway. */
 static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
 {
-    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
-    unsigned count;
+    rdmach_shm_wire_t *w             = (rdmach_shm_wire_t*)wire;
+    const rdmach_shm_helper_t helper = rdmach_shm_helper(w);
+    const int own_copies             = (w->posted_busy != 0);
+    unsigned count       = 0, helped;
 
-    if (w->posted_busy != 0) {
-        return rdmach_shm_posted_progress(w);
+    if (own_copies) {
+        count = rdmach_shm_posted_progress(w);
     }
-    count = rdmach_shm_copy_help(&w->seg, rdmach_shm_known_peer, w);
-    if (count != 0) {
-        RDMACH_WIRE_STATS(wire)->copy_helped += count;
+    /* staging a piece is a memcpy: worth doing between our own copies too, where both read
+     * at once (bi-directional traffic), each then copying out what the other staged */
+    if (__atomic_load_n(&w->seg.hdr->copy_active, __ATOMIC_RELAXED) != 0) {
+        helped = rdmach_shm_copy_help(&w->seg, &helper, own_copies);
+        RDMACH_WIRE_STATS(wire)->copy_helped += helped;
+        count += helped;
     }
     return count;
 }
