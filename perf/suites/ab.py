@@ -22,7 +22,8 @@ import os
 import statistics
 
 from benchlib import fmt_size
-from benchlib.env import STOCK, Ctx, Transport, ext_preload, snapshot_preload
+from benchlib.env import (STOCK, Ctx, Transport, ext_preload, plugin_mode, snapshot_plugins,
+                          snapshot_preload)
 from benchlib.mpi import find_perf_mpi, find_pingpong, mpi_cmd, p2p_args, parse_csv_rows
 from benchlib.perftest import measure
 from benchlib.proc import MeasureError, log, run as run_cmd
@@ -53,11 +54,15 @@ def add_arguments(p):
 
 
 class BuildCtx:
-    """The Ctx of one build for Transport.env(): its own preload snapshot."""
+    """The Ctx of one build for Transport.env(): its own snapshot, a preload (UCX 1.13.1) or
+    plugins (a build for UCX 1.22, which loads them from UCX_PLUGIN_PATH)."""
 
     def __init__(self, ctx, build, tag):
         self.build, self.pin, self.meta = build, ctx.pin, ctx.meta
         self.preload, _ = snapshot_preload(ext_preload(build), os.path.join(ctx.out, tag))
+        self.plugin_env = {}
+        if plugin_mode(build):
+            self.plugin_env, _ = snapshot_plugins(build, os.path.join(ctx.out, tag))
 
 
 def one(ctx, bctx, t, kind, test, size, quick, timeout):
