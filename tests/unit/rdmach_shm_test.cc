@@ -1198,6 +1198,47 @@ TEST(RdmachShmStage, PiecesGoThroughTheStagingBuffersInTurn)
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
 }
 
+// More pieces than a chunk mask has bits (a staged job goes in order): 100 pieces, the owner's
+// and the reader's turns interleaved; then a job the owner leaves halfway (it refuses the
+// rest, as a busy owner stops): the reader reads from where the owner's claims end.
+TEST(RdmachShmStage, ManyPiecesInOrderAndTheRestFromWhereTheOwnerStopped)
+{
+    Desk d;
+    const size_t len = 99 * RDMACH_SHM_STAGE_PIECE + 77;   // 100 pieces
+    std::vector<uint8_t> src = pattern(len, 8), dst(len);
+    rdmach_shm_copy_req_t req;
+    unsigned staged = 0;
+    int ret;
+
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    do {
+        staged += rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1);
+    } while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING);
+    EXPECT_EQ(0, ret);
+    EXPECT_EQ(100u, staged);
+    EXPECT_EQ(0, req.unstaged);
+    EXPECT_EQ(src, dst);
+
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    EXPECT_EQ(RDMACH_SHM_STAGE_DEPTH, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1));
+    EXPECT_EQ(RDMACH_SHM_COPY_PENDING, rdmach_shm_copy_advance(&req, 0));
+    EXPECT_EQ(RDMACH_SHM_STAGE_DEPTH, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1));
+    req.job->refused = 1;   // the owner stops here: 16 pieces staged, the second 8 not out
+    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+    }
+    EXPECT_EQ(0, ret);
+    EXPECT_EQ(1, req.unstaged);
+    EXPECT_EQ(2 * RDMACH_SHM_STAGE_DEPTH, req.owner_end) << "the rest read from piece 16";
+    EXPECT_EQ(req.drained, req.owner_end) << "every piece the owner claimed was copied out";
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
+}
+
 // An owner that never looks (it computes): after RDMACH_SHM_STAGE_PATIENCE advances the reader
 // takes every piece itself, in one call. An owner that may not read the range (not a
 // registration of its own) refuses at once, and the reader does the same without waiting.
@@ -1339,8 +1380,7 @@ TEST(RdmachShmStage, ReadersReuseSlotsWhileTheOwnerStages)
     r3.join();
     stop = true;
     owner.join();
-    EXPECT_EQ(0u, bad.load());
-    EXPECT_GT(helped.load(), 0u);
+    EXPECT_EQ(0u, bad.load());   // (the owner's thread may get no CPU on a loaded machine)
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
 }

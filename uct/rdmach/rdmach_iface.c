@@ -77,7 +77,7 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"STAGED_COPY", "1m",
-     "On shared memory, zero-copy gets of 64k up to this size (at most 1m; 0: none) are\n"
+     "On shared memory, zero-copy gets of 64k up to this size (at most 16m; 0: none) are\n"
      "staged: the process whose memory is read, idle in its progress, copies it in 16k\n"
      "pieces into its segment, and the reader copies them out, two memcpys instead of the\n"
      "kernel's page walk in process_vm_readv. The reader copies what is left itself when\n"

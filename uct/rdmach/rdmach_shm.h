@@ -66,22 +66,24 @@ extern "C" {
  * memcpy of it takes 0.6), the owner of a get, idle in its progress, does better to memcpy
  * its own bytes into a staging buffer in its segment, which the reader maps, and the reader to
  * memcpy them out: two copies through shared memory, as the ring does, and no page walk. A
- * staged job's chunks are pieces of RDMACH_SHM_STAGE_PIECE bytes; its desk slot has
+ * staged job's chunks are pieces of RDMACH_SHM_STAGE_PIECE bytes (up to STAGE_PIECES of them,
+ * not bounded by the 64-bit chunk masks: the pieces go in order); its desk slot has
  * RDMACH_SHM_STAGE_DEPTH staging buffers, piece k going through buffer k % DEPTH. staged[b]
  * is k + 1 while buffer b holds piece k (set by the owner after its copy), 0 once the reader
  * has copied it out. A reader that sees nothing move for a while (the owner computes) takes
  * the pieces left in one process_vm_readv.
  */
-#define RDMACH_SHM_STAGE_PIECE (16ul * 1024)
-#define RDMACH_SHM_STAGE_DEPTH 8
-#define RDMACH_SHM_STAGE_MAX   (RDMACH_SHM_COPY_CHUNKS * RDMACH_SHM_STAGE_PIECE)
+#define RDMACH_SHM_STAGE_PIECE  (16ul * 1024)
+#define RDMACH_SHM_STAGE_DEPTH  8
+#define RDMACH_SHM_STAGE_PIECES 1024   /* a staged job's most pieces: 16 MiB */
+#define RDMACH_SHM_STAGE_MAX    (RDMACH_SHM_STAGE_PIECES * RDMACH_SHM_STAGE_PIECE)
 
 typedef struct rdmach_shm_copy {
     volatile uint64_t claim;
     volatile uint64_t done;
     volatile uint64_t given_back;
     int32_t           pid;          /* the reader's process */
-    uint32_t          nchunks;      /* 1..RDMACH_SHM_COPY_CHUNKS */
+    uint32_t          nchunks;      /* 1..RDMACH_SHM_COPY_CHUNKS (staged: STAGE_PIECES) */
     uint64_t          seg_id;       /* the reader's segment: the owner helps known peers only */
     uint64_t          owner_addr;   /* the bytes in the owner's memory */
     uint64_t          req_addr;     /* and in the reader's */
@@ -265,9 +267,14 @@ typedef struct rdmach_shm_copy_req {
     int                write, open, ret;
     unsigned           slot;        /* of the job on the owner's desk */
     unsigned           staged;      /* a staged get: its pieces come through the staging */
-    unsigned           idle;        /* advances since the owner last staged (staged) */
+    /* staged: */
+    unsigned           idle;        /* advances since the owner last staged */
     uint64_t           seen_seq;    /* its staged_seq then */
-    int                unstaged;    /* the reader read pieces of it itself (staged) */
+    int                unstaged;    /* we read pieces of it ourselves */
+    uint32_t           expect[RDMACH_SHM_STAGE_DEPTH];   /* the next piece in each buffer */
+    uint32_t           drained;     /* pieces copied out */
+    uint32_t           owner_end;   /* the owner's pieces are those below: all, or where we
+                                     * took the rest */
 } rdmach_shm_copy_req_t;
 
 /* advance: the owner still copies a chunk it claimed */

@@ -13,6 +13,10 @@
  * An owner in its progress meanwhile (a rendezvous sender waiting for the ATS, the target of
  * passive one-sided RMA in a barrier) copies the whole job while the reader computes, which
  * is what MPI's request-based RMA overlaps. rdmach_shm_copy_run is both at once.
+ *
+ * A staged get (rdmach_shm.h) uses the same desk slot and claim word, with other work: the
+ * owner's claim is a piece it memcpys into the slot's staging buffer, the reader copies the
+ * pieces out, and takes the rest in one process_vm_readv when the owner stops.
  */
 #include "rdmach_shm.h"
 #include "ucx_ext_sys.h"
@@ -120,6 +124,7 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     rdmach_shm_copy_t *job;
     uint32_t busy, bit;
     size_t chunk;
+    unsigned b;
     int slot;
 
     /* a desk slot: a free bit of the busy mask (bits beyond the desk, which only a corrupt
@@ -159,28 +164,33 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     req->write   = write;
     req->open    = 1;
     req->ret     = 0;
-    req->slot    = (unsigned)slot;
-    req->staged  = staged ? 1 : 0;
-    req->idle    = 0;
+    req->slot     = (unsigned)slot;
+    req->staged   = staged ? 1 : 0;
+    req->idle     = 0;
     req->seen_seq = __atomic_load_n(&hdr->staged_seq, __ATOMIC_RELAXED);
     req->unstaged = 0;
+    req->drained  = 0;
+    req->owner_end = req->nchunks;
+    for (b = 0; b < RDMACH_SHM_STAGE_DEPTH; ++b) {
+        req->expect[b] = b;
+    }
 
     /* closed while the fields change (see rdmach_shm.h), then open under a new gen */
     req->gen = (__atomic_load_n(&job->claim, __ATOMIC_RELAXED) >> 32) + 1;
     __atomic_store_n(&job->claim, (req->gen << 32) | RDMACH_SHM_COPY_CLOSED, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    job->done       = 0;
-    job->given_back = 0;
-    job->pid        = own->pid;
-    job->seg_id     = own->seg_id;
-    job->nchunks    = req->nchunks;
-    job->owner_addr = remote_addr;
-    job->req_addr   = (uintptr_t)local;
-    job->len        = len;
-    job->chunk      = chunk;
-    job->to_req     = !write;
+    job->done        = 0;
+    job->given_back  = 0;
+    job->pid         = own->pid;
+    job->seg_id      = own->seg_id;
+    job->nchunks     = req->nchunks;
+    job->owner_addr  = remote_addr;
+    job->req_addr    = (uintptr_t)local;
+    job->len         = len;
+    job->chunk       = chunk;
+    job->to_req      = !write;
     job->staged_mode = req->staged;
-    job->refused    = 0;
+    job->refused     = 0;
     memset((void*)job->staged, 0, sizeof(job->staged));   /* a dead owner's leftovers */
     __atomic_store_n(&job->claim, (req->gen << 32) | (first ? 1 : 0), __ATOMIC_RELEASE);
     __atomic_fetch_or(&hdr->copy_active, bit, __ATOMIC_RELEASE);
@@ -212,7 +222,7 @@ int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
                                 unsigned long long peer_start, const rdmach_shm_seg_t *own,
                                 void *local, uint64_t remote_addr, size_t len)
 {
-    if ((len == 0) || (len > RDMACH_SHM_STAGE_MAX)) {
+    if ((len == 0) || (len > RDMACH_SHM_STAGE_PIECE * RDMACH_SHM_STAGE_PIECES)) {
         return -EINVAL;
     }
     return rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, NULL, len, 0,
@@ -250,9 +260,11 @@ static int rdmach_shm_copy_owner_gone(rdmach_shm_copy_req_t *req)
                                          ucx_ext_proc_start_time(req->pid));
 }
 
-/* Reader of a staged get: copies out the pieces the owner has staged. A piece's index is the
- * owner's word, checked against what we know: a piece of this job, not ours yet, in the buffer
- * it goes through. How many moved. */
+/* Reader of a staged get: copies out the pieces the owner has staged. The owner claims pieces
+ * in order and stages piece k + DEPTH in a buffer only after we emptied it of piece k, so each
+ * buffer carries the pieces b, b + DEPTH, ... in turn: a staging word (the owner's, or anyone's
+ * who maps its segment) is taken only if it names the piece we expect there, below the pieces
+ * we left to the owner. How many moved. */
 static unsigned rdmach_shm_stage_drain(rdmach_shm_copy_req_t *req)
 {
     rdmach_shm_copy_t *job = req->job;
@@ -263,14 +275,14 @@ static unsigned rdmach_shm_stage_drain(rdmach_shm_copy_req_t *req)
     for (b = 0; b < RDMACH_SHM_STAGE_DEPTH; ++b) {
         v = __atomic_load_n(&job->staged[b], __ATOMIC_ACQUIRE);
         k = v - 1;
-        if ((v == 0) || (k >= req->nchunks) || ((k % RDMACH_SHM_STAGE_DEPTH) != b) ||
-            (req->mine & (1ull << k))) {
+        if ((v == 0) || (k != req->expect[b]) || (k >= req->owner_end)) {
             continue;
         }
         off = (uint64_t)k * req->chunk;
         memcpy(req->local + off, rdmach_shm_stage_buf(req->hdr, req->slot, b),
                rdmach_shm_copy_min(req->chunk, req->len - off));
-        req->mine |= 1ull << k;
+        req->expect[b] += RDMACH_SHM_STAGE_DEPTH;
+        ++req->drained;
         __atomic_store_n(&job->staged[b], 0, __ATOMIC_RELEASE);   /* the owner's again */
         ++moved;
     }
@@ -296,8 +308,8 @@ static int rdmach_shm_copy_advance_staged(rdmach_shm_copy_req_t *req, int wait)
             req->seen_seq = c;   /* the owner is at work, maybe on our other jobs first */
             req->idle     = 0;
         }
-        if ((req->mine & req->all) == req->all) {
-            break;
+        if (req->drained == req->owner_end) {
+            break;   /* every piece the owner could claim is copied out, the rest is ours */
         }
         c    = __atomic_load_n(&job->claim, __ATOMIC_ACQUIRE);
         next = (uint32_t)c;
@@ -311,9 +323,9 @@ static int rdmach_shm_copy_advance_staged(rdmach_shm_copy_req_t *req, int wait)
                 iov.iov_len  = req->len - off;
                 ret          = ucx_ext_process_vm(req->pid, &iov, 1, req->remote + off,
                                                   iov.iov_len, 0);
-                req->ret     = (req->ret != 0) ? req->ret : ret;
-                req->mine   |= req->all & ~rdmach_shm_copy_mask(next);
-                req->unstaged = 1;
+                req->ret       = (req->ret != 0) ? req->ret : ret;
+                req->owner_end = next;   /* it claimed the pieces below, and no more */
+                req->unstaged  = 1;
             }
             continue;
         }
@@ -474,7 +486,9 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own, const rdmach_shm_help
         /* a private copy, checked: the desk is writable by every peer. A claim that
          * succeeds below proves the fields were those of the job of word c. */
         snap = *job;
-        if ((snap.nchunks == 0) || (snap.nchunks > RDMACH_SHM_COPY_CHUNKS) ||
+        if ((snap.nchunks == 0) ||
+            (snap.nchunks > (snap.staged_mode ? RDMACH_SHM_STAGE_PIECES :
+                                                RDMACH_SHM_COPY_CHUNKS)) ||
             (snap.chunk == 0) || (snap.chunk > RDMACH_SHM_COPY_CHUNK_MAX) ||
             (snap.len > snap.chunk * snap.nchunks) ||
             (snap.len <= snap.chunk * (snap.nchunks - 1)) || (snap.pid <= 0) ||

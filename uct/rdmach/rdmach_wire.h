@@ -95,7 +95,7 @@ static rdmach_wire_stats_t rdmach_wire_stats_sink __attribute__((unused));
     _(wire_copy_halves) _(wire_copy_staged) _(wire_copy_unstaged)
 
 /* The largest staged get (params.stage_max below). */
-#define RDMACH_WIRE_STAGE_MAX (1024ul * 1024)
+#define RDMACH_WIRE_STAGE_MAX (16ul * 1024 * 1024)
 
 /* How the glue opens a wire's receive side. */
 typedef struct rdmach_wire_params {

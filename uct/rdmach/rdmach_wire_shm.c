@@ -507,14 +507,33 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
             return ret;
         }
     } else if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1)) {
-        if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED)) && staged) {
-            /* staged by the owner (rdmach_shm.h), whatever the buffer: the reader writes all
-             * of its destination, the owner reads all of its source, so a buffer copied into
-             * again stays in its core's cache without halves */
-            e   = __builtin_ctz(~w->posted_busy);
-            p   = &w->posted[e];
-            ret = rdmach_shm_copy_post_staged(&p->req, &peer->seg, peer->start_time, &w->seg,
-                                              local[0].base, remote_addr, len);
+        if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
+            /* in the background: the peer may copy it all before our next progress. A get of
+             * up to stage_max is staged by the owner (rdmach_shm.h), whatever the buffer: the
+             * reader writes all of its destination, the owner reads all of its source, so a
+             * buffer copied into again stays in its core's cache without halves. Otherwise,
+             * alone it is cut in chunks that both processes take; posted behind others, it
+             * goes whole: the two processes then copy different ones at once (a window of
+             * messages), one system call each (MPICH windowed bandwidth 64 KiB / 256 KiB
+             * 17.5 / 20.8 GB/s against 13.5 / 15.2 cut in 8). Not into mapped memory: there
+             * our chunks are memcpy, 3-4x the owner's process_vm, and a whole job the owner
+             * took would bound the window by its rate (Win_allocate put bandwidth 31 GB/s
+             * against 50). A buffer copied into again goes in two fixed halves
+             * (rdmach_shm_hot). */
+            e = __builtin_ctz(~w->posted_busy);
+            p = &w->posted[e];
+            if (staged) {
+                ret = rdmach_shm_copy_post_staged(&p->req, &peer->seg, peer->start_time,
+                                                  &w->seg, local[0].base, remote_addr, len);
+            } else if (hot) {
+                ret = rdmach_shm_copy_post_hot(&p->req, &peer->seg, peer->start_time, &w->seg,
+                                               local[0].base, remote_addr, mapped, len, write);
+            } else {
+                ret = rdmach_shm_copy_post(&p->req, &peer->seg, peer->start_time, &w->seg,
+                                           local[0].base, remote_addr, mapped, len, write,
+                                           ((w->posted_busy == 0) || (mapped != NULL)) ?
+                                           RDMACH_SHM_COPY_SPLIT : 1);
+            }
             if (ret == 0) {
                 p->peer         = peer;
                 p->comp         = comp;
@@ -522,35 +541,8 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                 ++peer->refs;
                 w->posted_busy |= 1u << e;
                 RDMACH_WIRE_STATS(wire)->copy_jobs++;
-                RDMACH_WIRE_STATS(wire)->copy_staged++;
-                return RDMACH_WIRE_INPROGRESS;
-            }
-        } else if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
-            /* in the background: the peer may copy it all before our next progress. Alone it
-             * is cut in chunks that both processes take; posted behind others, it goes whole:
-             * the two processes then copy different ones at once (a window of messages), one
-             * system call each (MPICH windowed bandwidth 64 KiB / 256 KiB 17.5 / 20.8 GB/s
-             * against 13.5 / 15.2 cut in 8). Not into mapped memory: there our chunks are
-             * memcpy, 3-4x the owner's process_vm, and a whole job the owner took would bound
-             * the window by its rate (Win_allocate put bandwidth 31 GB/s against 50). A
-             * buffer copied into again goes in two fixed halves (rdmach_shm_hot). */
-            e   = __builtin_ctz(~w->posted_busy);
-            p   = &w->posted[e];
-            ret = hot ? rdmach_shm_copy_post_hot(&p->req, &peer->seg, peer->start_time,
-                                                 &w->seg, local[0].base, remote_addr, mapped,
-                                                 len, write) :
-                  rdmach_shm_copy_post(&p->req, &peer->seg, peer->start_time, &w->seg,
-                                       local[0].base, remote_addr, mapped, len, write,
-                                       ((w->posted_busy == 0) || (mapped != NULL)) ?
-                                       RDMACH_SHM_COPY_SPLIT : 1);
-            if (ret == 0) {
-                p->peer       = peer;
-                p->comp       = comp;
-                p->finished   = 0;
-                ++peer->refs;
-                w->posted_busy |= 1u << e;
-                RDMACH_WIRE_STATS(wire)->copy_jobs++;
-                RDMACH_WIRE_STATS(wire)->copy_halves += hot;
+                RDMACH_WIRE_STATS(wire)->copy_staged += staged;
+                RDMACH_WIRE_STATS(wire)->copy_halves += hot && !staged;
                 return RDMACH_WIRE_INPROGRESS;
             }
         } else if (!hot) {
@@ -681,16 +673,16 @@ static void rdmach_shm_settle(rdmach_shm_wire_t *w)
 }
 
 /* Our own posted copies first; chunks of the cooperative copies peers opened on our desk only
- * when we have none, but for the pieces of staged gets. Help is worth a core that would otherwise wait (a rendezvous sender until
- * the ATS, a passive target); a process with reads of its own (bi-directional traffic: both
- * read at once) only adds the claim traffic, and the reader it would have helped copies the
- * chunks itself anyway. */
+ * when we have none, but for the pieces of staged gets. Help is worth a core that would
+ * otherwise wait (a rendezvous sender until the ATS, a passive target); a process with reads
+ * of its own (bi-directional traffic: both read at once) only adds the claim traffic, and the
+ * reader it would have helped copies the chunks itself anyway. */
 static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
 {
     rdmach_shm_wire_t *w             = (rdmach_shm_wire_t*)wire;
     const rdmach_shm_helper_t helper = rdmach_shm_helper(w);
     const int own_copies             = (w->posted_busy != 0);
-    unsigned count       = 0, helped;
+    unsigned count                   = 0, helped;
 
     if (own_copies) {
         count = rdmach_shm_posted_progress(w);
