@@ -71,11 +71,10 @@ typedef struct rdmach_wire_dev {
  * doorbells and bounce buffers (the resource model's figure, checked against a live iface).
  * shm's cooperative zero copy (rdmach_shm.h): copy_jobs, the large gets and puts this process
  * put on a peer's desk, copy_halves those of them into a buffer copied into again (two fixed
- * halves, the first copied at once), copy_staged those of them staged by the owner,
+ * halves, the first copied at once), copy_staged those of them staged by the owner and
  * copy_unstaged of those the ones whose last pieces the reader read itself (the owner was busy
- * elsewhere, or refused);
- * copy_helped, the chunks (and staged pieces) it copied for peers from their desks on its
- * own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
+ * elsewhere, or refused); copy_helped, the chunks (and staged pieces) it copied for peers
+ * from their desks on its own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
  * large rings, rdmach_shm.h; RC: 0). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
