@@ -576,6 +576,7 @@ extern "C" {
 #include <chrono>
 #include <csignal>
 #include <sys/wait.h>
+#include <functional>
 #include <thread>
 
 namespace {
@@ -652,16 +653,21 @@ TEST(RdmachShmCopy, AnOwnerThatPollsTakesChunks)
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
 }
 
-// Slots taken again and again by several readers while the owner helps: every copy must be
-// exact (an owner that kept a finished job's fields must never claim a chunk of the next).
-TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
+// Three reader threads take the desk's slots again and again, 60 copies each of 64 KiB-1 MiB
+// (at most max_len), while the owner's thread helps; copy(peer, i, src, dst) does copy i
+// (0 on success). How many copies failed or came out wrong.
+namespace {
+
+using CopyFn = std::function<int(rdmach_shm_seg_t *, int, std::vector<uint8_t> &,
+                                 std::vector<uint8_t> &)>;
+
+unsigned readers_reuse_slots(Desk &d, size_t max_len, const CopyFn &copy)
 {
-    Desk d;
     std::atomic<bool> stop{false};
-    std::atomic<unsigned> helped{0}, bad{0};
+    std::atomic<unsigned> bad{0};
     std::thread owner([&] {
         while (!stop.load()) {
-            helped += rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0);
+            rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0);
         }
     });
     auto reader = [&](uint8_t seed) {
@@ -671,15 +677,10 @@ TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
             return;
         }
         for (int i = 0; i < 60; ++i) {
-            size_t len = (64 + 37 * ((i * 7 + seed) % 29)) * 1024 + i;
+            size_t len = std::min<size_t>((64 + 37 * ((i * 7 + seed) % 29)) * 1024 + i,
+                                          max_len);
             std::vector<uint8_t> src = pattern(len, static_cast<uint8_t>(seed + i)), dst(len);
-            int write = i % 3 == 0;
-            int ret   = write ?
-                rdmach_shm_copy_run(&peer, 0, &d.reader.own, src.data(),
-                                    reinterpret_cast<uintptr_t>(dst.data()), len, 1) :
-                rdmach_shm_copy_run(&peer, 0, &d.reader.own, dst.data(),
-                                    reinterpret_cast<uintptr_t>(src.data()), len, 0);
-            if ((ret != 0) || (src != dst)) {
+            if ((copy(&peer, i, src, dst) != 0) || (src != dst)) {
                 ++bad;
             }
         }
@@ -691,7 +692,25 @@ TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
     r3.join();
     stop = true;
     owner.join();
-    EXPECT_EQ(0u, bad.load());
+    return bad.load();
+}
+
+}  // namespace
+
+// Slots taken again and again by several readers while the owner helps: every copy must be
+// exact (an owner that kept a finished job's fields must never claim a chunk of the next).
+TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
+{
+    Desk d;
+    EXPECT_EQ(0u, readers_reuse_slots(d, SIZE_MAX, [&](rdmach_shm_seg_t *peer, int i,
+                                                       std::vector<uint8_t> &src,
+                                                       std::vector<uint8_t> &dst) {
+        return (i % 3 == 0) ?   // a put
+            rdmach_shm_copy_run(peer, 0, &d.reader.own, src.data(),
+                                reinterpret_cast<uintptr_t>(dst.data()), src.size(), 1) :
+            rdmach_shm_copy_run(peer, 0, &d.reader.own, dst.data(),
+                                reinterpret_cast<uintptr_t>(src.data()), src.size(), 0);
+    }));
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
 }
@@ -901,6 +920,26 @@ struct CopyPair {
     rdmach_rx_t rx{};
     uint32_t id = 0;
 };
+
+// Gets from..to-1 of src into dst[i], each with ops[i]: how many were posted, and how many
+// were done at return (checked then).
+void get_window(CopyPair &c, const std::vector<uint8_t> &src,
+                std::vector<std::vector<uint8_t>> &dst, std::vector<Done> &ops, int from, int to,
+                int *posted, int *sync)
+{
+    for (int i = from; i < to; ++i) {
+        rdmach_wire_iov_t iov = {dst[i].data(), src.size(), nullptr};
+        int ret = c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()),
+                               0, src.size(), 0, nullptr, &ops[i]);
+        if (ret == RDMACH_WIRE_INPROGRESS) {
+            ++*posted;
+        } else {
+            ASSERT_EQ(0, ret);
+            EXPECT_EQ(src, dst[i]) << "complete at return";
+            ++*sync;
+        }
+    }
+}
 
 }  // namespace
 
@@ -1119,18 +1158,7 @@ TEST(RdmachWireShm, PostedCopiesAndFlushesAreBounded)
     std::vector<Done> ops(20), flushes(17);
     int posted = 0, sync = 0, i;
 
-    for (i = 0; i < 20; ++i) {
-        rdmach_wire_iov_t iov = {dst[i].data(), len, nullptr};
-        int ret = c.b.ops->rma(c.b.w, c.peer, &iov, 1, reinterpret_cast<uintptr_t>(src.data()),
-                               0, len, 0, nullptr, &ops[i]);
-        if (ret == RDMACH_WIRE_INPROGRESS) {
-            ++posted;
-        } else {
-            ASSERT_EQ(0, ret);
-            EXPECT_EQ(src, dst[i]) << "complete at return";
-            ++sync;
-        }
-    }
+    get_window(c, src, dst, ops, 0, 20, &posted, &sync);
     EXPECT_EQ(16, posted);
     EXPECT_EQ(4, sync);
     for (i = 0; i < 16; ++i) {
@@ -1332,55 +1360,28 @@ TEST(RdmachShmStage, ScribbledStagingWordsAndJobsAreIgnored)
 
 // Readers reuse the desk's slots with staged gets and plain copies mixed while the owner's
 // thread helps: every copy exact (an owner that kept a finished job's fields must never stage
-// a piece into the next one).
+// a piece into the next one). (The owner's thread may get no CPU on a loaded machine.)
 TEST(RdmachShmStage, ReadersReuseSlotsWhileTheOwnerStages)
 {
     Desk d;
-    std::atomic<bool> stop{false};
-    std::atomic<unsigned> helped{0}, bad{0};
-    std::thread owner([&] {
-        while (!stop.load()) {
-            helped += rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0);
+    EXPECT_EQ(0u, readers_reuse_slots(d, RDMACH_SHM_STAGE_MAX, [&](rdmach_shm_seg_t *peer,
+                                                                   int i,
+                                                                   std::vector<uint8_t> &src,
+                                                                   std::vector<uint8_t> &dst) {
+        rdmach_shm_copy_req_t req;
+        int ret;
+        if (i % 2 != 0) {
+            return rdmach_shm_copy_run(peer, 0, &d.reader.own, dst.data(),
+                                       reinterpret_cast<uintptr_t>(src.data()), src.size(), 0);
         }
-    });
-    auto reader = [&](uint8_t seed) {
-        rdmach_shm_seg_t peer{};
-        if (rdmach_shm_attach(&peer, getpid(), d.owner.own.fd, 0x1234) != 0) {
-            ++bad;
-            return;
-        }
-        for (int i = 0; i < 60; ++i) {
-            size_t len = (64 + 37 * ((i * 7 + seed) % 29)) * 1024 + i;
-            std::vector<uint8_t> src = pattern(len, static_cast<uint8_t>(seed + i)), dst(len);
-            rdmach_shm_copy_req_t req;
-            int ret;
-            if (i % 2 == 0) {
-                len = std::min(len, RDMACH_SHM_STAGE_MAX);
-                src.resize(len);
-                dst.resize(len);
-                ret = rdmach_shm_copy_post_staged(&req, &peer, 0, &d.reader.own, dst.data(),
-                                                  reinterpret_cast<uintptr_t>(src.data()), len);
-                if (ret == 0) {
-                    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
-                    }
-                }
-            } else {
-                ret = rdmach_shm_copy_run(&peer, 0, &d.reader.own, dst.data(),
-                                          reinterpret_cast<uintptr_t>(src.data()), len, 0);
-            }
-            if ((ret != 0) || (src != dst)) {
-                ++bad;
+        ret = rdmach_shm_copy_post_staged(&req, peer, 0, &d.reader.own, dst.data(),
+                                          reinterpret_cast<uintptr_t>(src.data()), src.size());
+        if (ret == 0) {
+            while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
             }
         }
-        rdmach_shm_detach(&peer);
-    };
-    std::thread r1(reader, 1), r2(reader, 2), r3(reader, 3);
-    r1.join();
-    r2.join();
-    r3.join();
-    stop = true;
-    owner.join();
-    EXPECT_EQ(0u, bad.load());   // (the owner's thread may get no CPU on a loaded machine)
+        return ret;
+    }));
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
 }
@@ -1417,18 +1418,7 @@ TEST(RdmachWireShmStage, PostedAndWindowedGetsAreStaged)
         }
     });
     int posted = 0, sync = 0;
-    for (int i = 1; i < 20; ++i) {
-        rdmach_wire_iov_t v = {dst[i].data(), len, nullptr};
-        int ret = c.b.ops->rma(c.b.w, c.peer, &v, 1, reinterpret_cast<uintptr_t>(src.data()),
-                               0, len, 0, nullptr, &ops[i]);
-        if (ret == RDMACH_WIRE_INPROGRESS) {
-            ++posted;
-        } else {
-            ASSERT_EQ(0, ret);
-            EXPECT_EQ(src, dst[i]) << "complete at return";
-            ++sync;
-        }
-    }
+    get_window(c, src, dst, ops, 1, 20, &posted, &sync);
     EXPECT_EQ(16, posted);
     EXPECT_EQ(3, sync);
     while (std::any_of(ops.begin() + 1, ops.end() - 3, [](const Done &o) { return !o.calls; })) {

@@ -30,15 +30,20 @@ uct_rdmach_counters_t uct_rdmach_counters;
 static pthread_mutex_t uct_rdmach_shm_regs_lock = PTHREAD_MUTEX_INITIALIZER;
 static UCS_LIST_HEAD(uct_rdmach_shm_regs);
 
-int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length)
+/* Is [address, address + length) one of the shm md's registrations (exact), or inside one?
+ * Overflow-safe: the range is a peer's word. */
+static int uct_rdmach_md_find(uint64_t address, uint64_t length, int exact)
 {
     uct_rdmach_memh_t *memh;
+    uint64_t off;
     int found = 0;
 
-    (void)arg;
     pthread_mutex_lock(&uct_rdmach_shm_regs_lock);
     ucs_list_for_each(memh, &uct_rdmach_shm_regs, list) {
-        if ((address == memh->super.address) && (length == memh->super.length)) {
+        off = address - memh->super.address;
+        if (exact ? ((address == memh->super.address) && (length == memh->super.length)) :
+                    ((address >= memh->super.address) && (off <= memh->super.length) &&
+                     (length <= memh->super.length - off))) {
             found = 1;
             break;
         }
@@ -47,24 +52,16 @@ int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length)
     return found;
 }
 
+int uct_rdmach_md_registered(void *arg, uint64_t address, uint64_t length)
+{
+    (void)arg;
+    return uct_rdmach_md_find(address, length, 1);
+}
+
 int uct_rdmach_md_covers(void *arg, uint64_t address, uint64_t length)
 {
-    uct_rdmach_memh_t *memh;
-    int found = 0;
-
     (void)arg;
-    pthread_mutex_lock(&uct_rdmach_shm_regs_lock);
-    ucs_list_for_each(memh, &uct_rdmach_shm_regs, list) {
-        /* overflow-safe: the range is a peer's word */
-        if ((address >= memh->super.address) &&
-            (address - memh->super.address <= memh->super.length) &&
-            (length <= memh->super.length - (address - memh->super.address))) {
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&uct_rdmach_shm_regs_lock);
-    return found;
+    return uct_rdmach_md_find(address, length, 0);
 }
 
 typedef struct uct_rdmach_md_config {

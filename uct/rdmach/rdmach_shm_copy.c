@@ -222,7 +222,7 @@ int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
                                 unsigned long long peer_start, const rdmach_shm_seg_t *own,
                                 void *local, uint64_t remote_addr, size_t len)
 {
-    if ((len == 0) || (len > RDMACH_SHM_STAGE_PIECE * RDMACH_SHM_STAGE_PIECES)) {
+    if ((len == 0) || (len > RDMACH_SHM_STAGE_MAX)) {
         return -EINVAL;
     }
     return rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, NULL, len, 0,

@@ -679,10 +679,10 @@ static void rdmach_shm_settle(rdmach_shm_wire_t *w)
  * reader it would have helped copies the chunks itself anyway. */
 static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
 {
-    rdmach_shm_wire_t *w             = (rdmach_shm_wire_t*)wire;
-    const rdmach_shm_helper_t helper = rdmach_shm_helper(w);
-    const int own_copies             = (w->posted_busy != 0);
-    unsigned count                   = 0, helped;
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    const int own_copies = (w->posted_busy != 0);
+    unsigned count       = 0, helped;
+    rdmach_shm_helper_t helper;
 
     if (own_copies) {
         count = rdmach_shm_posted_progress(w);
@@ -690,6 +690,7 @@ static unsigned rdmach_shm_progress(rdmach_wire_t *wire)
     /* staging a piece is a memcpy: worth doing between our own copies too, where both read
      * at once (bi-directional traffic), each then copying out what the other staged */
     if (__atomic_load_n(&w->seg.hdr->copy_active, __ATOMIC_RELAXED) != 0) {
+        helper = rdmach_shm_helper(w);
         helped = rdmach_shm_copy_help(&w->seg, &helper, own_copies);
         RDMACH_WIRE_STATS(wire)->copy_helped += helped;
         count += helped;
