@@ -81,8 +81,15 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "staged: the process whose memory is read, idle in its progress, copies it in 16k\n"
      "pieces into its segment, and the reader copies them out, two memcpys instead of the\n"
      "kernel's page walk in process_vm_readv. The reader copies what is left itself when\n"
-     "the owner does not help (it computes).",
+     "the owner does not help (it computes). Whether it pays depends on the machine (the\n"
+     "page walk against the line transfers between the cores): see STAGED_PICK.",
      ucs_offsetof(uct_rdmach_iface_config_t, staged_copy), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"STAGED_PICK", "y",
+     "Measure, per class of sizes, whether staged gets (STAGED_COPY) are faster here than\n"
+     "the kernel's page walk, and stage only if so: a few gets of each way now and then,\n"
+     "timed. n: stage every get up to STAGED_COPY.",
+     ucs_offsetof(uct_rdmach_iface_config_t, staged_pick), UCS_CONFIG_TYPE_BOOL},
 
     {"MAX_PEERS", "256",
      "Rings in this process's segment, i.e. how many senders can connect to it. Costs\n"
@@ -646,6 +653,7 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     wire_params.failed    = uct_rdmach_wire_failed;
     wire_params.config    = wire_config;
     wire_params.stage_max = config->staged_copy;
+    wire_params.stage_measure = config->staged_pick;
     wire_params.may_read  = uct_rdmach_md_covers;
     ret = wire_ops->open(&wire_params, &self->wire);
     if (ret != 0) {

@@ -129,6 +129,7 @@ typedef struct uct_rdmach_iface_config {
     size_t                zcopy_thresh;
     size_t                eager_limit;
     size_t                staged_copy;
+    int                   staged_pick;
     unsigned              max_peers;
     unsigned              sweep_interval;
     unsigned              hot_max;

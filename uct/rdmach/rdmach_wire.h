@@ -74,11 +74,13 @@ typedef struct rdmach_wire_dev {
  * halves, the first copied at once), copy_staged those of them staged by the owner and
  * copy_unstaged of those the ones whose last pieces the reader read itself (the owner was busy
  * elsewhere, or refused); copy_helped, the chunks (and staged pieces) it copied for peers
- * from their desks on its own (RC: 0). large_rings: rings of ours set up for a sender with the large geometry (shm's
- * large rings, rdmach_shm.h; RC: 0). */
+ * from their desks on its own (RC: 0). large_rings: rings of ours set up for a sender with
+ * the large geometry (shm's large rings, rdmach_shm.h; RC: 0). stage_picks: how often shm
+ * measured staged gets against not (rdmach_shm_pick.h), stage_picked: how often staging won. */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
     uint64_t copy_jobs, copy_helped, large_rings, copy_halves, copy_staged, copy_unstaged;
+    uint64_t stage_picks, stage_picked;
 } rdmach_wire_stats_t;
 
 /* A wire's counters: the glue's, or a sink when it keeps none (unit tests); the sink is never
@@ -91,7 +93,8 @@ static rdmach_wire_stats_t rdmach_wire_stats_sink __attribute__((unused));
 #define RDMACH_WIRE_COUNTERS(_) \
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
     _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped) _(wire_large_rings) \
-    _(wire_copy_halves) _(wire_copy_staged) _(wire_copy_unstaged)
+    _(wire_copy_halves) _(wire_copy_staged) _(wire_copy_unstaged) _(wire_stage_picks) \
+    _(wire_stage_picked)
 
 /* The largest staged get (params.stage_max below). */
 #define RDMACH_WIRE_STAGE_MAX (16ul * 1024 * 1024)
@@ -124,6 +127,8 @@ typedef struct rdmach_wire_params {
      * (rdmach_shm.h); may_read(may_read_arg, address, length): is that range of our memory
      * registered, i.e. may a peer's staged get read it (NULL: we stage none). */
     size_t            stage_max;    /* at most RDMACH_WIRE_STAGE_MAX */
+    int               stage_measure; /* 1: a get up to stage_max is staged only if that
+                                      * measured faster (rdmach_shm_pick.h); 0: always */
     int               (*may_read)(void *arg, uint64_t address, uint64_t length);
     void              *may_read_arg;
     /* The wire's own knobs, of the type its header names (RC: rdmach_rc_config_t,

@@ -19,6 +19,7 @@
  */
 #include "rdmach_wire.h"
 #include "rdmach_shm.h"
+#include "rdmach_shm_pick.h"
 #include "ucx_ext_sys.h"
 #include "ucx_ext_wake.h"
 
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The iface address: where a peer finds our segment, and the id that proves it is ours. */
@@ -61,6 +63,9 @@ typedef struct rdmach_shm_posted {
     int                   finished; /* the copy is over (ret), its completion not yet run:
                                      * finished inside rma, which calls no completion */
     int                   ret;
+    unsigned              way;      /* its rdmach_shm_pick bits */
+    int                   alone;    /* no other posted copy ran beside it (a timed get) */
+    uint64_t              t_post;   /* ns, of a timed get */
 } rdmach_shm_posted_t;
 
 typedef struct rdmach_shm_flush {
@@ -82,6 +87,7 @@ typedef struct rdmach_shm_wire {
     rdmach_shm_flush_t  flushes[RDMACH_SHM_FLUSHES];
     uint64_t          recent[RDMACH_SHM_RECENT];   /* destination addresses, a ring */
     unsigned          recent_next;
+    rdmach_shm_pick_t pick;         /* gets that could be staged: staged or not */
 } rdmach_shm_wire_t;
 
 _Static_assert(RDMACH_SHM_STAGE_MAX == RDMACH_WIRE_STAGE_MAX, "STAGED_COPY's range");
@@ -135,6 +141,7 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
         return -ENOMEM;
     }
     w->super.params     = *params;
+    rdmach_shm_pick_init(&w->pick);
     w->super.latency    = 80e-9;      /* a record's stores seen by the peer's poll */
     w->super.max_inline = SIZE_MAX;   /* put_short is a process_vm_writev or a memcpy */
     w->max_peers        = params->max_peers;
@@ -482,24 +489,41 @@ static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, 
     return ret;
 }
 
-static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
-                          const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
-                          uint32_t rkey, size_t len, int write, void *mapped, void *comp)
+static uint64_t rdmach_shm_now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A timed get that ran alone is over: its time to rdmach_shm_pick, its decision counted. */
+static void rdmach_shm_picked(rdmach_shm_wire_t *w, size_t len, unsigned way, uint64_t t0)
+{
+    int won = rdmach_shm_pick_sample(&w->pick, len, way, rdmach_shm_now_ns() - t0);
+
+    if (won >= 0) {
+        RDMACH_WIRE_STATS(&w->super)->stage_picks++;
+        RDMACH_WIRE_STATS(&w->super)->stage_picked += (unsigned)won;
+    }
+}
+
+/* way: rdmach_shm_pick's bits for a get that may be staged (0 otherwise); t0: its start */
+static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
+                              const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                              size_t len, int write, void *mapped, void *comp, unsigned way,
+                              uint64_t t0)
 {
     rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
     rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
     struct iovec iov[RDMACH_WIRE_MAX_IOV];
     rdmach_shm_posted_t *p;
     size_t i;
-    int ret, e, hot, staged;
+    uint32_t others;
+    int ret, e, hot, staged = way & RDMACH_SHM_PICK_STAGED;
 
-    (void)rkey;   /* checked by the glue against pid and region */
-    if (cnt > RDMACH_WIRE_MAX_IOV) {
-        return -EINVAL;
-    }
     hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) &&
           rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
-    staged = !write && (mapped == NULL) && (len <= w->super.params.stage_max);
     if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && staged &&
         ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)))) {
         ret = rdmach_shm_staged_run(w, peer, local[0].base, remote_addr, len);
@@ -538,6 +562,12 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                 p->peer         = peer;
                 p->comp         = comp;
                 p->finished     = 0;
+                p->way          = way;
+                p->t_post       = t0;
+                p->alone        = (w->posted_busy == 0);
+                for (others = w->posted_busy; others != 0; others &= others - 1) {
+                    w->posted[__builtin_ctz(others)].alone = 0;   /* they share the cores */
+                }
                 ++peer->refs;
                 w->posted_busy |= 1u << e;
                 RDMACH_WIRE_STATS(wire)->copy_jobs++;
@@ -568,6 +598,36 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
         iov[i].iov_len  = local[i].len;
     }
     return ucx_ext_process_vm(peer->seg.pid, iov, cnt, remote_addr, len, write);
+}
+
+/* A get that may be staged goes the way rdmach_shm_pick measured faster (or, without
+ * params.stage_measure, staged); an exploring one is timed, here if it ends at return, at its
+ * completion if posted. */
+static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
+                          const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                          uint32_t rkey, size_t len, int write, void *mapped, void *comp)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    unsigned way         = 0;
+    uint64_t t0          = 0;
+    int ret;
+
+    (void)rkey;   /* checked by the glue against pid and region */
+    if (cnt > RDMACH_WIRE_MAX_IOV) {
+        return -EINVAL;
+    }
+    if (!write && (mapped == NULL) && (cnt == 1) && (len >= RDMACH_SHM_COPY_MIN) &&
+        (len <= w->super.params.stage_max)) {
+        way = w->super.params.stage_measure ? rdmach_shm_pick(&w->pick, len) :
+                                              RDMACH_SHM_PICK_STAGED;
+        t0  = (way & RDMACH_SHM_PICK_TIMED) ? rdmach_shm_now_ns() : 0;
+    }
+    ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
+                             comp, way, t0);
+    if ((way & RDMACH_SHM_PICK_TIMED) && (ret != RDMACH_WIRE_INPROGRESS)) {
+        rdmach_shm_picked(w, len, way, t0);
+    }
+    return ret;
 }
 
 /* Posted copies to peer (NULL: any), as bits of posted_busy. */
@@ -604,6 +664,9 @@ static unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
         ret   = p->finished ? p->ret : rdmach_shm_copy_advance(&p->req, 0);
         if (ret == RDMACH_SHM_COPY_PENDING) {
             continue;
+        }
+        if ((p->way & RDMACH_SHM_PICK_TIMED) && p->alone) {
+            rdmach_shm_picked(w, p->req.len, p->way, p->t_post);
         }
         bit             = 1u << e;
         comp            = p->comp;

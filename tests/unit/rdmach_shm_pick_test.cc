@@ -1,0 +1,115 @@
+/*
+ * rdmach's choice between staged gets and the kernel's page walk (rdmach_shm_pick.c), fed
+ * made-up times: it explores both ways in turn, takes the faster, holds it for a run that
+ * doubles while the same way keeps winning, explores again, is not swayed by one preempted
+ * sample, gives up when no get runs alone, and keeps its classes of sizes apart.
+ */
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "rdmach_shm_pick.h"
+}
+
+namespace {
+
+const size_t K64 = 64 * 1024, M1 = 1024 * 1024, M8 = 8 * 1024 * 1024;
+
+/* Runs n gets of len, each timed one (when exploring) taking ns_staged or ns_not per byte;
+ * returns how many went staged. */
+unsigned run(rdmach_shm_pick_t *p, size_t len, unsigned n, double ns_staged, double ns_not,
+             unsigned *decided_staged = nullptr)
+{
+    unsigned staged = 0;
+
+    for (unsigned i = 0; i < n; ++i) {
+        unsigned way = rdmach_shm_pick(p, len);
+        staged += way & RDMACH_SHM_PICK_STAGED;
+        if (way & RDMACH_SHM_PICK_TIMED) {
+            double per = (way & RDMACH_SHM_PICK_STAGED) ? ns_staged : ns_not;
+            int won    = rdmach_shm_pick_sample(p, len, way, (uint64_t)(per * len));
+            if ((won >= 0) && (decided_staged != nullptr)) {
+                *decided_staged += won;
+            }
+        }
+    }
+    return staged;
+}
+
+}  // namespace
+
+TEST(RdmachShmPick, TakesTheFasterWay)
+{
+    rdmach_shm_pick_t p;
+
+    rdmach_shm_pick_init(&p);
+    /* staged 3x slower: after 8 exploring gets, the rest of the run goes the other way */
+    EXPECT_EQ(4u, run(&p, K64, 8 + RDMACH_SHM_PICK_RUN, 0.15, 0.05));
+    EXPECT_NE(0u, rdmach_shm_pick(&p, K64) & RDMACH_SHM_PICK_TIMED);   /* exploring again */
+
+    rdmach_shm_pick_init(&p);
+    EXPECT_EQ(4u + RDMACH_SHM_PICK_RUN, run(&p, K64, 8 + RDMACH_SHM_PICK_RUN, 0.04, 0.08));
+}
+
+TEST(RdmachShmPick, RunsDoubleWhileTheSameWayWins)
+{
+    rdmach_shm_pick_t p;
+    unsigned run_len = RDMACH_SHM_PICK_RUN, staged_total = 0;
+
+    rdmach_shm_pick_init(&p);
+    for (int round = 0; round < 5; ++round) {
+        staged_total += run(&p, M1 / 2, 8 + run_len, 0.2, 0.1);
+        run_len *= 2;
+    }
+    EXPECT_EQ(5u * 4, staged_total);   /* only the exploring gets */
+    /* the machine changes: staging now wins, and the run starts short again */
+    unsigned decided = 0;
+    run(&p, M1 / 2, 8, 0.05, 0.1, &decided);
+    EXPECT_EQ(1u, decided);
+    EXPECT_EQ(RDMACH_SHM_PICK_RUN - 1, run(&p, M1 / 2, RDMACH_SHM_PICK_RUN - 1, 0.05, 0.1));
+}
+
+TEST(RdmachShmPick, OnePreemptedSampleDecidesNothing)
+{
+    rdmach_shm_pick_t p;
+    unsigned n = 0;
+    int won    = -1;
+
+    rdmach_shm_pick_init(&p);
+    /* staging is faster, but its first sample was preempted (a 4 ms pause) */
+    while (won < 0) {
+        unsigned way = rdmach_shm_pick(&p, K64);
+        ASSERT_TRUE(way & RDMACH_SHM_PICK_TIMED);
+        double per = (way & RDMACH_SHM_PICK_STAGED) ? ((n++ == 0) ? 60.0 : 0.04) : 0.08;
+        won = rdmach_shm_pick_sample(&p, K64, way, (uint64_t)(per * K64));
+    }
+    EXPECT_EQ(1, won);
+}
+
+TEST(RdmachShmPick, GivesUpWithoutSamples)
+{
+    rdmach_shm_pick_t p;
+    unsigned i, timed = 0;
+
+    rdmach_shm_pick_init(&p);
+    /* gets that never run alone bring no samples: the first choice (staged) holds */
+    for (i = 0; i < RDMACH_SHM_PICK_GIVE_UP + 10; ++i) {
+        timed += !!(rdmach_shm_pick(&p, M8) & RDMACH_SHM_PICK_TIMED);
+    }
+    EXPECT_EQ((unsigned)RDMACH_SHM_PICK_GIVE_UP, timed);
+    EXPECT_EQ((unsigned)RDMACH_SHM_PICK_STAGED, rdmach_shm_pick(&p, M8));
+}
+
+TEST(RdmachShmPick, ClassesApartAndLateSamplesIgnored)
+{
+    rdmach_shm_pick_t p;
+
+    rdmach_shm_pick_init(&p);
+    run(&p, K64, 8, 0.2, 0.1);                     /* 64 KiB: not staged */
+    EXPECT_EQ(4u, run(&p, 2 * M1, 8, 0.05, 0.1));   /* 2 MiB explores on its own */
+    EXPECT_EQ(0u, rdmach_shm_pick(&p, 100 * 1024));
+    EXPECT_EQ((unsigned)RDMACH_SHM_PICK_STAGED, rdmach_shm_pick(&p, 3 * M1));
+    /* a timed get that completes after its exploration decided changes nothing */
+    EXPECT_EQ(-1, rdmach_shm_pick_sample(&p, K64, RDMACH_SHM_PICK_TIMED | 1, 1));
+    EXPECT_EQ(-1, rdmach_shm_pick_sample(&p, K64, RDMACH_SHM_PICK_TIMED, 0));
+    EXPECT_EQ(0u, rdmach_shm_pick(&p, K64));
+}
