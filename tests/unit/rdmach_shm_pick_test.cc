@@ -22,7 +22,7 @@ unsigned run(rdmach_shm_pick_t *p, size_t len, unsigned n, double ns_staged, dou
     unsigned staged = 0;
 
     for (unsigned i = 0; i < n; ++i) {
-        unsigned way = rdmach_shm_pick(p, len);
+        unsigned way = rdmach_shm_pick(p, len, 1);
         staged += way & RDMACH_SHM_PICK_STAGED;
         if (way & RDMACH_SHM_PICK_TIMED) {
             double per = (way & RDMACH_SHM_PICK_STAGED) ? ns_staged : ns_not;
@@ -44,7 +44,7 @@ TEST(RdmachShmPick, TakesTheFasterWay)
     rdmach_shm_pick_init(&p);
     /* staged 3x slower: after 8 exploring gets, the rest of the run goes the other way */
     EXPECT_EQ(4u, run(&p, K64, 8 + RDMACH_SHM_PICK_RUN, 0.15, 0.05));
-    EXPECT_NE(0u, rdmach_shm_pick(&p, K64) & RDMACH_SHM_PICK_TIMED);   /* exploring again */
+    EXPECT_NE(0u, rdmach_shm_pick(&p, K64, 1) & RDMACH_SHM_PICK_TIMED);   /* exploring again */
 
     rdmach_shm_pick_init(&p);
     EXPECT_EQ(4u + RDMACH_SHM_PICK_RUN, run(&p, K64, 8 + RDMACH_SHM_PICK_RUN, 0.04, 0.08));
@@ -77,12 +77,25 @@ TEST(RdmachShmPick, OnePreemptedSampleDecidesNothing)
     rdmach_shm_pick_init(&p);
     /* staging is faster, but its first sample was preempted (a 4 ms pause) */
     while (won < 0) {
-        unsigned way = rdmach_shm_pick(&p, K64);
+        unsigned way = rdmach_shm_pick(&p, K64, 1);
         ASSERT_TRUE(way & RDMACH_SHM_PICK_TIMED);
         double per = (way & RDMACH_SHM_PICK_STAGED) ? ((n++ == 0) ? 60.0 : 0.04) : 0.08;
         won = rdmach_shm_pick_sample(&p, K64, way, (uint64_t)(per * K64));
     }
     EXPECT_EQ(1, won);
+}
+
+TEST(RdmachShmPick, GetsThatCannotRunAloneGoTheChosenWay)
+{
+    rdmach_shm_pick_t p;
+
+    rdmach_shm_pick_init(&p);
+    run(&p, K64, 8, 0.2, 0.1);                     /* not staged won; explore again: */
+    EXPECT_EQ(0u, run(&p, K64, RDMACH_SHM_PICK_RUN, 0.2, 0.1));
+    for (int i = 0; i < 1000; ++i) {               /* a window's posted gets: untimed */
+        ASSERT_EQ(0u, rdmach_shm_pick(&p, K64, 0));
+    }
+    EXPECT_NE(0u, rdmach_shm_pick(&p, K64, 1) & RDMACH_SHM_PICK_TIMED);
 }
 
 TEST(RdmachShmPick, GivesUpWithoutSamples)
@@ -93,10 +106,10 @@ TEST(RdmachShmPick, GivesUpWithoutSamples)
     rdmach_shm_pick_init(&p);
     /* gets that never run alone bring no samples: the first choice (staged) holds */
     for (i = 0; i < RDMACH_SHM_PICK_GIVE_UP + 10; ++i) {
-        timed += !!(rdmach_shm_pick(&p, M8) & RDMACH_SHM_PICK_TIMED);
+        timed += !!(rdmach_shm_pick(&p, M8, 1) & RDMACH_SHM_PICK_TIMED);
     }
     EXPECT_EQ((unsigned)RDMACH_SHM_PICK_GIVE_UP, timed);
-    EXPECT_EQ((unsigned)RDMACH_SHM_PICK_STAGED, rdmach_shm_pick(&p, M8));
+    EXPECT_EQ((unsigned)RDMACH_SHM_PICK_STAGED, rdmach_shm_pick(&p, M8, 1));
 }
 
 TEST(RdmachShmPick, ClassesApartAndLateSamplesIgnored)
@@ -106,10 +119,10 @@ TEST(RdmachShmPick, ClassesApartAndLateSamplesIgnored)
     rdmach_shm_pick_init(&p);
     run(&p, K64, 8, 0.2, 0.1);                     /* 64 KiB: not staged */
     EXPECT_EQ(4u, run(&p, 2 * M1, 8, 0.05, 0.1));   /* 2 MiB explores on its own */
-    EXPECT_EQ(0u, rdmach_shm_pick(&p, 100 * 1024));
-    EXPECT_EQ((unsigned)RDMACH_SHM_PICK_STAGED, rdmach_shm_pick(&p, 3 * M1));
+    EXPECT_EQ(0u, rdmach_shm_pick(&p, 100 * 1024, 1));
+    EXPECT_EQ((unsigned)RDMACH_SHM_PICK_STAGED, rdmach_shm_pick(&p, 3 * M1, 1));
     /* a timed get that completes after its exploration decided changes nothing */
     EXPECT_EQ(-1, rdmach_shm_pick_sample(&p, K64, RDMACH_SHM_PICK_TIMED | 1, 1));
     EXPECT_EQ(-1, rdmach_shm_pick_sample(&p, K64, RDMACH_SHM_PICK_TIMED, 0));
-    EXPECT_EQ(0u, rdmach_shm_pick(&p, K64));
+    EXPECT_EQ(0u, rdmach_shm_pick(&p, K64, 1));
 }

@@ -41,7 +41,7 @@ static void rdmach_shm_pick_hold(rdmach_shm_pick_class_t *c, unsigned won, int d
     c->left = c->run;
 }
 
-unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len)
+unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len, int measurable)
 {
     rdmach_shm_pick_class_t *c = rdmach_shm_pick_class(pick, len);
     unsigned way;
@@ -50,6 +50,9 @@ unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len)
         if (--c->left == 0) {
             rdmach_shm_pick_explore(c);
         }
+        return c->won;
+    }
+    if (!measurable) {
         return c->won;
     }
     if (++c->turn > RDMACH_SHM_PICK_GIVE_UP) {

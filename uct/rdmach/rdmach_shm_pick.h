@@ -14,8 +14,9 @@
  * return, or posted while no other was and completed before the next), per byte. The way
  * whose second best is lower wins (one preempted sample decides nothing) and takes the next
  * RDMACH_SHM_PICK_RUN gets, twice as many each time the same way wins again, up to
- * RDMACH_SHM_PICK_RUN_MAX; then the class explores again. An exploration that gets no
- * samples for RDMACH_SHM_PICK_GIVE_UP gets keeps the last choice. Only exploring gets read
+ * RDMACH_SHM_PICK_RUN_MAX; then the class explores again. Only gets that will run alone
+ * are handed out in turn (in a window of posted gets, the ones done at return); an
+ * exploration that gets no samples for RDMACH_SHM_PICK_GIVE_UP of them keeps the last choice. Only exploring gets read
  * the clock. Plain C, no clock of its own: the unit tests pass made-up times.
  */
 #ifndef RDMACH_SHM_PICK_H
@@ -54,8 +55,10 @@ typedef struct rdmach_shm_pick {
 
 void rdmach_shm_pick_init(rdmach_shm_pick_t *pick);
 
-/* The way of a get of len bytes (from RDMACH_SHM_COPY_MIN): the bits above. */
-unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len);
+/* The way of a get of len bytes (from RDMACH_SHM_COPY_MIN): the bits above. measurable: the
+ * get will run alone (done at return, or posted while no other copy is); one that will not
+ * brings no sample, so an exploring class sends it the last chosen way, untimed. */
+unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len, int measurable);
 
 /* A timed get (its pick's bits) of len bytes ran alone for ns nanoseconds. Returns the way
  * this sample's exploration chose (1 staged, 0 not), or -1: none yet. */

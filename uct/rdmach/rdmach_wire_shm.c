@@ -618,8 +618,10 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     }
     if (!write && (mapped == NULL) && (cnt == 1) && (len >= RDMACH_SHM_COPY_MIN) &&
         (len <= w->super.params.stage_max)) {
-        way = w->super.params.stage_measure ? rdmach_shm_pick(&w->pick, len) :
-                                              RDMACH_SHM_PICK_STAGED;
+        way = !w->super.params.stage_measure ? RDMACH_SHM_PICK_STAGED :
+              rdmach_shm_pick(&w->pick, len,
+                              (comp == NULL) || (w->posted_busy == 0) ||
+                              (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)));
         t0  = (way & RDMACH_SHM_PICK_TIMED) ? rdmach_shm_now_ns() : 0;
     }
     ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
