@@ -8,16 +8,23 @@
  *     0.6 us; MPICH ping-pong 64 KiB staged 2.6 us against 4.8 not staged;
  *   - a 2-core Intel Xeon VM (kernel 6.18): process_vm_readv 3.4 us, a memcpy of 64 KiB
  *     1.5 us; staged 9.9 us against 3.1 not staged.
- * A fixed default loses 2-3x on one of them, so each class of sizes (64-256 KiB, -1 MiB,
- * -4 MiB, above) measures. Exploring, it hands its gets out staged and not in turn, until
- * each way has RDMACH_SHM_PICK_SAMPLES samples: the time of a get that ran alone (done at
- * return, or posted while no other was and completed before the next), per byte. The way
- * whose second best is lower wins (one preempted sample decides nothing) and takes the next
- * RDMACH_SHM_PICK_RUN gets, twice as many each time the same way wins again, up to
- * RDMACH_SHM_PICK_RUN_MAX; then the class explores again. Only gets that will run alone
- * are handed out in turn (in a window of posted gets, the ones done at return); an
- * exploration that gets no samples for RDMACH_SHM_PICK_GIVE_UP of them keeps the last choice. Only exploring gets read
- * the clock. Plain C, no clock of its own: the unit tests pass made-up times.
+ * A fixed default loses 2-3x on one of them. So a process first probes its machine
+ * (rdmach_shm_pick_probe): a 64 KiB process_vm_readv of its own memory against a memcpy of it,
+ * each the best of a few. Staging is two memcpys and a line transfer between the cores per
+ * line; the page walk is one copy and the walk. Where the walk costs more than
+ * RDMACH_SHM_PICK_RATIO memcpys (AMD: 10, Intel: 2.3) staging is the first choice.
+ *
+ * Then each class of sizes (64-256 KiB, -1 MiB, -4 MiB, above) checks that choice on the
+ * traffic itself, where it can: exploring, it hands out the gets that run alone (nothing else
+ * posted: a ping-pong's, a blocking get's) staged and not in turn, until each way has
+ * RDMACH_SHM_PICK_SAMPLES samples: the time of the get (done at return, or posted and
+ * completed before another was posted), per byte. A get among others (a window of
+ * rendezvous) times nothing fair and goes the chosen way. The way whose second best sample is
+ * lower wins (one preempted sample decides nothing) and takes the next RDMACH_SHM_PICK_RUN
+ * gets, twice as many each time the same way wins again, up to RDMACH_SHM_PICK_RUN_MAX; then
+ * the class explores again. Traffic that brings no samples for RDMACH_SHM_PICK_GIVE_UP
+ * exploring gets keeps the choice. Only exploring gets read the clock. No clock of its own
+ * but in the probe: the unit tests pass made-up times.
  */
 #ifndef RDMACH_SHM_PICK_H
 #define RDMACH_SHM_PICK_H
@@ -34,6 +41,7 @@ extern "C" {
 #define RDMACH_SHM_PICK_RUN     1024
 #define RDMACH_SHM_PICK_RUN_MAX 65536
 #define RDMACH_SHM_PICK_GIVE_UP 256
+#define RDMACH_SHM_PICK_RATIO   4.0
 
 typedef struct rdmach_shm_pick_class {
     uint32_t left;         /* gets before the next exploration; 0: exploring */
@@ -53,11 +61,21 @@ typedef struct rdmach_shm_pick {
 #define RDMACH_SHM_PICK_STAGED 1
 #define RDMACH_SHM_PICK_TIMED  2
 
-void rdmach_shm_pick_init(rdmach_shm_pick_t *pick);
+/* staged: the first choice of every class (rdmach_shm_pick_probe's). */
+void rdmach_shm_pick_init(rdmach_shm_pick_t *pick, int staged);
+
+/* Staging pays where a page walk of 64 KiB took more than RDMACH_SHM_PICK_RATIO memcpys. */
+static inline int rdmach_shm_pick_rule(uint64_t walk_ns, uint64_t memcpy_ns)
+{
+    return (double)walk_ns > RDMACH_SHM_PICK_RATIO * (double)memcpy_ns;
+}
+
+/* This machine's first choice, probed once per process (about 50 us): 1 staged. walk_ns,
+ * memcpy_ns (may be NULL): what it measured; both 0 when it could not (then 1). */
+int rdmach_shm_pick_probe(uint64_t *walk_ns, uint64_t *memcpy_ns);
 
 /* The way of a get of len bytes (from RDMACH_SHM_COPY_MIN): the bits above. measurable: the
- * get will run alone (done at return, or posted while no other copy is); one that will not
- * brings no sample, so an exploring class sends it the last chosen way, untimed. */
+ * get runs alone (no other copy posted); one that does not goes the chosen way, untimed. */
 unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len, int measurable);
 
 /* A timed get (its pick's bits) of len bytes ran alone for ns nanoseconds. Returns the way

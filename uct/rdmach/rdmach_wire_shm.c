@@ -141,7 +141,16 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
         return -ENOMEM;
     }
     w->super.params     = *params;
-    rdmach_shm_pick_init(&w->pick);
+    if (params->stage_measure && (params->stage_max > 0)) {
+        uint64_t walk, copy;
+        int staged = rdmach_shm_pick_probe(&walk, &copy);
+
+        rdmach_shm_pick_init(&w->pick, staged);
+        RDMACH_SHM_LOG(w, RDMACH_WIRE_LOG_INFO, "rdmach: a 64 KiB process_vm_readv took %.1f us "
+                       "and a memcpy %.1f: gets up to %zu bytes %s first (UCX_RDMACH_STAGED_PICK)",
+                       walk / 1e3, copy / 1e3, params->stage_max,
+                       staged ? "staged" : "by the page walk");
+    }
     w->super.latency    = 80e-9;      /* a record's stores seen by the peer's poll */
     w->super.max_inline = SIZE_MAX;   /* put_short is a process_vm_writev or a memcpy */
     w->max_peers        = params->max_peers;
@@ -619,9 +628,7 @@ static int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     if (!write && (mapped == NULL) && (cnt == 1) && (len >= RDMACH_SHM_COPY_MIN) &&
         (len <= w->super.params.stage_max)) {
         way = !w->super.params.stage_measure ? RDMACH_SHM_PICK_STAGED :
-              rdmach_shm_pick(&w->pick, len,
-                              (comp == NULL) || (w->posted_busy == 0) ||
-                              (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)));
+              rdmach_shm_pick(&w->pick, len, w->posted_busy == 0);
         t0  = (way & RDMACH_SHM_PICK_TIMED) ? rdmach_shm_now_ns() : 0;
     }
     ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
