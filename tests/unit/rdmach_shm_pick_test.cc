@@ -41,12 +41,12 @@ TEST(RdmachShmPick, TakesTheFasterWay)
 {
     rdmach_shm_pick_t p;
 
-    rdmach_shm_pick_init(&p, 1);
+    rdmach_shm_pick_init(&p, 1, 0);
     /* staged 3x slower: after 8 exploring gets, the rest of the run goes the other way */
     EXPECT_EQ(4u, run(&p, K64, 8 + RDMACH_SHM_PICK_RUN, 0.15, 0.05));
     EXPECT_NE(0u, rdmach_shm_pick(&p, K64, 1) & RDMACH_SHM_PICK_TIMED);   /* exploring again */
 
-    rdmach_shm_pick_init(&p, 1);
+    rdmach_shm_pick_init(&p, 1, 0);
     EXPECT_EQ(4u + RDMACH_SHM_PICK_RUN, run(&p, K64, 8 + RDMACH_SHM_PICK_RUN, 0.04, 0.08));
 }
 
@@ -55,7 +55,7 @@ TEST(RdmachShmPick, RunsDoubleWhileTheSameWayWins)
     rdmach_shm_pick_t p;
     unsigned run_len = RDMACH_SHM_PICK_RUN, staged_total = 0;
 
-    rdmach_shm_pick_init(&p, 1);
+    rdmach_shm_pick_init(&p, 1, 0);
     for (int round = 0; round < 5; ++round) {
         staged_total += run(&p, M1 / 2, 8 + run_len, 0.2, 0.1);
         run_len *= 2;
@@ -74,7 +74,7 @@ TEST(RdmachShmPick, OnePreemptedSampleDecidesNothing)
     unsigned n = 0;
     int won    = -1;
 
-    rdmach_shm_pick_init(&p, 1);
+    rdmach_shm_pick_init(&p, 1, 0);
     /* staging is faster, but its first sample was preempted (a 4 ms pause) */
     while (won < 0) {
         unsigned way = rdmach_shm_pick(&p, K64, 1);
@@ -89,7 +89,7 @@ TEST(RdmachShmPick, GetsThatCannotRunAloneGoTheChosenWay)
 {
     rdmach_shm_pick_t p;
 
-    rdmach_shm_pick_init(&p, 1);
+    rdmach_shm_pick_init(&p, 1, 0);
     run(&p, K64, 8, 0.2, 0.1);                     /* not staged won; explore again: */
     EXPECT_EQ(0u, run(&p, K64, RDMACH_SHM_PICK_RUN, 0.2, 0.1));
     for (int i = 0; i < 1000; ++i) {               /* a window's posted gets: untimed */
@@ -110,9 +110,19 @@ TEST(RdmachShmPick, FirstChoiceFromTheProbe)
     EXPECT_EQ(staged, rdmach_shm_pick_probe(nullptr, nullptr));   /* once per process */
     EXPECT_TRUE(rdmach_shm_pick_rule(6500, 600));    /* the AMD VM: stage */
     EXPECT_FALSE(rdmach_shm_pick_rule(3400, 1500));  /* the Intel VM: the page walk */
+    EXPECT_FALSE(rdmach_shm_pick_near(6500, 600));   /* both far from the line: trusted */
+    EXPECT_FALSE(rdmach_shm_pick_near(3400, 1500));
+    EXPECT_TRUE(rdmach_shm_pick_near(3000, 1000));   /* near it: the traffic decides */
+    EXPECT_TRUE(rdmach_shm_pick_near(5000, 1000));
+
+    /* a trusted probe: nothing is timed, whatever runs alone */
+    rdmach_shm_pick_init(&p, 0, 1);
+    for (int i = 0; i < 3000; ++i) {
+        ASSERT_EQ(0u, rdmach_shm_pick(&p, K64, 1));
+    }
 
     /* a class keeps the probe's choice where nothing runs alone */
-    rdmach_shm_pick_init(&p, 0);
+    rdmach_shm_pick_init(&p, 0, 0);
     for (int i = 0; i < 100; ++i) {
         ASSERT_EQ(0u, rdmach_shm_pick(&p, M1, 0));
     }
@@ -127,7 +137,7 @@ TEST(RdmachShmPick, GivesUpWithoutSamples)
     rdmach_shm_pick_t p;
     unsigned i, timed = 0;
 
-    rdmach_shm_pick_init(&p, 1);
+    rdmach_shm_pick_init(&p, 1, 0);
     /* gets that never run alone bring no samples: the first choice (staged) holds */
     for (i = 0; i < RDMACH_SHM_PICK_GIVE_UP + 10; ++i) {
         timed += !!(rdmach_shm_pick(&p, M8, 1) & RDMACH_SHM_PICK_TIMED);
@@ -140,7 +150,7 @@ TEST(RdmachShmPick, ClassesApartAndLateSamplesIgnored)
 {
     rdmach_shm_pick_t p;
 
-    rdmach_shm_pick_init(&p, 1);
+    rdmach_shm_pick_init(&p, 1, 0);
     run(&p, K64, 8, 0.2, 0.1);                     /* 64 KiB: not staged */
     EXPECT_EQ(4u, run(&p, 2 * M1, 8, 0.05, 0.1));   /* 2 MiB explores on its own */
     EXPECT_EQ(0u, rdmach_shm_pick(&p, 100 * 1024, 1));

@@ -12,9 +12,12 @@
  * (rdmach_shm_pick_probe): a 64 KiB process_vm_readv of its own memory against a memcpy of it,
  * each the best of a few. Staging is two memcpys and a line transfer between the cores per
  * line; the page walk is one copy and the walk. Where the walk costs more than
- * RDMACH_SHM_PICK_RATIO memcpys (AMD: 10, Intel: 2.3) staging is the first choice.
+ * RDMACH_SHM_PICK_RATIO memcpys (AMD: 10, Intel: 2.3) staging is the choice. The probe does not
+ * see the line transfers, so where its ratio is within RDMACH_SHM_PICK_NEAR of the line (2.7-6
+ * memcpys), the traffic itself decides. A probe far from the line is trusted: timing the
+ * other way costs a staged get's first-touch faults, or a page walk's, for nothing.
  *
- * Then each class of sizes (64-256 KiB, -1 MiB, -4 MiB, above) checks that choice on the
+ * Near the line, each class of sizes (64-256 KiB, -1 MiB, -4 MiB, above) checks that choice on the
  * traffic itself, where it can: exploring, it hands out the gets that run alone (nothing else
  * posted: a ping-pong's, a blocking get's) staged and not in turn, until each way has
  * RDMACH_SHM_PICK_SAMPLES samples: the time of the get (done at return, or posted and
@@ -42,6 +45,7 @@ extern "C" {
 #define RDMACH_SHM_PICK_RUN_MAX 65536
 #define RDMACH_SHM_PICK_GIVE_UP 256
 #define RDMACH_SHM_PICK_RATIO   4.0
+#define RDMACH_SHM_PICK_NEAR    1.5
 
 typedef struct rdmach_shm_pick_class {
     uint32_t left;         /* gets before the next exploration; 0: exploring */
@@ -54,6 +58,7 @@ typedef struct rdmach_shm_pick_class {
 
 typedef struct rdmach_shm_pick {
     rdmach_shm_pick_class_t c[RDMACH_SHM_PICK_CLASSES];
+    int                     fixed;   /* the probe's choice holds: nothing is timed */
 } rdmach_shm_pick_t;
 
 /* A get's way and whether it is timed (an exploring class's): RDMACH_SHM_PICK_STAGED and
@@ -61,8 +66,8 @@ typedef struct rdmach_shm_pick {
 #define RDMACH_SHM_PICK_STAGED 1
 #define RDMACH_SHM_PICK_TIMED  2
 
-/* staged: the first choice of every class (rdmach_shm_pick_probe's). */
-void rdmach_shm_pick_init(rdmach_shm_pick_t *pick, int staged);
+/* staged: the first choice of every class; fixed: it holds (rdmach_shm_pick_probe's). */
+void rdmach_shm_pick_init(rdmach_shm_pick_t *pick, int staged, int fixed);
 
 /* Staging pays where a page walk of 64 KiB took more than RDMACH_SHM_PICK_RATIO memcpys. */
 static inline int rdmach_shm_pick_rule(uint64_t walk_ns, uint64_t memcpy_ns)
@@ -70,8 +75,17 @@ static inline int rdmach_shm_pick_rule(uint64_t walk_ns, uint64_t memcpy_ns)
     return (double)walk_ns > RDMACH_SHM_PICK_RATIO * (double)memcpy_ns;
 }
 
-/* This machine's first choice, probed once per process (about 50 us): 1 staged. walk_ns,
- * memcpy_ns (may be NULL): what it measured; both 0 when it could not (then 1). */
+/* The probe is near the line: the traffic decides. */
+static inline int rdmach_shm_pick_near(uint64_t walk_ns, uint64_t memcpy_ns)
+{
+    double ratio = (double)walk_ns / (double)(memcpy_ns ? memcpy_ns : 1);
+
+    return (ratio * RDMACH_SHM_PICK_NEAR > RDMACH_SHM_PICK_RATIO) &&
+           (ratio < RDMACH_SHM_PICK_RATIO * RDMACH_SHM_PICK_NEAR);
+}
+
+/* This machine's choice, probed once per process (about 50 us): 1 staged. walk_ns, memcpy_ns
+ * (may be NULL): what it measured; both 0 when it could not (then 1, and near the line). */
 int rdmach_shm_pick_probe(uint64_t *walk_ns, uint64_t *memcpy_ns);
 
 /* The way of a get of len bytes (from RDMACH_SHM_COPY_MIN): the bits above. measurable: the

@@ -1,0 +1,380 @@
+/*
+ * rdmach shared-memory wire: the RDMA channel's reads and writes. A small one is one
+ * process_vm_readv/writev on the peer's pid (or a memcpy into memory its md allocated, mapped
+ * here); from 64 KiB a job on the owner's desk (rdmach_shm.h, rdmach_shm_copy.c) that both
+ * processes copy, in the background when it has a completion; a get up to STAGED_COPY staged by
+ * the owner where that is faster here (rdmach_shm_pick.h).
+ */
+#include "rdmach_wire_shm_int.h"
+#include "ucx_ext_sys.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+/* Is the destination of this zero copy one of the last few? A buffer received into again
+ * (MPI's usual windowed bandwidth: 64 receives into one buffer; a ping-pong) is in the caches
+ * of the cores that wrote it last. Chunks taken by whoever comes first move its lines between
+ * the two cores on every copy; two fixed halves (rdmach_shm_copy_post_hot) leave each half
+ * in one core's cache. Measured with perf/mpi_p2p (MPICH, one receive buffer, 2 alternating
+ * rounds, GB/s; chunks taken by whoever comes first / fixed halves / sm): windowed bandwidth
+ * 64 KiB 11.8 / 19.6-21.5 / 18.2-19.2, 256 KiB 22.2 / 34.9-36.1 / 23.7-23.9, 1 MiB 18.3 /
+ * 44.5-45.0 / 10.3-15.6, 4 MiB 12.7-14.2 / 15.9-19.3 / 5.1-9.7; ping-pong latency 256 KiB
+ * 12.1-12.8 / 7.2-7.5 / 11.4-11.5 us (medians). Buffers that differ each time (a pool out of
+ * cache) keep the chunks: there two cores walking cold pages at once is what wins (2x). */
+static int rdmach_shm_hot(rdmach_shm_wire_t *w, uint64_t dest)
+{
+    unsigned i;
+
+    for (i = 0; i < RDMACH_SHM_RECENT; ++i) {
+        if (w->recent[i] == dest) {
+            return 1;
+        }
+    }
+    w->recent[w->recent_next++ % RDMACH_SHM_RECENT] = dest;
+    return 0;
+}
+
+/* A reader on our desk is a peer whose segment we map (it sends to us, or we to it): the desk
+ * is writable by anyone who maps us, and we copy only for processes of this job. */
+static int rdmach_shm_known_peer(void *arg, pid_t pid, uint64_t seg_id)
+{
+    const rdmach_shm_wire_t *w = arg;
+    unsigned i;
+
+    for (i = 0; i < w->npeers; ++i) {
+        if ((w->peers[i].seg.hdr != NULL) && (w->peers[i].seg.pid == pid) &&
+            (w->peers[i].seg_id == seg_id)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* What our progress helps peers with (rdmach_shm_copy_help). */
+rdmach_shm_helper_t rdmach_shm_helper(rdmach_shm_wire_t *w)
+{
+    const rdmach_shm_helper_t helper = {
+        .known_peer   = rdmach_shm_known_peer,
+        .arg          = w,
+        .may_read     = w->super.params.may_read,
+        .may_read_arg = w->super.params.may_read_arg
+    };
+
+    return helper;
+}
+
+/* Our posted staged gets advanced, without their completions (we may be inside rma): the
+ * pieces their owners staged are copied out, so that the owners go on, and the ones that end
+ * give their desk slots back. Are some still going? */
+static int rdmach_shm_posted_drain(rdmach_shm_wire_t *w)
+{
+    uint32_t busy = w->posted_busy;
+    rdmach_shm_posted_t *p;
+    int e, going = 0;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        p     = &w->posted[e];
+        if (!p->req.staged || p->finished) {
+            continue;
+        }
+        p->ret = rdmach_shm_copy_advance(&p->req, 0);
+        if (p->ret == RDMACH_SHM_COPY_PENDING) {
+            going = 1;
+        } else {
+            p->finished = 1;
+        }
+    }
+    return going;
+}
+
+/* A staged get done at return (no completion, or every posted entry taken): we copy out what
+ * the owner stages, and stage the pieces of our own desk meanwhile, since in bi-directional
+ * traffic the owner may be waiting the same way for us. A window of gets fills the desk with
+ * our posted ones: those are advanced (above) until a slot is free. -EBUSY: the desk is full
+ * of other jobs. */
+static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, void *local,
+                                 uint64_t remote_addr, size_t len)
+{
+    const rdmach_shm_helper_t helper = rdmach_shm_helper(w);
+    rdmach_shm_copy_req_t req;
+    int ret, settled = 0;
+
+    while ((ret = rdmach_shm_copy_post_staged(&req, &peer->seg, peer->start_time, &w->seg,
+                                              local, remote_addr, len)) == -EBUSY) {
+        /* once more after the last of ours ended: it may have freed a slot just now */
+        if (!rdmach_shm_posted_drain(w) && settled++) {
+            return ret;
+        }
+        RDMACH_WIRE_STATS(&w->super)->copy_helped += rdmach_shm_copy_help(&w->seg, &helper, 1);
+    }
+    if (ret != 0) {
+        return ret;
+    }
+    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+        RDMACH_WIRE_STATS(&w->super)->copy_helped += rdmach_shm_copy_help(&w->seg, &helper, 1);
+        (void)rdmach_shm_posted_drain(w);
+    }
+    RDMACH_WIRE_STATS(&w->super)->copy_jobs++;
+    RDMACH_WIRE_STATS(&w->super)->copy_staged++;
+    RDMACH_WIRE_STATS(&w->super)->copy_unstaged += req.unstaged;
+    return ret;
+}
+
+static uint64_t rdmach_shm_now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A timed get that ran alone is over: its time to rdmach_shm_pick, its decision counted. */
+static void rdmach_shm_picked(rdmach_shm_wire_t *w, size_t len, unsigned way, uint64_t t0)
+{
+    int won = rdmach_shm_pick_sample(&w->pick, len, way, rdmach_shm_now_ns() - t0);
+
+    if (won >= 0) {
+        RDMACH_WIRE_STATS(&w->super)->stage_picks++;
+        RDMACH_WIRE_STATS(&w->super)->stage_picked += (unsigned)won;
+    }
+}
+
+/* way: rdmach_shm_pick's bits for a get that may be staged (0 otherwise); t0: its start */
+static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
+                              const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                              size_t len, int write, void *mapped, void *comp, unsigned way,
+                              uint64_t t0)
+{
+    rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
+    rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
+    struct iovec iov[RDMACH_WIRE_MAX_IOV];
+    rdmach_shm_posted_t *p;
+    size_t i;
+    uint32_t others;
+    int ret, e, hot, staged = way & RDMACH_SHM_PICK_STAGED;
+
+    hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) &&
+          rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
+    if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && staged &&
+        ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)))) {
+        ret = rdmach_shm_staged_run(w, peer, local[0].base, remote_addr, len);
+        if (ret != -EBUSY) {
+            return ret;
+        }
+    } else if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1)) {
+        if ((comp != NULL) && (w->posted_busy != RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
+            /* in the background: the peer may copy it all before our next progress. A get of
+             * up to stage_max is staged by the owner (rdmach_shm.h), whatever the buffer: the
+             * reader writes all of its destination, the owner reads all of its source, so a
+             * buffer copied into again stays in its core's cache without halves. Otherwise,
+             * alone it is cut in chunks that both processes take; posted behind others, it
+             * goes whole: the two processes then copy different ones at once (a window of
+             * messages), one system call each (MPICH windowed bandwidth 64 KiB / 256 KiB
+             * 17.5 / 20.8 GB/s against 13.5 / 15.2 cut in 8). Not into mapped memory: there
+             * our chunks are memcpy, 3-4x the owner's process_vm, and a whole job the owner
+             * took would bound the window by its rate (Win_allocate put bandwidth 31 GB/s
+             * against 50). A buffer copied into again goes in two fixed halves
+             * (rdmach_shm_hot). */
+            e = __builtin_ctz(~w->posted_busy);
+            p = &w->posted[e];
+            if (staged) {
+                ret = rdmach_shm_copy_post_staged(&p->req, &peer->seg, peer->start_time,
+                                                  &w->seg, local[0].base, remote_addr, len);
+            } else if (hot) {
+                ret = rdmach_shm_copy_post_hot(&p->req, &peer->seg, peer->start_time, &w->seg,
+                                               local[0].base, remote_addr, mapped, len, write);
+            } else {
+                ret = rdmach_shm_copy_post(&p->req, &peer->seg, peer->start_time, &w->seg,
+                                           local[0].base, remote_addr, mapped, len, write,
+                                           ((w->posted_busy == 0) || (mapped != NULL)) ?
+                                           RDMACH_SHM_COPY_SPLIT : 1);
+            }
+            if (ret == 0) {
+                p->peer         = peer;
+                p->comp         = comp;
+                p->finished     = 0;
+                p->way          = way;
+                p->t_post       = t0;
+                p->alone        = (w->posted_busy == 0);
+                w->alone_run    = p->alone ? w->alone_run : 0;
+                for (others = w->posted_busy; others != 0; others &= others - 1) {
+                    w->posted[__builtin_ctz(others)].alone = 0;   /* they share the cores */
+                }
+                ++peer->refs;
+                w->posted_busy |= 1u << e;
+                RDMACH_WIRE_STATS(wire)->copy_jobs++;
+                RDMACH_WIRE_STATS(wire)->copy_staged += staged;
+                RDMACH_WIRE_STATS(wire)->copy_halves += hot && !staged;
+                return RDMACH_WIRE_INPROGRESS;
+            }
+        } else if (!hot) {
+            /* done at return (no completion, or 16 posted): shared all the same, but a
+             * buffer copied into again is ours alone (below), halves taken by whoever comes
+             * first would move between the cores */
+            ret = (mapped != NULL) ? -EBUSY :
+                  rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
+                                      remote_addr, len, write);
+            if (ret != -EBUSY) {
+                RDMACH_WIRE_STATS(wire)->copy_jobs++;
+                return ret;
+            }
+        }
+    }
+    if (mapped != NULL) {
+        /* the desk is full (or a list of buffers): the glue's copy */
+        rdmach_wire_iov_copy_mapped(mapped, local, cnt, write);
+        return 0;
+    }
+    for (i = 0; i < cnt; ++i) {
+        iov[i].iov_base = local[i].base;
+        iov[i].iov_len  = local[i].len;
+    }
+    return ucx_ext_process_vm(peer->seg.pid, iov, cnt, remote_addr, len, write);
+}
+
+/* A get that may be staged goes the way rdmach_shm_pick measured faster (or, without
+ * params.stage_measure, staged); an exploring one is timed, here if it ends at return, at its
+ * completion if posted. */
+int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
+                          const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                          uint32_t rkey, size_t len, int write, void *mapped, void *comp)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    unsigned way         = 0;
+    uint64_t t0          = 0;
+    int ret;
+
+    (void)rkey;   /* checked by the glue against pid and region */
+    if (cnt > RDMACH_WIRE_MAX_IOV) {
+        return -EINVAL;
+    }
+    if (!write && (mapped == NULL) && (cnt == 1) && (len >= RDMACH_SHM_COPY_MIN) &&
+        (len <= w->super.params.stage_max)) {
+        way = !w->super.params.stage_measure ? RDMACH_SHM_PICK_STAGED :
+              rdmach_shm_pick(&w->pick, len,
+                              (w->posted_busy == 0) && (w->alone_run >= RDMACH_SHM_ALONE_RUN));
+        t0  = (way & RDMACH_SHM_PICK_TIMED) ? rdmach_shm_now_ns() : 0;
+    }
+    ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
+                             comp, way, t0);
+    if ((ret != RDMACH_WIRE_INPROGRESS) && (w->posted_busy == 0)) {
+        w->alone_run += (w->alone_run < RDMACH_SHM_ALONE_RUN);
+    }
+    if ((way & RDMACH_SHM_PICK_TIMED) && (ret != RDMACH_WIRE_INPROGRESS)) {
+        rdmach_shm_picked(w, len, way, t0);
+    }
+    return ret;
+}
+
+/* Posted copies to peer (NULL: any), as bits of posted_busy. */
+static uint32_t rdmach_shm_posted_to(const rdmach_shm_wire_t *w, const rdmach_shm_peer_t *peer)
+{
+    uint32_t busy = w->posted_busy, mask = 0;
+    int e;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        if ((peer == NULL) || (w->posted[e].peer == peer)) {
+            mask |= 1u << e;
+        }
+    }
+    return mask;
+}
+
+/* Advances the posted copies; each one done completes, then the flushes that waited for it
+ * and nothing else. An entry is free before its completion runs, which may post again. */
+unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
+{
+    uint32_t busy = w->posted_busy, bit, ready;
+    rdmach_shm_posted_t *p;
+    rdmach_shm_flush_t done[RDMACH_SHM_FLUSHES];
+    unsigned count = 0, ndone = 0, i;
+    void *comp;
+    int e, f, ret;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        p     = &w->posted[e];
+        ret   = p->finished ? p->ret : rdmach_shm_copy_advance(&p->req, 0);
+        if (ret == RDMACH_SHM_COPY_PENDING) {
+            continue;
+        }
+        if (p->alone) {
+            w->alone_run += (w->alone_run < RDMACH_SHM_ALONE_RUN);
+            if (p->way & RDMACH_SHM_PICK_TIMED) {
+                rdmach_shm_picked(w, p->req.len, p->way, p->t_post);
+            }
+        }
+        bit             = 1u << e;
+        comp            = p->comp;
+        RDMACH_WIRE_STATS(&w->super)->copy_unstaged += p->req.staged && p->req.unstaged;
+        w->posted_busy &= ~bit;
+        rdmach_shm_peer_put(p->peer);
+        /* the flushes this one ends, taken off their slots before any callback runs */
+        ready = w->flush_busy;
+        while (ready != 0) {
+            f      = __builtin_ctz(ready);
+            ready &= ready - 1;
+            if (w->flushes[f].waits & bit) {
+                w->flushes[f].waits &= ~bit;
+                w->flushes[f].err    = (w->flushes[f].err != 0) ? w->flushes[f].err : ret;
+                if (w->flushes[f].waits == 0) {
+                    done[ndone++]  = w->flushes[f];
+                    w->flush_busy &= ~(1u << f);
+                }
+            }
+        }
+        w->super.params.complete(comp, ret);
+        ++count;
+    }
+    for (i = 0; i < ndone; ++i) {
+        w->super.params.complete(done[i].comp, done[i].err);
+    }
+    return count;
+}
+
+/* Posted copies to the peer still going: done later, with comp, or asked again (no comp). */
+int rdmach_shm_flush(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, void *comp)
+{
+    rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
+    uint32_t waits       = rdmach_shm_posted_to(w, (rdmach_shm_peer_t*)wire_peer);
+    int f;
+
+    if (waits == 0) {
+        return 0;
+    } else if (comp == NULL) {
+        return RDMACH_WIRE_INPROGRESS;
+    } else if (w->flush_busy == RDMACH_SHM_ALL(RDMACH_SHM_FLUSHES)) {
+        return -EAGAIN;
+    }
+    f                    = __builtin_ctz(~w->flush_busy);
+    w->flushes[f].waits  = waits;
+    w->flushes[f].err    = 0;
+    w->flushes[f].comp   = comp;
+    w->flush_busy       |= 1u << f;
+    return RDMACH_WIRE_INPROGRESS;
+}
+
+/* At close: the posted copies finished (waiting for the chunks the peers copy: they write
+ * into or read from our memory), their completions dropped with the iface. */
+void rdmach_shm_settle(rdmach_shm_wire_t *w)
+{
+    uint32_t busy = w->posted_busy;
+    int e;
+
+    while (busy != 0) {
+        e     = __builtin_ctz(busy);
+        busy &= busy - 1;
+        if (!w->posted[e].finished) {
+            (void)rdmach_shm_copy_advance(&w->posted[e].req, 1);   /* close unmaps the peers */
+        }
+    }
+    w->posted_busy = 0;
+}
+
