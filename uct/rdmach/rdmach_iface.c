@@ -86,9 +86,10 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      ucs_offsetof(uct_rdmach_iface_config_t, staged_copy), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"STAGED_PICK", "y",
-     "Measure, per class of sizes, whether staged gets (STAGED_COPY) are faster here than\n"
-     "the kernel's page walk, and stage only if so: a few gets of each way now and then,\n"
-     "timed. n: stage every get up to STAGED_COPY.",
+     "Stage gets (STAGED_COPY) only where that is faster on this machine: a probe at the\n"
+     "first iface compares a 64k process_vm_readv with a memcpy (logged at info level);\n"
+     "where the two are close, gets that run alone are timed both ways now and then, per\n"
+     "class of sizes. n: stage every get up to STAGED_COPY.",
      ucs_offsetof(uct_rdmach_iface_config_t, staged_pick), UCS_CONFIG_TYPE_BOOL},
 
     {"MAX_PEERS", "256",
