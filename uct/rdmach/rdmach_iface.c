@@ -59,9 +59,9 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {"EAGER_LIMIT", "auto",
      "Messages below this size are sent eagerly, pipelined through the ring in CHUNK_SIZE\n"
      "records. From it on UCP uses rendezvous: the data moves once the receiver is ready,\n"
-     "through the ring below ZCOPY_THRESH, by zero copy from it on. auto: 64k on shared\n"
-     "memory, where from there zero copy by both processes at once (see ZCOPY_THRESH) beats\n"
-     "the ring's two copies; 256k on a verbs port, where rendezvous moves the data by RDMA\n"
+     "through the ring below ZCOPY_THRESH, by zero copy from it on. auto: ZCOPY_THRESH's\n"
+     "auto on shared memory, where from there zero copy by both processes at once beats the\n"
+     "ring's two copies; 256k on a verbs port, where rendezvous moves the data by RDMA\n"
      "READ (perf/bench p2p and rdmach-rc measured both).",
      ucs_offsetof(uct_rdmach_iface_config_t, eager_limit), UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -72,7 +72,8 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
      "On shared memory a zero copy of 64k or more is shared: the process whose memory is\n"
      "read (written) takes chunks of it from its progress while the reader copies the rest,\n"
      "so two cores walk and pin pages at once (cooperative zero copy).\n"
-     "auto: 64k on shared memory (perf/bench p2p measured it against the ring and sm); any\n"
+     "auto: on shared memory 64k, or 32k where the probe of STAGED_PICK finds the page walk\n"
+     "cheap against a memcpy (perf/bench p2p measured both against the ring and sm); any\n"
      "size on a verbs port, where zero copy saves both of the ring's copies.",
      ucs_offsetof(uct_rdmach_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -664,10 +665,12 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->next_ring     = self->wire->next_ring;
     self->put_max_short = ucs_min(self->max_short, self->wire->max_inline);
     if (config->eager_limit == UCS_MEMUNITS_AUTO) {
-        self->eager_limit = wire_ops->caps.eager_limit;
+        self->eager_limit = self->wire->zcopy_auto ? self->wire->zcopy_auto :
+                                                     wire_ops->caps.eager_limit;
     }
     if (config->zcopy_thresh == UCS_MEMUNITS_AUTO) {
-        self->zcopy_thresh = wire_ops->caps.zcopy_thresh;
+        self->zcopy_thresh = self->wire->zcopy_auto ? self->wire->zcopy_auto :
+                                                      wire_ops->caps.zcopy_thresh;
     }
     if (wire_ops->peer_closed != NULL) {
         self->x.peer_closed = uct_rdmach_ep_peer_closed;

@@ -168,6 +168,9 @@ typedef struct rdmach_wire {
                                            * this size on, also to memory mapped here (shm:
                                            * RDMACH_SHM_COPY_MIN; RC: SIZE_MAX) */
     uint32_t                reap_ready;
+    /* EAGER_LIMIT and ZCOPY_THRESH when auto on this machine, if the wire's open measured
+     * them (shm: rdmach_shm_pick_probe); 0: caps.eager_limit and caps.zcopy_thresh */
+    size_t                  zcopy_auto;
     /* While both words are 0 the wire's progress would do nothing, and the glue's idle poll
      * does not call it (shm: its own posted copies, and the copy jobs peers left on its
      * desk). quiet[0] NULL: progress on every call (RC: its completion queue). */
@@ -237,8 +240,9 @@ typedef struct rdmach_wire_caps {
     /* UCX_RDMACH_SLOT_SIZE when auto. shm: 128 (a receiver reads a record's lines twice as
      * fast as with 256-byte slots, rdmach_iface.c). RC: 256. */
     uint32_t slot_size;
-    /* UCX_RDMACH_EAGER_LIMIT and ZCOPY_THRESH when auto. shm: 64 KiB and 64 KiB. RC: 256 KiB
-     * and 0 (any size, as UCP finds worth it against registration). */
+    /* UCX_RDMACH_EAGER_LIMIT and ZCOPY_THRESH when auto (and no zcopy_auto above). shm: 64
+     * KiB and 64 KiB. RC: 256 KiB and 0 (any size, as UCP finds worth it against
+     * registration). */
     size_t   eager_limit, zcopy_thresh;
     /* An iface flush with a completion (else UCS_ERR_UNSUPPORTED, as UCX's RC transports:
      * the caller polls). shm: 1. RC: 0. */

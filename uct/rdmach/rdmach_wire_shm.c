@@ -40,6 +40,29 @@ static unsigned rdmach_shm_query_devices(rdmach_wire_domain_t *domain, rdmach_wi
     return 1;
 }
 
+/* What this machine favours (rdmach_shm_pick_probe): whether gets are staged, and from which
+ * size zero copy beats the ring. Where the page walk costs fewer memcpys than staging's line,
+ * it beats the ring's two copies from 32 KiB (docs/rdmach.md, "Staged gets"). */
+static void rdmach_shm_probe(rdmach_shm_wire_t *w, const rdmach_wire_params_t *params)
+{
+    uint64_t walk, copy;
+    int staged = rdmach_shm_pick_probe(&walk, &copy);
+    int near   = ((walk == 0) && (copy == 0)) || rdmach_shm_pick_near(walk, copy);
+
+    w->super.zcopy_auto = (staged || near) ? 0 : RDMACH_SHM_ZCOPY_CHEAP_WALK;
+    if (!params->stage_measure || (params->stage_max == 0)) {
+        return;   /* (the unit tests' wires stage every get) */
+    }
+    rdmach_shm_pick_init(&w->pick, staged, !near);
+    RDMACH_SHM_LOG(w, RDMACH_WIRE_LOG_INFO, "rdmach: a 64 KiB process_vm_readv took %.1f us and "
+                   "a memcpy %.1f: gets up to %zu bytes %s (UCX_RDMACH_STAGED_PICK), zero copy "
+                   "from %zu", walk / 1e3, copy / 1e3, params->stage_max,
+                   near ? (staged ? "staged, timed against the page walk" :
+                                    "staged if timing shows it pays") :
+                   staged ? "staged" : "by the page walk",
+                   w->super.zcopy_auto ? w->super.zcopy_auto : (size_t)RDMACH_SHM_COPY_MIN);
+}
+
 static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **wire_p)
 {
     rdmach_shm_wire_t *w = calloc(1, sizeof(*w));
@@ -49,20 +72,7 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
         return -ENOMEM;
     }
     w->super.params     = *params;
-    if (params->stage_measure && (params->stage_max > 0)) {
-        uint64_t walk, copy;
-        int staged = rdmach_shm_pick_probe(&walk, &copy);
-
-        int near   = ((walk == 0) && (copy == 0)) || rdmach_shm_pick_near(walk, copy);
-
-        rdmach_shm_pick_init(&w->pick, staged, !near);
-        RDMACH_SHM_LOG(w, RDMACH_WIRE_LOG_INFO, "rdmach: a 64 KiB process_vm_readv took %.1f us "
-                       "and a memcpy %.1f: gets up to %zu bytes %s (UCX_RDMACH_STAGED_PICK)",
-                       walk / 1e3, copy / 1e3, params->stage_max,
-                       near ? (staged ? "staged, timed against the page walk" :
-                                        "staged if timing shows it pays") :
-                       staged ? "staged" : "by the page walk");
-    }
+    rdmach_shm_probe(w, params);
     w->super.latency    = 80e-9;      /* a record's stores seen by the peer's poll */
     w->super.max_inline = SIZE_MAX;   /* put_short is a process_vm_writev or a memcpy */
     w->max_peers        = params->max_peers;

@@ -33,6 +33,8 @@ typedef struct rdmach_shm_peer {
 #define RDMACH_SHM_POSTED  16
 #define RDMACH_SHM_FLUSHES 16
 #define RDMACH_SHM_ALL(_n) ((uint32_t)((1ull << (_n)) - 1))
+/* ZCOPY_THRESH and EAGER_LIMIT's auto where the page walk is cheap (rdmach_shm_probe) */
+#define RDMACH_SHM_ZCOPY_CHEAP_WALK (32ul * 1024)
 /* Copies in a row that ran alone before gets are timed (rdmach_shm_pick.h) */
 #define RDMACH_SHM_ALONE_RUN 2
 /* Destinations of the last zero copies, to tell a buffer copied into again (rdmach_shm_hot) */
