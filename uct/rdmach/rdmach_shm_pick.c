@@ -78,25 +78,27 @@ static int rdmach_shm_pick_measure(uint64_t *walk_ns, uint64_t *memcpy_ns)
 
 int rdmach_shm_pick_probe(uint64_t *walk_ns, uint64_t *memcpy_ns)
 {
-    /* once per process: 0 not yet, else 1 + the choice; the figures with it */
+    /* once per process: 0 not yet, else 1 + the choice; the figures with it. Two threads
+     * opening ifaces at once may both measure: either's figures hold. */
     static int probed;
-    static uint64_t walk, copy;
-    int done = __atomic_load_n(&probed, __ATOMIC_ACQUIRE), choice;
+    static uint64_t saved_walk, saved_copy;
+    int done = __atomic_load_n(&probed, __ATOMIC_ACQUIRE);
+    uint64_t walk, copy;
 
     if (done == 0) {
         if (rdmach_shm_pick_measure(&walk, &copy) != 0) {
             walk = copy = 0;
         }
-        choice = ((walk == 0) && (copy == 0)) ? 1 : rdmach_shm_pick_rule(walk, copy);
-        /* two threads may both measure: either result holds */
-        __atomic_store_n(&probed, 1 + choice, __ATOMIC_RELEASE);
-        done = 1 + choice;
+        __atomic_store_n(&saved_walk, walk, __ATOMIC_RELAXED);
+        __atomic_store_n(&saved_copy, copy, __ATOMIC_RELAXED);
+        done = 1 + (((walk == 0) && (copy == 0)) ? 1 : rdmach_shm_pick_rule(walk, copy));
+        __atomic_store_n(&probed, done, __ATOMIC_RELEASE);
     }
     if (walk_ns != NULL) {
-        *walk_ns = walk;
+        *walk_ns = __atomic_load_n(&saved_walk, __ATOMIC_RELAXED);
     }
     if (memcpy_ns != NULL) {
-        *memcpy_ns = copy;
+        *memcpy_ns = __atomic_load_n(&saved_copy, __ATOMIC_RELAXED);
     }
     return done - 1;
 }
@@ -107,7 +109,8 @@ static rdmach_shm_pick_class_t *rdmach_shm_pick_class(rdmach_shm_pick_t *pick, s
                     (len < (4ul << 20)) ? 2 : 3];
 }
 
-/* The choice holds for c->run gets (won: the way that holds; new: the exploration decided). */
+/* The choice holds for c->run gets (won: the way that holds; decided: an exploration chose
+ * it, rather than gave up). */
 static void rdmach_shm_pick_hold(rdmach_shm_pick_class_t *c, unsigned won, int decided)
 {
     if (decided && (won == c->won) && (c->run > 0)) {
