@@ -240,8 +240,8 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
  * params.stage_measure, staged); an exploring one is timed, here if it ends at return, at its
  * completion if posted. */
 int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
-                          const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
-                          uint32_t rkey, size_t len, int write, void *mapped, void *comp)
+                   const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
+                   uint32_t rkey, size_t len, int write, void *mapped, void *comp)
 {
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
     unsigned way         = 0;
@@ -264,8 +264,8 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     if ((ret != RDMACH_WIRE_INPROGRESS) && (w->posted_busy == 0)) {
         w->alone_run += (w->alone_run < RDMACH_SHM_ALONE_RUN);
     }
-    if ((way & RDMACH_SHM_PICK_TIMED) && (ret != RDMACH_WIRE_INPROGRESS)) {
-        rdmach_shm_picked(w, len, way, t0);
+    if ((way & RDMACH_SHM_PICK_TIMED) && (ret == 0)) {
+        rdmach_shm_picked(w, len, way, t0);   /* (a failed get times nothing) */
     }
     return ret;
 }
@@ -307,7 +307,7 @@ unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
         }
         if (p->alone) {
             w->alone_run += (w->alone_run < RDMACH_SHM_ALONE_RUN);
-            if (p->way & RDMACH_SHM_PICK_TIMED) {
+            if ((p->way & RDMACH_SHM_PICK_TIMED) && (ret == 0)) {
                 rdmach_shm_picked(w, p->req.len, p->way, p->t_post);
             }
         }
