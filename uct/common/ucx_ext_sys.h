@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 /* 1 if [address, address + length) lies inside [base, base + size), neither range wrapping
  * past 2^64: the check of every address a peer names (a sum address + length would wrap
@@ -47,6 +48,15 @@ int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, voi
  * page fault per page on the message path. Best effort: a kernel before 5.14 (no
  * MADV_POPULATE_*) faults them in on first use instead. */
 void ucx_ext_prefault(void *p, size_t len, int write);
+
+/* CLOCK_MONOTONIC in ns (the vDSO's: no system call where the clock source is the TSC). */
+static inline uint64_t ucx_ext_now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 /* Reads (write == 0) or writes len bytes at remote_addr in process pid from/to the local
  * iovec list, which it advances. 0, or -errno (-EFAULT for a transfer that made no progress,

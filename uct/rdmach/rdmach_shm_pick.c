@@ -2,11 +2,11 @@
  * rdmach shared-memory wire: staged or not, measured per class of sizes (rdmach_shm_pick.h).
  */
 #include "rdmach_shm_pick.h"
+#include "ucx_ext_sys.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 static void rdmach_shm_pick_explore(rdmach_shm_pick_class_t *c)
@@ -26,14 +26,6 @@ void rdmach_shm_pick_init(rdmach_shm_pick_t *pick, int staged, int fixed)
         rdmach_shm_pick_explore(&pick->c[i]);
         pick->c[i].won = !!staged;
     }
-}
-
-static uint64_t rdmach_shm_pick_now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 #define RDMACH_SHM_PROBE_LEN  (64ul * 1024)
@@ -56,18 +48,18 @@ static int rdmach_shm_pick_measure(uint64_t *walk_ns, uint64_t *memcpy_ns)
     remote.iov_base = src;
     remote.iov_len  = RDMACH_SHM_PROBE_LEN;
     for (i = 0; i < RDMACH_SHM_PROBE_REPS; ++i) {
-        t = rdmach_shm_pick_now();
+        t = ucx_ext_now_ns();
         if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) !=
             (ssize_t)RDMACH_SHM_PROBE_LEN) {
             free(src);
             return -1;   /* no process_vm here (a seccomp filter): nothing to compare */
         }
-        t = rdmach_shm_pick_now() - t;
+        t = ucx_ext_now_ns() - t;
         best_walk = (t < best_walk) ? t : best_walk;
-        t = rdmach_shm_pick_now();
+        t = ucx_ext_now_ns();
         memcpy(dst, src, RDMACH_SHM_PROBE_LEN);
         __asm__ __volatile__("" : : "r"(dst) : "memory");   /* the copy is not dropped */
-        t = rdmach_shm_pick_now() - t;
+        t = ucx_ext_now_ns() - t;
         best_copy = (t < best_copy) ? t : best_copy;
     }
     free(src);

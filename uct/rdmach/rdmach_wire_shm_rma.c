@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 
 /* Is the destination of this zero copy one of the last few? A buffer received into again
  * (MPI's usual windowed bandwidth: 64 receives into one buffer; a ping-pong) is in the caches
@@ -124,18 +123,10 @@ static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, 
     return ret;
 }
 
-static uint64_t rdmach_shm_now_ns(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* A timed get that ran alone is over: its time to rdmach_shm_pick, its decision counted. */
 static void rdmach_shm_picked(rdmach_shm_wire_t *w, size_t len, unsigned way, uint64_t t0)
 {
-    int won = rdmach_shm_pick_sample(&w->pick, len, way, rdmach_shm_now_ns() - t0);
+    int won = rdmach_shm_pick_sample(&w->pick, len, way, ucx_ext_now_ns() - t0);
 
     if (won >= 0) {
         RDMACH_WIRE_STATS(&w->super)->stage_picks++;
@@ -257,7 +248,7 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
         way = !w->super.params.stage_measure ? RDMACH_SHM_PICK_STAGED :
               rdmach_shm_pick(&w->pick, len,
                               (w->posted_busy == 0) && (w->alone_run >= RDMACH_SHM_ALONE_RUN));
-        t0  = (way & RDMACH_SHM_PICK_TIMED) ? rdmach_shm_now_ns() : 0;
+        t0  = (way & RDMACH_SHM_PICK_TIMED) ? ucx_ext_now_ns() : 0;
     }
     ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
                              comp, way, t0);
