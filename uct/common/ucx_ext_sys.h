@@ -19,6 +19,10 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* 1 if [address, address + length) lies inside [base, base + size), neither range wrapping
  * past 2^64: the check of every address a peer names (a sum address + length would wrap
  * and pass). */
@@ -48,6 +52,19 @@ int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, voi
  * page fault per page on the message path. Best effort: a kernel before 5.14 (no
  * MADV_POPULATE_*) faults them in on first use instead. */
 void ucx_ext_prefault(void *p, size_t len, int write);
+
+/* CLDEMOTE: a line this core has just written goes from its private cache to the shared one,
+ * where a reader on another core finds it without a snoop of ours (a producer's last store of
+ * a small record: the line stays shared, not moved twice). The encoding is a hint NOP on CPUs
+ * without it (Intel before Tremont and Sapphire Rapids, AMD). */
+static inline void ucx_ext_cpu_demote(const void *line)
+{
+#if defined(__x86_64__)
+    __asm__ volatile(".byte 0x0f, 0x1c, 0x07" :: "D"(line) : "memory");   /* cldemote (%rdi) */
+#else
+    (void)line;
+#endif
+}
 
 /* CLOCK_MONOTONIC in ns (the vDSO's: no system call where the clock source is the TSC). */
 static inline uint64_t ucx_ext_now_ns(void)
@@ -83,5 +100,9 @@ unsigned long long ucx_ext_proc_start_time(pid_t pid);
 /* 1 if pid is running (not a zombie) with that start time; 1 also if its stat cannot be
  * parsed (a peer is never failed on a parse problem); 0 otherwise. */
 int ucx_ext_proc_alive(pid_t pid, unsigned long long start_time);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

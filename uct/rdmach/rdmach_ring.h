@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ucx_ext_sys.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -265,6 +267,9 @@ static inline void rdmach_tx_commit(rdmach_tx_t *tx, rdmach_rec_hdr_t *hdr, uint
     } else {
         if (RDMACH_UNLIKELY(tx->fence)) {
             __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        }
+        if (length <= RDMACH_CACHE_LINE - RDMACH_REC_HDR_SIZE) {
+            ucx_ext_cpu_demote(hdr);   /* the receiver's next read: one line */
         }
         if (RDMACH_UNLIKELY(!tx->ctl->rx_hot)) {
             *tx->doorbell = 1;
