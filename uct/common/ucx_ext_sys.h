@@ -54,9 +54,10 @@ int ucx_ext_seg_attach_ino(pid_t pid, int fd, uint64_t ino, size_t min_size, voi
 void ucx_ext_prefault(void *p, size_t len, int write);
 
 /* CLDEMOTE: a line this core has just written goes from its private cache to the shared one,
- * where a reader on another core finds it without a snoop of ours (a producer's last store of
- * a small record: the line stays shared, not moved twice). The encoding is a hint NOP on CPUs
- * without it (Intel before Tremont and Sapphire Rapids, AMD). */
+ * where a reader on another core finds it without a snoop of this core (for a producer's small
+ * record that a consumer is waiting for, after its last store). The encoding is a hint NOP on
+ * CPUs without it (Intel's SDM: "treated as a NOP"; AMD's reserved-NOP range 0F 19-1E), as
+ * DPDK's rte_cldemote relies on too. */
 static inline void ucx_ext_cpu_demote(const void *line)
 {
 #if defined(__x86_64__)
