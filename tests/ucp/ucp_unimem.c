@@ -11,7 +11,9 @@
  *               4 N, zDMA reads = 2 N, no zDMA write, every AM received. It reports how many
  *               32-byte mailbox messages each control message takes. With landing slots (the
  *               default) that is one each, UnimemMPI's 4 mailbox messages per ping-pong: the
- *               RTS (header + rkey) lands in the receiver's slot and rings with one LAND.
+ *               RTS (header + rkey) lands in the receiver's slot and rings with one LAND; the
+ *               RTS a process sends after its peer's message demotes its slot's line
+ *               (tx_land_demoted).
  * rndv_shape_frag  The same with UCX_UNIMEM_LAND_SLOTS=0: the RTS is fragmented over several
  *               mailbox messages (the mailbox protocol alone).
  * pdid_refused  The two processes run in different protection domains (UCX_UNIMEM_PDID 1 and
@@ -284,10 +286,11 @@ out:
 
 static pair_case_t cases[] = {
     {"rndv_shape", run_shape, NULL,
-     "tx_get_zcopy>0,zdma_reads>0,tx_am_land>0,rx_land>0,tx_am_frag==0,rx_corrupt==0",
-     "UCX_RNDV_THRESH=1k UCX_UNIMEM_ZCOPY_THRESH=1k", 0, 0},
+     "tx_get_zcopy>0,zdma_reads>0,tx_am_land>0,rx_land>0,tx_land_demoted>0,tx_am_frag==0,"
+     "rx_corrupt==0", "UCX_RNDV_THRESH=1k UCX_UNIMEM_ZCOPY_THRESH=1k", 0, 0},
     {"rndv_shape_frag", run_shape, (void*)1,
-     "tx_get_zcopy>0,zdma_reads>0,tx_am_frag>0,tx_am_land==0,rx_corrupt==0",
+     "tx_get_zcopy>0,zdma_reads>0,tx_am_frag>0,tx_am_land==0,tx_land_demoted==0,"
+     "rx_corrupt==0",
      "UCX_RNDV_THRESH=1k UCX_UNIMEM_ZCOPY_THRESH=1k UCX_UNIMEM_LAND_SLOTS=0", 0, 0},
     {"pdid_refused", run_pdid_refused, NULL, "tx_bytes==0,rx_am==0", NULL, 0, 0},
 };

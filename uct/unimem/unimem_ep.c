@@ -221,6 +221,26 @@ static UCS_F_ALWAYS_INLINE uint8_t *uct_unimem_ep_land_slot(uct_unimem_ep_t *ep)
            slot : NULL;
 }
 
+/*
+ * The receiver reads a slot's first line (busy word, the head of the message) only after the
+ * LAND message, whose slot index it needs: one cache line after another, each from the
+ * sender's core. Demoted right after the doorbell, the slot's line waits in the shared cache
+ * while the receiver fetches the message. That pays where someone waits for the message and
+ * costs the writer where it streams, so a send demotes only when a message came in since the
+ * last one that did: an answer, or the first of a burst (docs/unimem.md, "The slot's line").
+ */
+static UCS_F_ALWAYS_INLINE void uct_unimem_ep_land_demote(uct_unimem_ep_t *ep, uint8_t *slot)
+{
+    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.super.iface,
+                                               uct_unimem_iface_t);
+
+    if (iface->land_rx_seen != uct_unimem_counters.rx.msgs) {
+        iface->land_rx_seen = uct_unimem_counters.rx.msgs;
+        ucx_ext_cpu_demote(slot);
+        UCT_UNIMEM_COUNT_OWN(tx_land_demoted, 1);
+    }
+}
+
 /* Rings the doorbell for length bytes written into slot: 0, or the HAL's error (the slot
  * stays marked: the caller gives it back or stashes the LAND). */
 static UCS_F_ALWAYS_INLINE int uct_unimem_ep_land_send(uct_unimem_ep_t *ep, uint8_t *slot,
@@ -237,6 +257,7 @@ static UCS_F_ALWAYS_INLINE int uct_unimem_ep_land_send(uct_unimem_ep_t *ep, uint
     unimem_proto_land_type(msg, type, id, ep->sender_id, (uint8_t)s->land_next,
                            (uint32_t)length);
     ret = unimem_hal_send(ep->dest, msg, 1);
+    uct_unimem_ep_land_demote(ep, slot);
     if (ucs_likely(ret == 0)) {
         UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, 1);
         UCT_UNIMEM_COUNT_OWN(tx_am_land, 1);
@@ -252,6 +273,9 @@ static UCS_F_ALWAYS_INLINE void uct_unimem_ep_land_next(uct_unimem_ep_t *ep)
     if (++s->land_next == s->land_slots) {
         s->land_next = 0;
     }
+    /* the next slot's first line: busy word (the receiver cleared it a lap ago, so it sits
+     * in the receiver's cache) and the head of the next message */
+    ucx_ext_cpu_prefetch_own(s->land_ring + (size_t)s->land_next * s->slot_size);
 }
 
 /* Fragments and sends a packed message; 0 or the HAL's error. */

@@ -34,11 +34,12 @@
 /* The mailbox and zDMA level, after the standard send side; rma_mapped: puts and gets done
  * as loads and stores through the global address space (a mapped key); tx_am_land: active
  * messages stored into the receiver's landing slot (one LAND message each), tx_land_busy:
- * messages fragmented instead because the sender's next slot was still busy. */
+ * messages fragmented instead because the sender's next slot was still busy;
+ * tx_land_demoted: landed sends whose slot line was demoted (uct_unimem_ep_land_demote). */
 #define UCT_UNIMEM_OWN_COUNTERS(_) \
     _(mbox_tx_msgs) _(tx_am_frag) _(mbox_tx_frag_msgs) _(mbox_full) _(tx_stashed) \
     _(zdma_reads) _(zdma_writes) _(zdma_bytes) _(pdid_refused) _(sleeps) _(rma_mapped) \
-    _(tx_am_land) _(tx_land_busy)
+    _(tx_am_land) _(tx_land_busy) _(tx_land_demoted)
 
 #define UCT_UNIMEM_COUNTERS(_) \
     UNIMEM_RX_COUNTERS(_) UCX_EXT_TX_COUNTERS(_) UCT_UNIMEM_OWN_COUNTERS(_)
@@ -144,6 +145,8 @@ typedef struct uct_unimem_iface {
                                             * (NULL: none), rx.land_rings, rx.land_slots */
     unsigned               am_max_short;
     unsigned               land_prefault;  /* LAND_PREFAULT: our rings at peers, too */
+    uint64_t               land_rx_seen;   /* mailbox messages received (rx.msgs) at our
+                                            * last landed send that demoted its line */
     ucs_list_link_t        stashed;        /* eps holding an accepted, unsent message */
     ucs_mpool_t            stash_mp;       /* stash buffers (seg_size), taken while an ep
                                             * is stashed: memory follows the eps stashed at
