@@ -257,8 +257,9 @@ static UCS_F_ALWAYS_INLINE int uct_unimem_ep_land_send(uct_unimem_ep_t *ep, uint
     unimem_proto_land_type(msg, type, id, ep->sender_id, (uint8_t)s->land_next,
                            (uint32_t)length);
     ret = unimem_hal_send(ep->dest, msg, 1);
-    uct_unimem_ep_land_demote(ep, slot);
     if (ucs_likely(ret == 0)) {
+        /* a LAND the mailbox refused is stashed: nobody reads the slot before it goes */
+        uct_unimem_ep_land_demote(ep, slot);
         UCT_UNIMEM_COUNT_OWN(mbox_tx_msgs, 1);
         UCT_UNIMEM_COUNT_OWN(tx_am_land, 1);
     }
