@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PUT_SEED 0x2000u
 
@@ -628,6 +629,128 @@ int case_rkey_reuse(ut_t *t)
                  "released (want 1..32)", after - base, RKEY_REUSE_REGIONS);
         ok = 0;
     }
+    if (pair_sync(t->pair, 1) != 0) {
+        return PAIR_FAIL;
+    }
+    return ok ? PAIR_PASS : PAIR_FAIL;
+}
+
+/* A key's mapped segment (ucx_ext_xmem_desc_t, the last bytes of rdmach's and unimem's packed
+ * keys) is the packer's word. Forged by the initiator after the target's genuine key, it
+ * names a malloc'd buffer of the initiator itself: first while the key still names the
+ * target (a key to one process mapping another), then with the key naming the initiator too
+ * (a key to ourselves that is not one of our segments). Neither may give a pointer into that
+ * buffer: UCP's rkey_ptr dereferences it, and puts, gets and atomics go through the same
+ * mapping. The genuine key still reads the target's bytes. */
+typedef struct forged_key_layout {
+    const char *tl;
+    size_t     pid, address, length;   /* offsets of the key's process and region */
+} forged_key_layout_t;
+
+static const forged_key_layout_t forged_key_layouts[] = {
+    {"rdmach", 4, 8, 16},   /* uct_rdmach_rkey_t: magic, pid, address, length, key, xmem */
+    {"unimem", 0, 6, 14},   /* uct_unimem_rkey_t: proc, pdid, vaddr, length, xmem */
+};
+
+#define FORGED_XMEM_BYTES 48   /* ucx_ext_xmem_desc_t: pid, fd, ino, base, length, dev, offset */
+
+static int forged_key_points_at(ut_t *t, const uint8_t *packed, uint64_t at, void **local)
+{
+    uct_rkey_bundle_t rkey;
+    ucs_status_t status;
+
+    *local = NULL;
+    if (uct_rkey_unpack(t->component, packed, &rkey) != UCS_OK) {
+        return 0;   /* refused outright: no pointer either */
+    }
+    status = uct_rkey_ptr(t->component, &rkey, at, local);
+    uct_rkey_release(t->component, &rkey);
+    return status == UCS_OK;
+}
+
+int case_rkey_forged(ut_t *t)
+{
+    const forged_key_layout_t *lay = NULL;
+    size_t rlen = t->md_attr.rkey_packed_size, i;
+    uint8_t packed[512], forged[512];
+    uint64_t raddr, u64;
+    int32_t pid32;
+    ut_buf_t region;
+    uint8_t *canary;
+    void *local;
+    int ok = 1;
+
+    for (i = 0; i < sizeof(forged_key_layouts) / sizeof(forged_key_layouts[0]); ++i) {
+        if (strcmp(t->tl, forged_key_layouts[i].tl) == 0) {
+            lay = &forged_key_layouts[i];
+        }
+    }
+    if ((lay == NULL) || !(t->md_attr.cap.flags & UCT_MD_FLAG_ALLOC) ||
+        (rlen + 8 > sizeof(packed)) || (rlen < lay->length + 8 + FORGED_XMEM_BYTES)) {
+        if (t->pair->role == PAIR_INITIATOR) {
+            pair_log(t->pair, "skip: the %s md maps no memory for peers", t->tl);
+        }
+        return PAIR_SKIP;
+    }
+    if (t->pair->role == PAIR_TARGET) {
+        int result = PAIR_PASS;
+
+        if ((ut_buf_alloc_md(t, &region, 4096) != 0) || (ut_send_region(t, &region) != 0)) {
+            return PAIR_FAIL;
+        }
+        memset(region.addr, 0x5a, 4096);
+        if ((pair_sync(t->pair, 1) != 0) || (pair_sync(t->pair, 1) != 0)) {
+            result = PAIR_FAIL;
+        }
+        ut_buf_free(t, &region);
+        return result;
+    }
+
+    if (pair_recv(t->pair, packed, sizeof(packed)) != (ssize_t)(8 + rlen)) {
+        pair_log(t->pair, "no region from the peer");
+        return PAIR_FAIL;
+    }
+    memcpy(&raddr, packed, 8);
+    canary = aligned_alloc(4096, 4096);
+    if ((canary == NULL) || (pair_sync(t->pair, 1) != 0)) {
+        free(canary);
+        return PAIR_FAIL;
+    }
+    memset(canary, 0xc5, 4096);
+
+    /* the genuine key: a pointer into the target's region, its bytes */
+    if (!forged_key_points_at(t, packed + 8, raddr + 100, &local) ||
+        (*(volatile uint8_t*)local != 0x5a)) {
+        pair_log(t->pair, "the genuine key gives no pointer to the target's bytes");
+        ok = 0;
+    }
+
+    /* forged: the map names us (our pid, the canary), the region too, the key the target */
+    memcpy(forged, packed + 8, rlen);
+    pid32 = getpid();
+    memcpy(forged + rlen - FORGED_XMEM_BYTES, &pid32, 4);
+    u64 = (uintptr_t)canary;
+    memcpy(forged + rlen - FORGED_XMEM_BYTES + 16, &u64, 8);   /* base */
+    memcpy(forged + lay->address, &u64, 8);
+    u64 = 4096;
+    memcpy(forged + rlen - FORGED_XMEM_BYTES + 24, &u64, 8);   /* length */
+    memcpy(forged + lay->length, &u64, 8);
+    if (forged_key_points_at(t, forged, (uintptr_t)canary + 100, &local)) {
+        pair_log(t->pair, "a key of process %d mapping this process's memory gave pointer %p "
+                 "(canary %p)", t->pair->peer_pid, local, (void*)canary);
+        ok = 0;
+    }
+    /* forged: the key names us too, the map is not one of our segments */
+    memcpy(forged + lay->pid, &pid32, 4);
+    if (forged_key_points_at(t, forged, (uintptr_t)canary + 100, &local)) {
+        pair_log(t->pair, "a key to this process naming memory outside its segments gave "
+                 "pointer %p (canary %p)", local, (void*)canary);
+        ok = 0;
+    }
+    for (i = 0; i < 4096; ++i) {
+        ok &= (canary[i] == 0xc5);
+    }
+    free(canary);
     if (pair_sync(t->pair, 1) != 0) {
         return PAIR_FAIL;
     }

@@ -174,6 +174,7 @@ static pair_case_t cases[] = {
     CASE(get_zcopy, "tx_get_zcopy>0,rx_corrupt==0"),
     CASE(rkeys, "tx_bytes>0,rx_corrupt==0"),
     CASE(rkey_reuse, NULL),
+    CASE(rkey_forged, NULL),
     CASE(flush, "tx_bytes>0,rx_corrupt==0"),
     CASE(fence, "tx_bytes>0,rx_corrupt==0"),
     CASE(atomic_order, "tx_put_zcopy>0,tx_atomic>0,rx_corrupt==0"),

@@ -197,6 +197,37 @@ TEST(UnimemHal, MailboxFullIsAllOrNothing)
     unimem_hal_dest_release(dest);
 }
 
+// A slot's sequence word is shared memory that anyone who maps the mailbox can write. One that
+// names a later lap while the tail has not moved (no sender took the slot) is refused as full:
+// before, the sender re-read the tail for ever.
+TEST(UnimemHal, AForgedSlotWordIsFullNotAHang)
+{
+    Hal h;
+    Mbox m(h.hal, 64);
+    unimem_hal_dest_t *dest;
+    unimem_msg_t msg = make_msg(0, 0), out;
+    const size_t data_off = 4096 + 65536 / 8;   // emu: header page, then the sender-id bits
+    char path[64];
+
+    ASSERT_EQ(0, unimem_hal_dest_resolve(h.hal, &m.addr, &dest));
+    snprintf(path, sizeof(path), "/proc/%u/fd/%d", m.addr.proc, m.addr.token);
+    int fd = open(path, O_RDWR);
+    ASSERT_GE(fd, 0);
+    void *p = mmap(nullptr, data_off + 64 * 64, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(MAP_FAILED, p);
+    volatile uint64_t *seq0 = (volatile uint64_t*)((char*)p + data_off);   // slot 0's seq
+    ASSERT_EQ(0u, *seq0) << "slot 0 free for lap 0";
+    *seq0 = 1000;
+    EXPECT_EQ(-EAGAIN, unimem_hal_send(dest, &msg, 1));
+    EXPECT_EQ(0u, unimem_hal_mbox_recv(m.mbox, &out, 1));
+    *seq0 = 0;   // the word back: the mailbox works again
+    EXPECT_EQ(0, unimem_hal_send(dest, &msg, 1));
+    EXPECT_EQ(1u, unimem_hal_mbox_recv(m.mbox, &out, 1));
+    munmap(p, data_off + 64 * 64);
+    unimem_hal_dest_release(dest);
+}
+
 TEST(UnimemHal, ConcurrentThreadSendersDeliverWholeMessagesInOrder)
 {
     Hal h;

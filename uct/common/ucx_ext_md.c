@@ -168,6 +168,7 @@ ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
     ucx_ext_xmem_desc_t desc;
     ucx_ext_rkey_map_t *map;
     uint8_t *rkey;
+    int32_t key_pid;
     size_t i;
     int empty = 1;
 
@@ -194,9 +195,19 @@ ucs_status_t ucx_ext_rkey_unpack(uct_component_t *component, const void *buffer,
     map->local = NULL;
     if (comp->xmem && !empty) {
         memcpy(&desc, rkey + comp->xmem_offset, sizeof(desc));
-        map->local = ucx_ext_xmem_attach(&desc);
-        map->base  = desc.base;
-        map->end   = desc.base + desc.length;
+        memcpy(&key_pid, rkey + comp->xmem_pid_offset, sizeof(key_pid));
+        /* The transports check the key's process against the ep's peer, and the region
+         * against the key: the mapping must be that process's too, and its end must not wrap,
+         * or a key could name one process and map another (or this one). Without a mapping
+         * the transport reaches the key's process by its own checked path. */
+        if ((desc.pid == key_pid) && (desc.length <= UINT64_MAX - desc.base)) {
+            map->local = ucx_ext_xmem_attach(&desc);
+            map->base  = desc.base;
+            map->end   = desc.base + desc.length;
+        } else if (desc.pid != 0) {
+            ucs_diag("%s: remote key of process %d maps memory of process %d (or wraps): "
+                     "not mapped", component->name, key_pid, desc.pid);
+        }
     }
     *rkey_p   = (uintptr_t)rkey;
     *handle_p = rkey;

@@ -39,6 +39,8 @@ typedef struct ucx_ext_component {
      * carries a ucx_ext_xmem_desc_t at xmem_offset, which unpack maps. */
     int           xmem;
     size_t        xmem_offset;
+    /* the key's own process (an int32 at this offset): the mapped segment must be its */
+    size_t        xmem_pid_offset;
 } ucx_ext_component_t;
 
 /* The md operations of every transport (close: md_close, NULL for a static md). */

@@ -288,10 +288,28 @@ static uintptr_t ucx_ext_xmem_file_here(uint64_t dev, uint64_t ino, uint64_t off
         }
         for (i = 0; i < ucx_ext_xmem_nfmaps; ++i) {
             m = &ucx_ext_xmem_fmaps[i];
+            /* offset and length come from a peer's key: no sum that can wrap */
             if ((m->ino == ino) && (m->ino != 0) && (m->dev == dev) && (offset >= m->offset) &&
-                (offset + length <= m->offset + (m->end - m->start))) {
+                (length <= m->end - m->start) &&
+                (offset - m->offset <= (m->end - m->start) - length)) {
                 return m->start + (offset - m->offset);
             }
+        }
+    }
+    return 0;
+}
+
+/* Under ucx_ext_xmem_lock: 1 if desc, a key's description naming this process, lies whole
+ * inside one of our own segments (the same memfd). */
+static int ucx_ext_xmem_own_holds(const ucx_ext_xmem_desc_t *desc)
+{
+    const ucx_ext_xmem_seg_t *seg;
+
+    ucs_list_for_each(seg, &ucx_ext_xmem_own, list) {
+        if ((seg->desc.ino == desc->ino) && (desc->base >= seg->desc.base) &&
+            (desc->length <= seg->desc.length) &&
+            (desc->base - seg->desc.base <= seg->desc.length - desc->length)) {
+            return 1;
         }
     }
     return 0;
@@ -330,8 +348,14 @@ void *ucx_ext_xmem_attach(const ucx_ext_xmem_desc_t *desc)
     if (desc->pid == 0) {
         return NULL;
     }
-    if (desc->pid == ucx_ext_getpid()) {
-        return (void*)(uintptr_t)desc->base;   /* our own segment (a key to ourselves) */
+    if ((desc->pid == ucx_ext_getpid()) && (desc->fd != UCX_EXT_XMEM_FILE)) {
+        /* A key to ourselves: only one of our own segments, whole inside it. The description
+         * is the packer's word, and a peer's key naming our pid with any base would make our
+         * own puts, gets and UCP's rkey_ptr reach any address of this process. */
+        pthread_mutex_lock(&ucx_ext_xmem_lock);
+        here = ucx_ext_xmem_own_holds(desc) ? (uintptr_t)desc->base : 0;
+        pthread_mutex_unlock(&ucx_ext_xmem_lock);
+        return (void*)here;
     }
     if (desc->fd == UCX_EXT_XMEM_FILE) {
         /* the same file mapped here too (the application keeps it mapped as long as the

@@ -381,4 +381,5 @@ ucx_ext_component_t uct_rdmach_component = {
     /* the shm md allocates mapped memory (Open MPI's Win_allocate windows) */
     .xmem        = 1,
     .xmem_offset = ucs_offsetof(uct_rdmach_rkey_t, xmem),
+    .xmem_pid_offset = ucs_offsetof(uct_rdmach_rkey_t, pid),
 };

@@ -17,8 +17,15 @@ static void uct_unimem_sender_land(uct_unimem_iface_t *iface, uct_unimem_sender_
     ucx_ext_xmem_desc_t desc;
 
     s->land_map = NULL;
+    /* the peer's own limits (UCX_UNIMEM_SEG_SIZE, LAND_SENDERS, the area's cap) bound its
+     * word before the area's size is computed from it: a larger one would wrap the product,
+     * map a small file and place slots beyond it */
     if ((iface->rx.land == NULL) || (addr->land_slots == 0) ||
-        (addr->land_slots > UNIMEM_LAND_MAX_SLOTS) || (s->id >= addr->land_rings)) {
+        (addr->land_slots > UNIMEM_LAND_MAX_SLOTS) || (s->id >= addr->land_rings) ||
+        (addr->land_rings > UNIMEM_PROTO_MAX_SENDERS) ||
+        (addr->seg_size > UCT_UNIMEM_SEG_SIZE_MAX) ||
+        (unimem_land_area_size(addr->land_rings, addr->land_slots, addr->seg_size) >
+         UCT_UNIMEM_LAND_MAX_AREA)) {
         return;
     }
     s->slot_size   = unimem_land_slot_size(addr->seg_size);

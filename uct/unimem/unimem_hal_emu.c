@@ -602,7 +602,15 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
         } else if ((int64_t)(seq - last) < 0) {
             return -EAGAIN;   /* still holds a message of the previous lap: full */
         } else {
-            t = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
+            /* a later lap's message: another sender took the slot, so tail has moved (its
+             * compare-and-swap came before its seq store, which we acquired). A tail that
+             * has not is a word someone else wrote into the shared mailbox: full for us,
+             * rather than spinning on it for ever */
+            last = t;
+            t    = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
+            if (t == last) {
+                return -EAGAIN;
+            }
         }
     }
 

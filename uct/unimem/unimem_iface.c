@@ -231,7 +231,8 @@ static ucs_status_t uct_unimem_iface_flush(uct_iface_h tl_iface, unsigned flags,
 
 /* Knob ranges; the rules between knobs follow in the iface's init. */
 static const ucx_ext_knob_t uct_unimem_knobs[] = {
-    UCX_EXT_KNOB(uct_unimem_iface_config_t, "SEG_SIZE", seg_size, SIZE, 64, 64u << 20),
+    UCX_EXT_KNOB(uct_unimem_iface_config_t, "SEG_SIZE", seg_size, SIZE, 64,
+                 UCT_UNIMEM_SEG_SIZE_MAX),
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "MAX_SENDERS", max_senders, UINT, 1,
                  UNIMEM_PROTO_MAX_SENDERS),
     UCX_EXT_KNOB(uct_unimem_iface_config_t, "RX_BUDGET", rx_budget, UINT, 1, 4096),

@@ -103,4 +103,5 @@ ucx_ext_component_t uct_unimem_component = {
      * Win_allocate windows) is reached by loads and stores (ucx_ext_xmem.h) */
     .xmem        = 1,
     .xmem_offset = ucs_offsetof(uct_unimem_rkey_t, xmem),
+    .xmem_pid_offset = ucs_offsetof(uct_unimem_rkey_t, proc),
 };

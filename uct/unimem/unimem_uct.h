@@ -87,6 +87,8 @@ typedef struct uct_unimem_rkey {
  * LAND message; without one, 30 (one SHORT). */
 #define UCT_UNIMEM_LAND_SHORT_MAX 128
 #define UCT_UNIMEM_LAND_MAX_AREA  (64ull << 30)
+/* UCX_UNIMEM_SEG_SIZE's upper bound (unimem_iface.c), which a peer's address obeys too */
+#define UCT_UNIMEM_SEG_SIZE_MAX   (64u << 20)
 
 /* UCP packs an iface address of at most 63 bytes: the landing area is described by what a
  * peer needs to map it (the owner is mbox.proc). */
