@@ -608,3 +608,35 @@ TEST(RdmachPoller, PendingSeesARecordThatMissedTheDoorbell)
     ASSERT_EQ(0, f.doorbells[2]);
     EXPECT_EQ(1, rdmach_poller_pending(&f.p, 4));
 }
+
+// The receiver drains the ring of a sender that has gone, which includes one that set its own
+// closed word: a live one that writes on as fast as it is read must not keep the drain going.
+// One lap of records at most.
+TEST(RdmachRing, ADrainOfASenderThatWritesOnTakesOneLap)
+{
+    Conn c(256, 64, 4096, 0.25);
+    struct Writer {
+        Conn *c;
+        unsigned delivered, sent;
+        static void cb(void *arg, const rdmach_rx_t *, uint8_t, void *, uint32_t)
+        {
+            Writer *w = static_cast<Writer*>(arg);
+            ++w->delivered;
+            // a record for each one read (bounded here: 100 laps, where a drain without a
+            // bound would run on)
+            if ((w->sent < 100 * w->c->geom.nslots) && w->c->send(1, "x", 1)) {
+                ++w->sent;
+            }
+            rdmach_tx_refresh_tail(&w->c->tx);
+        }
+    } w{&c, 0, 0};
+
+    while (c.send(1, "x", 1)) {
+        ++w.sent;
+    }
+    ASSERT_GT(w.sent, 0u);
+    unsigned n = rdmach_rx_drain(&c.rx, &Writer::cb, &w, &c.stats);
+    EXPECT_EQ(n, w.delivered);
+    EXPECT_LE(n, c.geom.nslots) << "the drain ran past one lap";
+    EXPECT_GT(n, 0u);
+}

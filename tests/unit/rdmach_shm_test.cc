@@ -63,6 +63,54 @@ TEST(RdmachShm, CorruptSharedHeaderIsRefusedAndNeverSteersTheOwner)
     before->owner = 0;   // still inside the mapping: ASan/segfault would say otherwise
 }
 
+// A geometry beyond rdmach_geom_init's bounds whose layout wraps: 2^31 slots of 2^31 bytes
+// make a ring of 2^62 bytes, a stride of 2^62 and a page, and 4 rings of it wrap to 4 pages.
+// A header that states those offsets itself, in a segment that holds the wrapped size, would
+// match the recomputed layout and put ring 1 at 2^62 bytes past the mapping: refused before
+// anything is multiplied.
+TEST(RdmachShm, AGeometryWhoseLayoutWouldWrapIsRefused)
+{
+    rdmach_geom_t geom{};
+    rdmach_shm_seg_t seg{}, peer{};
+
+    ASSERT_EQ(nullptr, rdmach_geom_init(&geom, 256, 64, 4096, 0.25));
+    ASSERT_EQ(0, rdmach_shm_create(&seg, &geom, nullptr, 0, 4, 0x4343));
+    rdmach_shm_hdr_t *h = seg.hdr;
+    const uint64_t page = 4096;
+    h->slot_size   = 1u << 31;
+    h->nslots      = 1u << 31;
+    h->ring_stride = (1ull << 62) + ((sizeof(rdmach_ring_ctl_t) + page - 1) & ~(page - 1));
+    h->size        = h->rings_off + 4 * h->ring_stride;   // wraps, on purpose
+    ASSERT_LE(h->size, seg.size) << "the wrapped layout fits the mapping";
+    int ret = rdmach_shm_attach(&peer, getpid(), seg.fd, 0x4343);
+    EXPECT_EQ(-EPROTO, ret) << "a wrapped layout was accepted";
+    if (ret == 0) {
+        rdmach_shm_detach(&peer);
+    }
+
+    // the reviewer's numbers (a wrapped size of some 128 GiB, for a sparse memfd), and each
+    // bound of rdmach_geom_init alone
+    h->slot_size = 2863311552u;
+    h->max_rings = 3;
+    EXPECT_EQ(-EPROTO, rdmach_shm_attach(&peer, getpid(), seg.fd, 0x4343));
+    h->max_rings = 4;
+    h->nslots    = 64;
+    h->slot_size = 2u << 20;      // slots of 2 MiB
+    EXPECT_EQ(-EPROTO, rdmach_shm_attach(&peer, getpid(), seg.fd, 0x4343));
+    h->slot_size = 256;
+    h->nslots    = 1u << 25;      // 2^25 slots
+    EXPECT_EQ(-EPROTO, rdmach_shm_attach(&peer, getpid(), seg.fd, 0x4343));
+    h->nslots    = 64;
+    h->max_span  = 1u << 17;      // a span no ring can have
+    EXPECT_EQ(-EPROTO, rdmach_shm_attach(&peer, getpid(), seg.fd, 0x4343));
+    h->max_span  = geom.max_span;
+    h->ring_stride = seg.ring_stride;
+    h->size        = seg.rings_off + 4 * seg.ring_stride;
+    EXPECT_EQ(0, rdmach_shm_attach(&peer, getpid(), seg.fd, 0x4343)) << "restored: accepted";
+    rdmach_shm_detach(&peer);
+    rdmach_shm_detach(&seg);
+}
+
 // ---- the shared-memory wire behind the wire table (rdmach_wire_shm.c) ----
 //
 // Two ifaces of one process, each with its own wire: everything the UCT glue does with a wire
@@ -1433,4 +1481,197 @@ TEST(RdmachWireShmStage, PostedAndWindowedGetsAreStaged)
     }
     EXPECT_EQ(20u, c.b.wire_stats.copy_staged);
     EXPECT_EQ(0u, c.b.ops->progress(c.b.w));
+}
+
+// ---- the desk against a hostile peer: every word of it is anyone's who maps the owner's
+// segment, and may change between two of our reads ----
+
+namespace {
+
+// One registration of the owner's, [addr, addr + len): may_read's answer, overflow-safe as
+// the md's (uct_rdmach_md_covers).
+struct OneReg {
+    uint64_t addr, len;
+    static int covers(void *arg, uint64_t address, uint64_t length)
+    {
+        const OneReg *r = static_cast<const OneReg*>(arg);
+        uint64_t off    = address - r->addr;
+        return (address >= r->addr) && (off <= r->len) && (length <= r->len - off);
+    }
+};
+
+// Runs fn in a thread for at most limit seconds; if it is still running then, release() is
+// called (to let a reader that would wait forever go) before the thread is joined. Did fn
+// end within the limit?
+bool ends_within(double limit, const std::function<void()> &fn,
+                 const std::function<void()> &release)
+{
+    std::atomic<bool> over{false};
+    std::thread t([&] {
+        fn();
+        over = true;
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    while (!over.load() &&
+           (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() <
+            limit)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    bool ended = over.load();
+    if (!ended) {
+        release();
+    }
+    t.join();
+    return ended;
+}
+
+}  // namespace
+
+// A hostile owner claims every chunk of an 8-chunk get, says all are done and gives back
+// chunk 63: the reader copies only given-back chunks of its own job, never a chunk at
+// local + 63 * chunk (past its buffer; here the buffers span 64 chunks so that such a copy
+// shows as bytes written instead of a fault).
+TEST(RdmachShmHostile, AGivenBackBitBeyondTheJobIsNeverCopied)
+{
+    Desk d;
+    const size_t chunk = 32 * 1024, len = 8 * chunk;
+    std::vector<uint8_t> src = pattern(64 * chunk, 3), dst(64 * chunk, 0);
+    rdmach_shm_copy_req_t req;
+
+    ASSERT_EQ(0, rdmach_shm_copy_post(&req, &d.owner_by_reader, 0, &d.reader.own, dst.data(),
+                                      reinterpret_cast<uintptr_t>(src.data()), nullptr, len, 0,
+                                      RDMACH_SHM_COPY_SPLIT));
+    ASSERT_EQ(8u, req.nchunks);
+    ASSERT_EQ(chunk, req.chunk);
+    rdmach_shm_copy_t *job = req.job;
+    job->claim      = (req.gen << 32) | 8;
+    job->done       = 0xff;
+    job->given_back = (1ull << 63) | (1ull << 8);
+    EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 1));
+    EXPECT_TRUE(std::all_of(dst.begin() + len, dst.end(), [](uint8_t x) { return x == 0; }))
+        << "a chunk beyond the job was copied";
+
+    // a given-back chunk of the job is still ours to copy
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_EQ(0, rdmach_shm_copy_post(&req, &d.owner_by_reader, 0, &d.reader.own, dst.data(),
+                                      reinterpret_cast<uintptr_t>(src.data()), nullptr, len, 0,
+                                      RDMACH_SHM_COPY_SPLIT));
+    job->claim      = (req.gen << 32) | 8;
+    job->done       = 0x7f;
+    job->given_back = 0x80 | (1ull << 63);
+    EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 1));
+    EXPECT_TRUE(std::equal(src.begin() + 7 * chunk, src.begin() + len, dst.begin() + 7 * chunk));
+    EXPECT_TRUE(std::all_of(dst.begin() + len, dst.end(), [](uint8_t x) { return x == 0; }));
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
+}
+
+// Anyone who maps the owner's segment can write a job on its desk naming a known reader: the
+// owner copies only inside its registrations, both ways (a put would write our memory at
+// owner_addr, a get leak it to the reader), and never for a range that runs out of one or
+// wraps. Left alone, such a job is the reader's to copy.
+TEST(RdmachShmHostile, TheOwnerCopiesOnlyInsideItsRegistrations)
+{
+    Desk d;
+    char reg[64] = "registered", victim[64] = "victim", secret[64] = "secret";
+    char peer_buf[64] = "reader's";
+    OneReg r{reinterpret_cast<uintptr_t>(reg), sizeof(reg)};
+    const rdmach_shm_helper_t helper = {any_peer, OneReg::covers, nullptr, &r};
+    rdmach_shm_copy_t *job = &d.owner.own.hdr->copy[3];
+    uint64_t gen = 5;
+    auto post = [&](const void *owner_addr, uint64_t len, int to_req) {
+        job->claim       = (++gen << 32) | RDMACH_SHM_COPY_CLOSED;
+        job->done        = 0;
+        job->given_back  = 0;
+        job->pid         = getpid();
+        job->seg_id      = 0x1234;
+        job->nchunks     = 1;
+        job->chunk       = len;
+        job->len         = len;
+        job->owner_addr  = reinterpret_cast<uintptr_t>(owner_addr);
+        job->req_addr    = reinterpret_cast<uintptr_t>(peer_buf);
+        job->to_req      = to_req;
+        job->staged_mode = 0;
+        job->claim       = gen << 32;
+        d.owner.own.hdr->copy_active = 1u << 3;
+    };
+
+    post(victim, sizeof(victim), 0);   // a put into memory we never registered
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &helper, 0));
+    EXPECT_STREQ("victim", victim) << "written outside the registrations";
+    EXPECT_EQ(gen << 32, job->claim) << "nothing claimed: the reader's to copy";
+    post(secret, sizeof(secret), 1);   // a get of it
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &helper, 0));
+    EXPECT_STREQ("reader's", peer_buf) << "leaked from outside the registrations";
+    post(reg + 32, 64, 1);             // starts inside, runs out
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &helper, 0));
+    post(reinterpret_cast<const void*>(UINT64_MAX - 31), 64, 0);   // wraps
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &helper, 0));
+    EXPECT_STREQ("reader's", peer_buf);
+
+    // inside: copied, both ways
+    post(reg, sizeof(reg), 1);
+    EXPECT_EQ(1u, rdmach_shm_copy_help(&d.owner.own, &helper, 0));
+    EXPECT_STREQ("registered", peer_buf);
+    strcpy(peer_buf, "put");
+    post(reg, sizeof(reg), 0);
+    EXPECT_EQ(1u, rdmach_shm_copy_help(&d.owner.own, &helper, 0));
+    EXPECT_STREQ("put", reg);
+    // without a registration check nothing is copied
+    const rdmach_shm_helper_t no_check = {any_peer, nullptr, nullptr, nullptr};
+    post(reg, sizeof(reg), 1);
+    EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &no_check, 0));
+    d.owner.own.hdr->copy_active = 0;
+}
+
+// An owner (or anyone who maps its segment) that claims every chunk and never copies: a
+// reader that waits fails the copy (-ETIMEDOUT) after a few seconds instead of spinning
+// forever, and keeps the desk slot (the owner may still store into it when it goes on).
+TEST(RdmachShmHostile, AClaimThatNeverEndsFailsTheCopy)
+{
+    Desk d;
+    const size_t len = 8 * 32 * 1024;
+    std::vector<uint8_t> src = pattern(len, 2), dst(len);
+    rdmach_shm_copy_req_t req;
+    int ret = 1;
+
+    ASSERT_EQ(0, rdmach_shm_copy_post(&req, &d.owner_by_reader, 0, &d.reader.own, dst.data(),
+                                      reinterpret_cast<uintptr_t>(src.data()), nullptr, len, 0,
+                                      RDMACH_SHM_COPY_SPLIT));
+    rdmach_shm_copy_t *job = req.job;
+    job->claim = (req.gen << 32) | req.nchunks;   // every chunk the owner's
+    job->done  = 0x0f;                            // half of them end, the rest never
+    EXPECT_TRUE(ends_within(30, [&] { ret = rdmach_shm_copy_advance(&req, 1); },
+                            [&] { job->done = 0xff; }))
+        << "the reader waited on";
+    EXPECT_EQ(-ETIMEDOUT, ret);
+    EXPECT_EQ(1u << req.slot, d.owner.own.hdr->copy_busy) << "the slot is kept";
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+    EXPECT_EQ(RDMACH_SHM_COPY_CLOSED, static_cast<uint32_t>(job->claim));
+    d.owner.own.hdr->copy_busy = 0;   // the owner's reap, when we are gone
+}
+
+// The same for a staged get, advanced without waiting (as rdmach_shm_staged_run and the
+// wire's progress do): the owner claims every piece and stages none.
+TEST(RdmachShmHostile, AStagedClaimThatNeverEndsFailsTheCopy)
+{
+    Desk d;
+    const size_t len = 20 * RDMACH_SHM_STAGE_PIECE;
+    std::vector<uint8_t> src = pattern(len, 2), dst(len);
+    rdmach_shm_copy_req_t req;
+    int ret = RDMACH_SHM_COPY_PENDING;
+
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len));
+    rdmach_shm_copy_t *job = req.job;
+    job->claim = (req.gen << 32) | req.nchunks;
+    auto t0 = std::chrono::steady_clock::now();
+    while ((ret == RDMACH_SHM_COPY_PENDING) &&
+           (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30)) {
+        ret = rdmach_shm_copy_advance(&req, 0);
+    }
+    EXPECT_EQ(-ETIMEDOUT, ret);
+    EXPECT_EQ(1u << req.slot, d.owner.own.hdr->copy_busy) << "the slot is kept";
+    EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+    d.owner.own.hdr->copy_busy = 0;
 }

@@ -269,15 +269,16 @@ static void uct_rdmach_iface_deliver(void *arg, const rdmach_rx_t *rx, uint8_t a
     uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
 }
 
-/* A ring whose sender has gone: what it wrote last is delivered, then the ring is forgotten
- * (the wire zeroes it and lets a new sender claim it). */
+/* A ring whose sender has gone: what it wrote last is delivered (one lap at most: a live
+ * peer that set its closed word may write on), then the ring is forgotten (the wire zeroes it
+ * and lets a new sender claim it). */
 static void uct_rdmach_iface_drain(void *arg, uint32_t id)
 {
     uct_rdmach_iface_t *iface = arg;
 
     if (iface->poller.rx[id].active) {
-        rdmach_rx_poll(&iface->poller.rx[id], UINT_MAX, uct_rdmach_iface_deliver, iface,
-                       &uct_rdmach_counters.rx);
+        rdmach_rx_drain(&iface->poller.rx[id], uct_rdmach_iface_deliver, iface,
+                        &uct_rdmach_counters.rx);
     }
     rdmach_poller_forget(&iface->poller, id);
     uct_rdmach_counters.rings_reaped++;

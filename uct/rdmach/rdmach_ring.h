@@ -362,6 +362,15 @@ static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, unsigned budget, rdmach_a
     return count;
 }
 
+/* Delivers what the sender of ring rx wrote before it went, at most one lap of records (each
+ * takes a slot): "gone" includes the sender's own word that it closed, and one that says so
+ * and writes on must not hold the receiver here. Returns the number of records consumed. */
+static inline unsigned rdmach_rx_drain(rdmach_rx_t *rx, rdmach_am_cb_t cb, void *arg,
+                                       rdmach_rx_stats_t *stats)
+{
+    return rdmach_rx_poll(rx, rx->geom.nslots, cb, arg, stats);
+}
+
 /* ---- many connections: bounded polling ---- */
 
 typedef struct rdmach_poller {

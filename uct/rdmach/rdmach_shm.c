@@ -13,16 +13,18 @@
 
 #define RDMACH_PAGE 4096ul
 
-static size_t rdmach_align(size_t v, size_t a)
+static uint64_t rdmach_align(uint64_t v, uint64_t a)
 {
     return (v + a - 1) & ~(a - 1);
 }
 
-/* Layout from the geometry; the same function validates a peer's header. */
+/* Layout from the geometry; the same function validates a peer's header, after
+ * rdmach_shm_geom_ok: within its bounds nothing here wraps (a ring is at most 2^20 * 2^24 =
+ * 2^44 bytes, so a stride below 2^45, and 2^16 rings of either stride below 2^61). */
 static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
 {
-    size_t ring_bytes = (size_t)hdr->slot_size * hdr->nslots;
-    uint32_t large    = (hdr->large_rings < hdr->max_rings) ? hdr->large_rings : hdr->max_rings;
+    uint64_t ring_bytes = (uint64_t)hdr->slot_size * hdr->nslots;
+    uint32_t large      = (hdr->large_rings < hdr->max_rings) ? hdr->large_rings : hdr->max_rings;
 
     /* the desk's staging buffers (rdmach_shm_stage_buf) between the header and the map */
     hdr->freemap_off   = rdmach_align(sizeof(rdmach_shm_hdr_t), RDMACH_PAGE) +
@@ -37,9 +39,27 @@ static void rdmach_shm_layout(rdmach_shm_hdr_t *hdr)
     hdr->ring_stride   = rdmach_align(sizeof(rdmach_ring_ctl_t) + ring_bytes, RDMACH_PAGE);
     hdr->large_stride  = (large == 0) ? 0 :
                          rdmach_align(sizeof(rdmach_ring_ctl_t) +
-                                      (size_t)hdr->slot_size * hdr->large_nslots, RDMACH_PAGE);
-    hdr->size          = hdr->rings_off + (size_t)large * hdr->large_stride +
-                         (size_t)(hdr->max_rings - large) * hdr->ring_stride;
+                                      (uint64_t)hdr->slot_size * hdr->large_nslots, RDMACH_PAGE);
+    hdr->size          = hdr->rings_off + (uint64_t)large * hdr->large_stride +
+                         (uint64_t)(hdr->max_rings - large) * hdr->ring_stride;
+}
+
+/* A peer's geometry within rdmach_geom_init's bounds (and at most 2^16 rings), checked before
+ * rdmach_shm_layout multiplies it: beyond them the ring sizes wrap, and a wrapped layout that
+ * matches the header's own offsets would put our ring pointers far outside the mapping. */
+static int rdmach_shm_geom_ok(const rdmach_shm_hdr_t *hdr)
+{
+    return (hdr->slot_size >= RDMACH_CACHE_LINE) && !(hdr->slot_size % RDMACH_CACHE_LINE) &&
+           (hdr->slot_size <= (1u << 20)) &&
+           (hdr->nslots >= 2) && !(hdr->nslots & (hdr->nslots - 1)) &&
+           (hdr->nslots <= (1u << 24)) &&
+           (hdr->max_span != 0) && (hdr->max_span <= hdr->nslots) &&
+           (hdr->max_span <= UINT16_MAX) &&
+           (hdr->max_rings != 0) && (hdr->max_rings <= (1u << 16)) &&
+           (hdr->large_rings <= hdr->max_rings) &&
+           ((hdr->large_rings == 0) ||
+            ((hdr->large_nslots >= 2) && !(hdr->large_nslots & (hdr->large_nslots - 1)) &&
+             (hdr->large_nslots <= (1u << 24)) && (hdr->max_span <= hdr->large_nslots)));
 }
 
 static void rdmach_shm_geom_layout(rdmach_shm_hdr_t *hdr, const rdmach_geom_t *geom,
@@ -149,19 +169,16 @@ int rdmach_shm_attach(rdmach_shm_seg_t *seg, pid_t pid, int fd, uint64_t seg_id)
         return err;
     }
 
-    /* never trust the peer's offsets: recompute them from its geometry and compare */
+    /* never trust the peer's offsets: recompute them from its geometry (once it is within
+     * bounds: the layout multiplies it) and compare; all from one private copy */
     expect = *(rdmach_shm_hdr_t*)base;
+    if (!rdmach_shm_geom_ok(&expect)) {
+        munmap(base, size);
+        return -EPROTO;
+    }
     rdmach_shm_layout(&expect);
     if ((expect.magic != RDMACH_SHM_MAGIC) || (expect.version != RDMACH_SHM_VERSION) ||
         (expect.seg_id != seg_id) || (expect.pid != pid) ||
-        (expect.slot_size < RDMACH_CACHE_LINE) || (expect.slot_size % RDMACH_CACHE_LINE) ||
-        (expect.nslots < 2) || (expect.nslots & (expect.nslots - 1)) ||
-        (expect.max_span == 0) || (expect.max_span > expect.nslots) ||
-        (expect.max_rings == 0) || (expect.max_rings > (1u << 16)) ||
-        (expect.large_rings > expect.max_rings) ||
-        ((expect.large_rings != 0) &&
-         ((expect.large_nslots < 2) || (expect.large_nslots & (expect.large_nslots - 1)) ||
-          (expect.large_nslots > (1u << 24)) || (expect.max_span > expect.large_nslots))) ||
         (memcmp(&expect.freemap_off, &((rdmach_shm_hdr_t*)base)->freemap_off,
                 7 * sizeof(uint64_t)) != 0) ||
         (expect.size > size)) {

@@ -264,6 +264,8 @@ typedef struct rdmach_shm_copy_req {
     uint64_t           gen, mine, all;
     size_t             len, chunk;
     uint32_t           nchunks, bit, probe;
+    uint32_t           stall_mark;  /* the owner's chunks we saw ended, at stall_since */
+    uint64_t           stall_since; /* ns; 0: not waited yet (rdmach_shm_copy_advance) */
     int                write, open, ret;
     unsigned           slot;        /* of the job on the owner's desk */
     unsigned           staged;      /* a staged get: its pieces come through the staging */
@@ -319,8 +321,9 @@ int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
  * chunks the owner is copying. RDMACH_SHM_COPY_PENDING (only without wait), or the job is
  * over and its slot free: 0, or -errno of the copy (-ESRCH: the owner died while copying a
  * chunk; a live owner is waited for, as returning would give the caller back a buffer the
- * owner still copies into or from). Without wait, the owner's liveness is probed every
- * 65536 calls. */
+ * owner still copies into or from, but not forever: -ETIMEDOUT once none of its chunks has
+ * ended for seconds, the slot then left taken, rdmach_shm_copy.c). Without wait, the owner's
+ * liveness and progress are probed every 65536 calls. */
 int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait);
 
 /* Reader: post and advance until done, complete at return. -EBUSY: the desk is full; nothing
@@ -330,9 +333,11 @@ int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_st
                         size_t len, int write);
 
 /* Owner: takes chunks of the jobs open on our desk, for readers known_peer() accepts; returns
- * how many chunks it copied. Stages the pieces of staged gets whose bytes may_read() says are
- * ours to read (a registered region: they are read with memcpy, and the job's addresses are
- * the reader's word; NULL: none is staged), and with staged_only does nothing else. */
+ * how many chunks it copied. The job's addresses are the reader's word: it copies only when
+ * may_read() says [owner_addr, owner_addr + len) is ours to copy, to or from (a registered
+ * region, which admits a peer's puts and gets alike; NULL: nothing is copied). Staged gets
+ * are read with memcpy, the other jobs with process_vm into or out of that range. With
+ * staged_only it does only the staged gets. */
 typedef struct rdmach_shm_helper {
     int (*known_peer)(void *arg, pid_t pid, uint64_t seg_id);
     int (*may_read)(void *arg, uint64_t address, uint64_t length);

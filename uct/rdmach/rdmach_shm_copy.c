@@ -42,6 +42,11 @@ _Static_assert(RDMACH_SHM_COPY_SLOTS <= 32, "desk masks are 32 bits");
 #define RDMACH_SHM_COPY_PROBE     (1u << 16)    /* wait loops between two liveness probes */
 #define RDMACH_SHM_COPY_MASK      ((uint32_t)((1ull << RDMACH_SHM_COPY_SLOTS) - 1))
 #define RDMACH_SHM_COPY_CHUNK_MAX (1ull << 40)  /* beyond any job: an owner refuses it */
+/* A reader gives up on chunks the owner claimed after this long without one of them ending,
+ * plus 4 ns a byte of a chunk (250 MB/s: a whole job of GiBs is one chunk, copied in one call
+ * by an honest owner): only an owner that is stopped, or that claims and never copies (any
+ * process that maps its segment can write the claim word), holds a chunk that long. */
+#define RDMACH_SHM_COPY_STALL_NS  (5ull * 1000 * 1000 * 1000)
 
 static inline void rdmach_shm_copy_pause(void)
 {
@@ -161,6 +166,8 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     req->mine    = first ? 1 : 0;
     req->bit     = bit;
     req->probe   = 0;
+    req->stall_since = 0;
+    req->stall_mark  = 0;
     req->write   = write;
     req->open    = 1;
     req->ret     = 0;
@@ -247,17 +254,46 @@ int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t 
     return 0;
 }
 
-/* Has the owner died? Probed every RDMACH_SHM_COPY_PROBE waits: only a process that is gone,
- * since returning while a live owner copies would let it write into (or read from) a buffer
- * the caller has taken back. */
-static int rdmach_shm_copy_owner_gone(rdmach_shm_copy_req_t *req)
+/* Is the wait for the owner's chunks over? Probed every RDMACH_SHM_COPY_PROBE waits: -ESRCH
+ * if the owner died, -ETIMEDOUT if mark (how many of the chunks we wait for have ended, which
+ * only grows: a peer toggling the words cannot keep it moving) has not grown for the stall
+ * limit, else 0. Only then: returning while a live owner copies would let it write into (or
+ * read from) a buffer the caller has taken back, so the limit is far beyond an honest copy. */
+static int rdmach_shm_copy_stuck(rdmach_shm_copy_req_t *req, uint32_t mark)
 {
+    uint64_t now;
+
     if (++req->probe != RDMACH_SHM_COPY_PROBE) {
         return 0;
     }
     req->probe = 0;
-    return !ucx_ext_proc_alive(req->pid, (req->start != 0) ? req->start :
-                                         ucx_ext_proc_start_time(req->pid));
+    if (!ucx_ext_proc_alive(req->pid, (req->start != 0) ? req->start :
+                                      ucx_ext_proc_start_time(req->pid))) {
+        return -ESRCH;
+    }
+    now = ucx_ext_now_ns();
+    if ((req->stall_since == 0) || (mark > req->stall_mark)) {
+        req->stall_since = now;
+        req->stall_mark  = mark;
+        return 0;
+    }
+    /* req->chunk is ours (at most len, an address space's size): 4 * chunk cannot wrap */
+    return ((now - req->stall_since) > (RDMACH_SHM_COPY_STALL_NS + 4ull * req->chunk)) ?
+           -ETIMEDOUT : 0;
+}
+
+/* The owner is stuck inside chunks of the job (-ETIMEDOUT): it may still store into the slot
+ * (done, staged words) whenever it goes on, and a store into the next job of that slot would
+ * count one of its chunks done that nobody copied. So the slot stays taken, closed, off the
+ * owner's active jobs, until the owner's reap gives it back when we are gone (a full desk
+ * only means we copy alone). */
+static int rdmach_shm_copy_abandon(rdmach_shm_copy_req_t *req, int ret)
+{
+    __atomic_store_n(&req->job->claim, (req->gen << 32) | RDMACH_SHM_COPY_CLOSED,
+                     __ATOMIC_RELEASE);
+    __atomic_fetch_and(&req->hdr->copy_active, ~req->bit, __ATOMIC_RELAXED);
+    req->ret = ret;
+    return ret;
 }
 
 /* Reader of a staged get: copies out the pieces the owner has staged. The owner claims pieces
@@ -329,9 +365,12 @@ static int rdmach_shm_copy_advance_staged(rdmach_shm_copy_req_t *req, int wait)
             }
             continue;
         }
-        if (rdmach_shm_copy_owner_gone(req)) {
-            req->ret = -ESRCH;   /* died inside a piece it had claimed */
+        ret = rdmach_shm_copy_stuck(req, req->drained);
+        if (ret == -ESRCH) {
+            req->ret = ret;   /* died inside a piece it had claimed */
             break;
+        } else if (ret != 0) {
+            return rdmach_shm_copy_abandon(req, ret);
         }
         if (!wait) {
             return RDMACH_SHM_COPY_PENDING;
@@ -376,9 +415,12 @@ int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait)
         if (((other | req->mine) & req->all) == req->all) {
             break;
         }
-        if (rdmach_shm_copy_owner_gone(req)) {
-            ret = -ESRCH;   /* died inside a chunk it had claimed */
+        k = rdmach_shm_copy_stuck(req, (uint32_t)__builtin_popcountll(other & req->all));
+        if (k == -ESRCH) {
+            ret = k;   /* died inside a chunk it had claimed */
             goto out;
+        } else if (k != 0) {
+            return rdmach_shm_copy_abandon(req, k);
         }
         if (!wait) {
             return RDMACH_SHM_COPY_PENDING;
@@ -386,8 +428,10 @@ int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait)
         rdmach_shm_copy_pause();
     }
 
-    /* chunks the owner could not copy (a fault at its end): ours to do */
-    other = __atomic_load_n(&job->given_back, __ATOMIC_ACQUIRE) & ~req->mine;
+    /* chunks the owner could not copy (a fault at its end): ours to do. The mask is anyone's
+     * word: only chunks of this job (all) that we did not copy (mine) are taken, a bit beyond
+     * the job would copy a chunk past both buffers */
+    other = __atomic_load_n(&job->given_back, __ATOMIC_ACQUIRE) & req->all & ~req->mine;
     while ((ret == 0) && (other != 0)) {
         k      = __builtin_ctzll(other);
         other &= other - 1;
@@ -434,7 +478,7 @@ static unsigned rdmach_shm_stage_help(rdmach_shm_hdr_t *hdr, int slot,
             break;   /* the reader has not copied that buffer out yet */
         }
         if (!checked) {
-            if ((helper->may_read == NULL) ||
+            if ((helper->may_read == NULL) || (snap->owner_addr + snap->len < snap->owner_addr) ||
                 !helper->may_read(helper->may_read_arg, snap->owner_addr, snap->len)) {
                 if (__atomic_load_n(&job->claim, __ATOMIC_ACQUIRE) == c) {
                     job->refused = 1;   /* the reader takes it all at once */
@@ -499,6 +543,15 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own, const rdmach_shm_help
         }
         if (snap.staged_mode) {
             count += rdmach_shm_stage_help(hdr, slot, &snap, c, helper);
+            continue;
+        }
+        /* the addresses are the reader's word, and anyone who maps our segment can write a
+         * job: we copy only inside our registrations, which a peer may put to and get from
+         * anyway (a registration here admits both, as its rkey does: may_read is the
+         * permission either way). to_req 0 has us write our own memory at owner_addr, 1 read
+         * it out; a range that wraps is no registration's. The reader copies what we leave. */
+        if ((helper->may_read == NULL) || (snap.owner_addr + snap.len < snap.owner_addr) ||
+            !helper->may_read(helper->may_read_arg, snap.owner_addr, snap.len)) {
             continue;
         }
         while ((k = rdmach_shm_copy_take(job, &c, snap.nchunks)) >= 0) {

@@ -125,7 +125,9 @@ typedef struct rdmach_wire_params {
     /* Shared memory: gets of up to stage_max bytes (0: none) are staged by the owner of the
      * memory, two memcpys through its segment instead of the kernel's page walk
      * (rdmach_shm.h); may_read(may_read_arg, address, length): is that range of our memory
-     * registered, i.e. may a peer's staged get read it (NULL: we stage none). */
+     * registered, i.e. may a peer's job on our desk read it (a staged or helped get) or
+     * write it (a helped put: a registration admits both, as its rkey does); NULL: we copy
+     * for none. */
     size_t            stage_max;    /* at most RDMACH_WIRE_STAGE_MAX */
     int               stage_measure; /* 1: a get up to stage_max is staged only if that
                                       * measured faster (rdmach_shm_pick.h); 0: always */
