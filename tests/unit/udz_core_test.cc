@@ -2280,6 +2280,147 @@ TEST(UdzOwner, HonestFirstGetLatency)
     }
 }
 
+/* ---- what an observer (cookies, keys and transfer ids in sight) can make a core do ---- */
+
+/* A get on a channel where a bounce receive an earlier transfer left posted (InfiniBand UD)
+ * already holds a datagram, forged with the cookies and the id of the get about to go
+ * (transfer ids are a counter). The get posts its first receives before its ZREQ goes, and
+ * finds it there: it is stale (nothing of the transfer was sent yet), counted and dropped.
+ * Before, it completed the get inside udz_get, whose ZFIN took the ZREQ's send buffer, and
+ * the ZREQ's commit then dereferenced NULL (a remote crash). */
+TEST(UdzPosted, DataWaitingBeforeTheZreqIsStale)
+{
+    std::unique_ptr<Harness> h(posted_harness(56));
+    Node *a = h->add(), *b = h->add();
+    Region &r = h->reg(b, 200000, 0x57);
+    for (size_t i = 0; i < r.len; ++i) r.base[i] = (uint8_t)(i * 13 + 1);
+    uint8_t key[UDZ_RKEY_LEN];
+    memset(key, 0x57, sizeof(key));
+    udz_peer_t *pab = h->peer(a, b);
+    /* the earlier transfer: duplicates put its channel in bounce mode, and the bounce
+     * receives it posted stay when it ends */
+    h->net.imp.dup = 0.2;
+    h->net.imp.data_only = true;
+    std::vector<uint8_t> d1(r.len), d2(100, 0);
+    ASSERT_EQ(0, udz_get(a->core, pab, d1.data(), d1.size(), (uint64_t)(uintptr_t)r.base, key,
+                         &d1));
+    ASSERT_TRUE(h->run_until([&] { return a->gets_done.count(&d1) == 1; }));
+    ASSERT_TRUE(h->run_until([&] { return udz_core_idle(a->core) && udz_core_idle(b->core); }));
+    h->net.imp.dup = 0;
+    ASSERT_FALSE(a->ep->pchan[0].rq.empty()) << "no receive left posted on channel 0";
+    /* the next get is transfer 2, on channel 0 again: its only chunk, forged */
+    std::vector<uint8_t> junk(d2.size(), 'A');
+    auto v = dgram(UDZ_T_ZDATA, a->cookie, b->cookie, 2, 0, junk.data(), junk.size());
+    h->net.inject(a->idx, 1, v.data(), v.size(), MemNet::addr(b->idx));
+    const uint64_t stale = a->cnt.rx_zstale;
+    ASSERT_EQ(0, udz_get(a->core, pab, d2.data(), d2.size(), (uint64_t)(uintptr_t)r.base, key,
+                         &d2));
+    EXPECT_EQ(0u, a->gets_done.count(&d2)) << "completed before its request went";
+    EXPECT_EQ(stale + 1, a->cnt.rx_zstale);
+    ASSERT_TRUE(h->run_until([&] { return a->gets_done.count(&d2) == 1; }));
+    EXPECT_EQ(0, a->gets_done[&d2]);
+    EXPECT_EQ(0, memcmp(d2.data(), r.base, d2.size())) << "the forged chunk was delivered";
+    EXPECT_TRUE(a->failed.empty());
+}
+
+/* Forged STUCK ZACKs (cum where the owner's is, nothing received) for a transfer being
+ * served: each skips the repair gate, so each resent up to a window (here 64 chunks of 1000
+ * bytes for 40 bytes), as often as they came, and kept the transfer alive. The owner takes
+ * one STUCK repair no sooner after its last than an honest requester sends them; the rest are
+ * plain ZACKs, counted (zack_stuck_gated). After such a pause one is honoured again. */
+TEST(UdzOwner, StuckZacksNoFasterThanAnHonestRequester)
+{
+    udz_config_t c = default_cfg();
+    c.rx_batch = 64;    /* a burst of ZACKs taken in one progress call */
+    Harness h(98, c);
+    Node *a = h.add(), *b = h.add();
+    udz_test_meet(h, a, b);
+    Region &r = h.reg(a, 1000000, 0x67);
+    unsigned zdata = 0;
+    h.net.imp.drop_if = [&](const std::vector<uint8_t> &d, uint32_t chan) {
+        if ((chan != 0) && (d.size() >= UDZ_HDR_LEN) && (d[3] == UDZ_T_ZDATA)) {
+            zdata++;
+            return true;    /* nothing arrives: b's core sends no ZACK of its own */
+        }
+        return false;
+    };
+    ZreqInjector zreq{h, a, b};
+    zreq(9, 1, (uint64_t)(uintptr_t)r.base, r.len, 1000, 64, 0x67);
+    for (int i = 0; i < 10; ++i) {
+        h.round();
+    }
+    const unsigned window = zdata;
+    ASSERT_EQ(h.cfg.zc_window / 1000, window);
+    udz_zack_t za;
+    memset(&za, 0, sizeof(za));
+    za.xfer_id = 9;
+    auto stuck = dgram(UDZ_T_ZACK, a->cookie, b->cookie, 9, 1, &za, UDZ_ZACK_LEN(1));
+    stuck[offsetof(udz_hdr_t, flags)] = UDZ_F_STUCK;
+    auto inject_stuck = [&](unsigned n) {
+        for (unsigned i = 0; i < n; ++i) {
+            h.net.inject(a->idx, 0, stuck.data(), stuck.size(), MemNet::addr(b->idx));
+        }
+        h.round();
+    };
+    inject_stuck(64);
+    EXPECT_LE(zdata - window, window) << "forged STUCK ZACKs each resent a window";
+    EXPECT_GT(zdata - window, 0u);
+    EXPECT_EQ(63u, a->cnt.zack_stuck_gated);
+    /* paced as an honest requester that has seen nothing: half the largest RTO covers any
+     * backoff; one comes, and is honoured */
+    for (uint64_t t = 0; t <= h.cfg.rto_max_ns / 2; t += h.step) {
+        h.round();
+    }
+    const unsigned before = zdata;
+    inject_stuck(1);
+    EXPECT_EQ(63u, a->cnt.zack_stuck_gated);
+    EXPECT_GT(zdata, before);
+}
+
+/* The ASan allocator's count of bytes allocated and not freed (0 without ASan). */
+extern "C" size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
+
+/* Refused ZREQs (a wrong key) from many sources, each keeping its transfer record for the
+ * ZERR's repeats until the peer timeout: once they are gone, the memory they took is given
+ * back but for a peer's worth of records (UDZ_ZTX_FREE_MAX). Before, every record went to a
+ * free list freed only at destroy: up to MAX_PEERS x 64 records for the iface's life. */
+TEST(UdzOwner, RefusedRequestsLeaveNoMemoryBehind)
+{
+    if (__sanitizer_get_current_allocated_bytes == nullptr) {
+        GTEST_SKIP() << "needs AddressSanitizer's allocator statistics";
+    }
+    Harness h(99);
+    Node *a = h.add();
+    h.reg(a, 100000, 0x68);
+    for (int i = 0; i < 10; ++i) {
+        h.round();
+    }
+    const unsigned sources = 16, per = 64;
+    const size_t base_bytes = __sanitizer_get_current_allocated_bytes();
+    const uint64_t peer_bytes = a->cnt.peer_state_bytes;
+    for (unsigned s = 0; s < sources; ++s) {
+        for (unsigned i = 0; i < per; ++i) {
+            udz_zreq_t q;
+            memset(&q, 0, sizeof(q));
+            q.xfer_id = 1 + i; q.chan_id = 1; q.addr = 0x1000; q.len = 50000; q.chunk = 1000;
+            q.window = 8;
+            memset(q.rkey, 0x69, sizeof(q.rkey));
+            auto v = dgram(UDZ_T_ZREQ, a->cookie, 0xabc000 + s, 1 + i, 1, &q, sizeof(q));
+            h.net.inject(a->idx, 0, v.data(), v.size(), MemNet::addr(100 + (int)s));
+        }
+        while (h.net.queued(a->idx, 0) > 0) {
+            h.round();
+        }
+    }
+    EXPECT_EQ(sources * per, a->cnt.zreq_refused);
+    /* the records wait for ZACKs to answer, and are dropped after the peer timeout */
+    h.run_until([] { return false; }, h.cfg.peer_timeout_ns + 100000000ull);
+    const size_t kept = __sanitizer_get_current_allocated_bytes() - base_bytes -
+                        (size_t)(a->cnt.peer_state_bytes - peer_bytes);
+    /* a record is some 330 bytes: 1,024 of them were kept before, 64 at most now */
+    EXPECT_LT(kept, (size_t)100 * 1024) << "bytes still allocated after the burst";
+}
+
 /* ---- the in-memory wire fills the same table as the UDP wire ---- */
 
 int collect_dev(void *arg, const char *dev)

@@ -152,7 +152,9 @@ typedef struct udz_config {
  * hole, were kept (rx_reorder) and delivered once it was filled; tx_sacks: NAKs that named
  * one hole by its range (the receiver kept what came after it: the sender resends the hole);
  * rto_expiries: retransmission timers that ran out with packets unacked (each resent them:
- * udz_stream_timers). */
+ * udz_stream_timers); zack_stuck_gated: STUCK ZACKs an owner took as plain ones (no repair
+ * beyond the gate) because they came sooner after its last repair of the transfer than an
+ * honest requester paces them (duplicated or forged: udz_ztx.c ztx_stuck_due). */
 #define UDZ_CORE_COUNTERS(_) \
     _(rx_am) _(rx_bytes) _(rx_corrupt) _(rx_foreign) _(rx_dup) _(rx_ooo) \
     _(rx_zcopy_bytes) _(rx_copy_bytes) _(rx_zchunks) _(rx_zstale) _(rx_zcut) \
@@ -162,7 +164,7 @@ typedef struct udz_config {
     _(icmp_hints) _(icmp_probes) _(ztx_revoked) _(zreq_capped) \
     _(chal_sent) _(chal_valid) _(chal_wrong) _(peers_freed) _(rx_stranger) \
     _(rx_held) _(rx_busy_acks) _(zreq_bad_chan) _(peers_idle) _(rx_reordered) _(tx_sacks) \
-    _(rto_expiries)
+    _(rto_expiries) _(zack_stuck_gated)
 
 typedef struct udz_counters {
 #define UDZ_COUNTER_FIELD(_n) uint64_t _n;

@@ -77,6 +77,9 @@ static inline int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0;
  * reuses the channel), so an honest peer never has more; a ZREQ beyond is refused (ZERR) and
  * counted (zreq_capped), and memory per peer stays bounded whatever it sends. */
 #define UDZ_ZTX_PER_PEER UDZ_MAX_CHANNELS
+/* Freed transfer records kept for the next ZREQs (one peer's worth); more are freed, so that
+ * what a burst of requests from many peers made does not stay allocated (udz_ztx.c ztx_free). */
+#define UDZ_ZTX_FREE_MAX UDZ_ZTX_PER_PEER
 
 /* ---- objects ---- */
 
@@ -178,6 +181,7 @@ typedef struct udz_zrx {
     int         gap;                /* an out-of-order chunk since the last ZACK */
     int         hole;               /* a new hole opened since the last ZACK (a chunk came
                                      * from beyond the highest one so far) */
+    int         issued;             /* its ZREQ was committed: only then can its data exist */
 } udz_zrx_t;
 
 /* Send side of one zero-copy transfer (the owner streams the region). */
@@ -205,6 +209,7 @@ typedef struct udz_ztx {
     uint32_t        cum;            /* every chunk below is acked */
     uint32_t        rexmit_mark;    /* holes below were resent at rexmit_ns */
     uint32_t        backoff;
+    uint32_t        stuck_n;        /* STUCK repairs since cum last moved (ztx_stuck_due) */
     int32_t         status;         /* <0: refused, answer ZERR */
     int             held;           /* hold is linked to the registration (mem_hold) */
     int             chan_wait;      /* dst unknown: the peer announced no channels yet (no ep
@@ -300,6 +305,7 @@ struct udz_core {
     udz_ztx_t           **ztx_tailp;    /* the last transfer's next (or &ztx_active): O(1)
                                          * append, whatever a peer queues */
     udz_ztx_t            *ztx_free;
+    unsigned              ztx_free_n;   /* at most UDZ_ZTX_FREE_MAX */
 
     /* a peer's failure (udz_core.c's table, read-only; last: no path a datagram takes reads
      * it, and the fields above keep their places) */

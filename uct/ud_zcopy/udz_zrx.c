@@ -190,6 +190,7 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     z->backoff    = 0;
     z->gap        = 0;
     z->hole       = 0;
+    z->issued     = 0;
     z->last_rx_ns   = core->now;
     z->last_rx_live = core->live;
     z->zack_ns      = core->now;
@@ -208,11 +209,14 @@ int udz_get(udz_core_t *core, udz_peer_t *peer, void *buf, size_t len, uint64_t 
     memcpy(req->rkey, rkey, UDZ_RKEY_LEN);
     if (core->wops->posts_ahead) {
         /* the first chunks' receives are posted before the owner is asked to send them
-         * (Koop, Sur, Panda: the receiver posts, then sends its clear-to-send) */
+         * (Koop, Sur, Panda: the receiver posts, then sends its clear-to-send); not issued
+         * yet, so this poll only posts: what it finds waiting is dropped as stale */
         (void)udz_zrx_poll(core, z);
     }
     err = udz_send_commit(core, UDZ_T_ZREQ, 0, sizeof(*req));
-    if (err != 0) {
+    if (err == 0) {
+        z->issued = 1;
+    } else {
         skb_release(core, z->fin, 0);
         z->fin  = NULL;
         z->peer = NULL;
@@ -353,6 +357,26 @@ unsigned udz_zrx_poll(udz_core_t *core, udz_zrx_t *z)
     n = core->wops->chan_recv(core->wire, (unsigned)(z - core->zrx), m, (int)k);
     if (n <= 0) {
         return 0;
+    }
+    if (__builtin_expect(!z->issued, 0)) {
+        /* udz_get posting the first receives before its ZREQ goes: no datagram of this
+         * transfer can exist yet, so what waited in the channel (in a bounce receive an
+         * earlier transfer left posted) is stale or forged. Taking it could finish the
+         * transfer inside udz_get, whose ZREQ holds core->cur (the ZFIN would take it and
+         * the ZREQ's commit find NULL), so nothing is marked, finished or acked. No ZDONE
+         * with the id the ZREQ is about to carry: it could overtake and end that transfer. */
+        for (j = 0; j < (unsigned)n; ++j) {
+            h = &core->zhdr[j];
+            if (!zdata_ok(core, &m[j], h)) {
+                continue;
+            }
+            if (h->psn == z->xfer_id) {
+                core->cnt->rx_zstale++;
+            } else {
+                zdata_stale(core, &m[j], h);
+            }
+        }
+        return (unsigned)n;
     }
     /* pass 1: datagrams that landed where predicted are done; misplaced ones are saved */
     for (j = 0; j < (unsigned)n; ++j) {
@@ -542,7 +566,8 @@ void udz_zrx_timers(udz_core_t *core)
              * than a lost tail: that case waits for the stuck timer below, measured to cost
              * less than resending on every pause.)
              * STUCK: the owner resends them without its own gate (it may have no round-trip
-             * sample of us); this pacing is the gate. */
+             * sample of us); this pacing is the gate (the owner takes none faster:
+             * udz_ztx.c ztx_stuck_due). */
             if (z->backoff < UDZ_BACKOFF_MAX) {
                 z->backoff++;
             }

@@ -4,8 +4,9 @@
  * streams the region as ZDATA datagrams straight from its memory (iovecs, no staging copy) in
  * batches the wire may send as one, up to the window above the acked chunks.
  * ZACKs move the window and name holes, which are resent at most once per repair gate; a
- * STUCK ZACK, or no ZACK for an RTO (a probe), brings back what the requester lacks. A refused
- * ZREQ is answered with ZERR (again on every ZACK); ZDONE or ZFIN ends a transfer.
+ * STUCK ZACK (taken no faster than an honest requester sends them), or no ZACK for an RTO (a
+ * probe), brings back what the requester lacks. A refused ZREQ is answered with ZERR (again
+ * on every ZACK); ZDONE or ZFIN ends a transfer.
  * A transfer holds its registration (mem_hold): deregistering the region revokes it, and the
  * owner stops before its next send (ztx_send) and answers ZERR from then on.
  */
@@ -42,8 +43,15 @@ static void ztx_free(udz_core_t *core, udz_ztx_t *t)
             break;
         }
     }
+    if (core->ztx_free_n >= UDZ_ZTX_FREE_MAX) {
+        /* a burst of ZREQs (refused ones make records too, kept for the ZERR's repeats)
+         * must not stay allocated for the iface's life: keep a peer's worth only */
+        free(t);
+        return;
+    }
     t->next = core->ztx_free;
     core->ztx_free = t;
+    core->ztx_free_n++;
 }
 
 /* The transfer xfer_id that p asked for: among p's own, at most UDZ_ZTX_PER_PEER. */
@@ -220,6 +228,24 @@ static void ztx_repair(udz_core_t *core, udz_ztx_t *t, int stuck)
     t->rexmit_ns = core->now;
 }
 
+/* Whether a STUCK ZACK of t may have its repair now, without the repair gate. An honest
+ * requester sends one after its repair gate (at least UDZ_REPAIR_GATE_MIN_NS), doubled per
+ * STUCK while nothing comes (udz_zrx_timers). The owner, which may have no round-trip sample
+ * of it (hence STUCK), allows half of that since its last repair of t, doubled per STUCK
+ * repair until cum moves, at most half the largest RTO: sooner is a duplicate or forged, and
+ * honouring each would make every 136-byte ZACK resend up to a window, at will. */
+static int ztx_stuck_due(const udz_core_t *core, const udz_ztx_t *t)
+{
+    uint64_t gate = (t->peer->srtt_us != 0) ? repair_gate(core, t->peer) :
+                                              UDZ_REPAIR_GATE_MIN_NS;
+
+    gate = (gate / 2) << (t->stuck_n < UDZ_BACKOFF_MAX ? t->stuck_n : UDZ_BACKOFF_MAX);
+    if (gate > core->cfg.rto_max_ns / 2) {
+        gate = core->cfg.rto_max_ns / 2;
+    }
+    return core->now - t->rexmit_ns >= gate;
+}
+
 /* The window the owner serves a transfer of this chunk with: its own configured window (as
  * its own gets ask, udz_zrx.c), whatever the request says. A ZREQ's window is the requester's
  * receive buffer; an owner that believed it would stream a whole region before the first
@@ -285,6 +311,7 @@ void udz_ztx_on_zreq(udz_core_t *core, udz_peer_t *p, const udz_zreq_t *req)
     }
     if (t != NULL) {
         core->ztx_free = t->next;
+        core->ztx_free_n--;
     } else if ((t = malloc(sizeof(*t))) == NULL) {
         return;     /* the requester times out */
     }
@@ -369,6 +396,7 @@ void udz_ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsig
     if (a->cum > t->cum) {
         t->cum = a->cum;
         t->backoff = 0;
+        t->stuck_n = 0;
     }
     t->last_progress_ns   = core->now;
     t->last_progress_live = core->live;
@@ -385,6 +413,15 @@ void udz_ztx_on_zack(udz_core_t *core, udz_peer_t *p, const udz_zack_t *a, unsig
     if (t->cum >= t->nchunks) {
         ztx_free(core, t);      /* all there; the ZDONE will find nothing */
         return;
+    }
+    if (flags & UDZ_F_STUCK) {
+        if (ztx_stuck_due(core, t)) {
+            t->stuck_n++;
+        } else {
+            /* duplicated or forged: taken as a plain ZACK (its holes still gated) */
+            core->cnt->zack_stuck_gated++;
+            flags &= (uint8_t)~UDZ_F_STUCK;
+        }
     }
     if (holes || (flags & UDZ_F_STUCK)) {
         ztx_repair(core, t, flags & UDZ_F_STUCK);
