@@ -14,6 +14,7 @@ int case_am_zcopy(ut_t *t);
 int case_am_mix(ut_t *t);      /* 3000 messages, all ops and sizes, target draining concurrently */
 int case_am_bidir(ut_t *t);    /* the same in both directions at once (piggybacked credits) */
 int case_two_eps(ut_t *t);     /* two eps to the same peer iface, each with its own stream */
+int case_forged_land_area(ut_t *t); /* unimem: a peer address whose landing area would wrap */
 
 /* RMA with the peer's rkey: sizes around every put/get boundary, guard bytes around the target */
 int case_put_short(ut_t *t);

@@ -1,6 +1,7 @@
 /* Active-message cases: a planned list of sizes around every boundary, checked by the target's
  * AM handler (length, every byte, order, exactly once). */
 #include "cases.h"
+#include "unimem_uct.h"   /* the iface address case_forged_land_area forges */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,5 +332,87 @@ int case_two_eps(ut_t *t)
     ut_buf_free(t, &buf);
     ok = (pair_sync(t->pair, ok) == 0) && ok;
     uct_ep_destroy(ep2);
+    return ok ? PAIR_PASS : PAIR_FAIL;
+}
+
+/* unimem: a second iface of the initiator reaches the target through an address whose landing
+ * area words (largest message, senders' rings) would wrap the area's size: 2^24 rings of 256
+ * slots of 4 GiB. The sender must bound them by its own limits and go without a landing area,
+ * its messages whole (before, it mapped the real area at the wrapped size and placed its slots
+ * 4 GiB apart: a fault on the second message). */
+int case_forged_land_area(ut_t *t)
+{
+    size_t max = am_mix_max(t), seq;
+    uct_iface_config_t *config = NULL;
+    uct_iface_params_t params;
+    uct_unimem_iface_addr_t *forged;
+    uct_ep_params_t ep_params;
+    uct_iface_h iface2 = NULL;
+    uct_ep_h ep2       = NULL;
+    int ok = 1;
+    ut_buf_t buf;
+
+    if ((strcmp(t->tl, "unimem") != 0) || !ut_need(t, UCT_IFACE_FLAG_AM_BCOPY) ||
+        (t->attr.iface_addr_len != sizeof(uct_unimem_iface_addr_t))) {
+        return PAIR_SKIP;
+    }
+    t->rx2.mix_max   = max;
+    t->rx2.count     = 200;
+    t->rx2.seed_base = MIX_SEED + MIX_BACK;
+    if (t->pair->role == PAIR_TARGET) {
+        if (pair_sync(t->pair, 1) != 0) {
+            return PAIR_FAIL;
+        }
+        ok = mix_receive_all(t, &t->rx2, 200);
+        return (pair_sync(t->pair, ok) == 0) ? PAIR_PASS : PAIR_FAIL;
+    }
+
+    forged = malloc(sizeof(*forged));
+    memcpy(forged, t->peer_iface_addr, sizeof(*forged));
+    forged->seg_size   = 0xffffffc0u;
+    forged->land_rings = 1u << 24;
+    forged->land_slots = 256;
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM | UCT_IFACE_PARAM_FIELD_CPU_MASK |
+                        UCT_IFACE_PARAM_FIELD_FEATURES;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = t->tl;
+    params.mode.device.dev_name = t->dev;
+    params.features             = UCT_IFACE_FEATURE_AM;
+    UCS_CPU_ZERO(&params.cpu_mask);
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.dev_addr   = t->peer_dev_addr;
+    ep_params.iface_addr = (const uct_iface_addr_t*)forged;
+    if ((uct_md_iface_config_read(t->md, t->tl, NULL, NULL, &config) != UCS_OK) ||
+        (uct_iface_open(t->md, t->worker, &params, config, &iface2) != UCS_OK) ||
+        ((ep_params.iface = iface2), (uct_ep_create(&ep_params, &ep2) != UCS_OK)) ||
+        (ut_buf_alloc(t, &buf, max + 8) != 0)) {
+        pair_log(t->pair, "a second iface and an ep to the forged address: not made");
+        ok = 0;
+    }
+    if (config != NULL) {
+        uct_config_release(config);
+    }
+    if (pair_sync(t->pair, ok) != 0) {
+        ok = 0;
+    }
+    for (seq = 0; ok && (seq < 200); ++seq) {
+        ok = send_mix(t, ep2, UT_AM_ID2, &buf, seq, MIX_SEED + MIX_BACK, max) == UCS_OK;
+    }
+    if (ok && (ut_flush(t, ep2) != UCS_OK)) {
+        pair_log(t->pair, "flush of the ep to the forged address failed");
+        ok = 0;
+    }
+    if (ep2 != NULL) {
+        ut_buf_free(t, &buf);
+        uct_ep_destroy(ep2);
+    }
+    ok = (pair_sync(t->pair, ok) == 0) && ok;
+    if (iface2 != NULL) {
+        uct_iface_close(iface2);
+    }
+    free(forged);
     return ok ? PAIR_PASS : PAIR_FAIL;
 }

@@ -167,6 +167,7 @@ static pair_case_t cases[] = {
     CASE(am_mix, "rx_am>=3000,rx_corrupt==0"),
     CASE(am_bidir, "rx_am>=6000,rx_corrupt==0"),
     CASE(two_eps, "rx_am>=3000,rx_corrupt==0"),
+    CASE(forged_land_area, "rx_corrupt==0"),
     CASE(put_short, "tx_put_short>0,rx_corrupt==0"),
     CASE(put_bcopy, "tx_put_bcopy>0,rx_corrupt==0"),
     CASE(put_zcopy, "tx_put_zcopy>0,rx_corrupt==0"),
