@@ -372,15 +372,7 @@ int case_forged_land_area(ut_t *t)
     forged->seg_size   = 0xffffffc0u;
     forged->land_rings = 1u << 24;
     forged->land_slots = 256;
-    memset(&params, 0, sizeof(params));
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM | UCT_IFACE_PARAM_FIELD_CPU_MASK |
-                        UCT_IFACE_PARAM_FIELD_FEATURES;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = t->tl;
-    params.mode.device.dev_name = t->dev;
-    params.features             = UCT_IFACE_FEATURE_AM;
-    UCS_CPU_ZERO(&params.cpu_mask);
+    ut_iface_params(t, &params);
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
     ep_params.dev_addr   = t->peer_dev_addr;

@@ -210,6 +210,20 @@ typedef struct {
     uint64_t region_addr, region_len;
 } addr_hdr_t;
 
+void ut_iface_params(const ut_t *t, uct_iface_params_t *params)
+{
+    memset(params, 0, sizeof(*params));
+    params->field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                         UCT_IFACE_PARAM_FIELD_RX_HEADROOM | UCT_IFACE_PARAM_FIELD_CPU_MASK |
+                         UCT_IFACE_PARAM_FIELD_FEATURES;
+    params->open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params->mode.device.tl_name  = t->tl;
+    params->mode.device.dev_name = t->dev;
+    params->rx_headroom          = 0;
+    params->features = UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET;
+    UCS_CPU_ZERO(&params->cpu_mask);
+}
+
 static int open_iface(ut_t *t)
 {
     uct_iface_config_t *config;
@@ -230,21 +244,13 @@ static int open_iface(ut_t *t)
         pair_log(t->pair, "uct_md_iface_config_read(%s): %s", t->tl, ucs_status_string(status));
         return -1;
     }
-    memset(&params, 0, sizeof(params));
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS |
-                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM | UCT_IFACE_PARAM_FIELD_CPU_MASK |
-                        UCT_IFACE_PARAM_FIELD_FEATURES;
-    params.open_mode                   = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name         = t->tl;
-    params.mode.device.dev_name        = t->dev;
-    params.err_handler                 = err_handler;
-    params.err_handler_arg             = t;
-    params.err_handler_flags           = 0;   /* called from progress, like uct's own gtests */
-    params.rx_headroom                 = 0;
-    params.features = UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET;
-    UCS_CPU_ZERO(&params.cpu_mask);
+    ut_iface_params(t, &params);
+    params.field_mask       |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                               UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                               UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.err_handler       = err_handler;
+    params.err_handler_arg   = t;
+    params.err_handler_flags = 0;   /* called from progress, like uct's own gtests */
 
     status = uct_iface_open(t->md, t->worker, &params, config, &t->iface);
     uct_config_release(config);

@@ -91,6 +91,9 @@ typedef struct ut {
  * transport) or PAIR_FAIL, with a diagnostic. */
 int  ut_open(ut_t *t, pair_t *pair, const char *tl, const char *dev, size_t region_len);
 void ut_close(ut_t *t);
+/* The parameters every iface of the cases opens with (t's tl and device; AM, put, get), no
+ * error handler. */
+void ut_iface_params(const ut_t *t, uct_iface_params_t *params);
 /* Another ep to the peer's iface (destroy it with uct_ep_destroy); 0 or -1. */
 int  ut_connect_again(ut_t *t, uct_ep_h *ep_p);
 /* The transport connects ep to ep (UCT_IFACE_FLAG_CONNECT_TO_EP only: RC). */

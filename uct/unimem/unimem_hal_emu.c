@@ -606,11 +606,12 @@ int unimem_hal_send(unimem_hal_dest_t *dest, const unimem_msg_t *msgs, unsigned 
              * compare-and-swap came before its seq store, which we acquired). A tail that
              * has not is a word someone else wrote into the shared mailbox: full for us,
              * rather than spinning on it for ever */
-            last = t;
-            t    = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
-            if (t == last) {
+            uint64_t moved = __atomic_load_n(&dest->hdr->tail, __ATOMIC_RELAXED);
+
+            if (moved == t) {
                 return -EAGAIN;
             }
+            t = moved;
         }
     }
 
