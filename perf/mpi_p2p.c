@@ -5,13 +5,19 @@
  * rate (osu_mbw_mr: rank i of the first half with rank i of the second). Built against MPICH
  * and Open MPI (perf/meson.build). Every size's data is checked once after its timed loop.
  *
- *   mpi_p2p [-m lat|bw|bibw|mbw] [-r one|rotate] [-s sizes] [-i iters] [-w warmup]
- *           [-W window] [--csv]
+ *   mpi_p2p [-m lat|bw|bibw|mbw] [-r one|rotate] [-d same|fresh] [-s sizes] [-i iters]
+ *           [-w warmup] [-W window] [--csv]
  *
  *   -m      lat (default; 2 ranks), bw and bibw (2 ranks), mbw (an even number of ranks)
  *   -r      receive buffers of a window: one (default, as OSU: every receive into the same
  *           buffer, which stays in cache) or rotate (each receive of the window into its own
  *           buffer: window x size bytes, out of cache from 64 KiB at window 64)
+ *   -d      the data a ping-pong sends (lat only): same (default, as OSU: the send buffer is
+ *           written once, so its lines stay in both cores' caches and a transport that reads
+ *           it where it lies, as cma does, moves none of them between the cores) or fresh
+ *           (each rank writes every line of its send buffer before it sends, outside the
+ *           timed path, as an application that computes what it sends: the lines are then
+ *           dirty in the sender's cache, and every transport moves each of them once)
  *   -s      sizes, comma-separated, K/M suffixes (default 8,64,512,4K,32K,256K,1M,4M)
  *   -i      timed iterations of a small size (fewer from 64 KiB on), -w untimed ones first
  *           (default 10% of them). Without -i, OSU's: lat 10000 (skip 100) up to 8 KiB and
@@ -87,22 +93,44 @@ static void osu_iters(int lat, size_t size, int *iters, int *skip)
     *skip  = lat ? (large ? 10 : 100) : (large ? 2 : 10);
 }
 
-/* lat: rank 0 sends, rank 1 returns; t[] one-way latencies of the timed round trips. */
+/* -d fresh: writes every cache line of the send buffer again (the same bytes, so that the
+ * receiver's check still holds), which leaves each line dirty in this core's cache. */
+static void rewrite(uint8_t *buf, size_t size)
+{
+    volatile uint8_t *v = buf;
+    size_t i;
+
+    for (i = 0; i < size; i += 64) {
+        v[i] = pattern(i, size);
+    }
+}
+
+/* lat: rank 0 sends, rank 1 returns; t[] one-way latencies of the timed round trips. With
+ * fresh, rank 0 rewrites its send buffer before it starts the clock and rank 1 after its
+ * send returned (the buffer is its own again), while rank 0 receives: neither is timed. */
 static void run_lat(size_t size, int iters, int warmup, uint8_t *sbuf, uint8_t *rbuf,
-                    double *t, int rank)
+                    double *t, int rank, int fresh)
 {
     int k, peer = 1 - rank;
 
     fill(sbuf, size);
     MPI_Barrier(MPI_COMM_WORLD);
     for (k = 0; k < warmup + iters; ++k) {
-        double t0 = MPI_Wtime();
+        double t0;
+
+        if (fresh && (rank == 0)) {
+            rewrite(sbuf, size);
+        }
+        t0 = MPI_Wtime();
         if (rank == 0) {
             MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD);
             MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
             MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG, MPI_COMM_WORLD);
+            if (fresh) {
+                rewrite(sbuf, size);
+            }
         }
         if (k >= warmup) {
             t[k - warmup] = (MPI_Wtime() - t0) * 1e6 / 2;
@@ -145,7 +173,7 @@ int main(int argc, char **argv)
 {
     size_t sizes[MAX_SIZES] = {8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20};
     size_t nsizes = 8, max_size = 4 << 20, s;
-    int iters = -1, warmup = -1, win = 64, csv = 0, rotate = 0, rank, nranks, i, k;
+    int iters = -1, warmup = -1, win = 64, csv = 0, rotate = 0, fresh = 0, rank, nranks, i, k;
     p2p_mode_t mode = MODE_LAT;
     uint8_t *sbuf, *rbuf;
     MPI_Request *req;
@@ -169,6 +197,12 @@ int main(int argc, char **argv)
                 die("-r takes one or rotate");
             }
             rotate = !strcmp(argv[i], "rotate");
+        } else if (!strcmp(argv[i], "-d") && (i + 1 < argc)) {
+            ++i;
+            if (strcmp(argv[i], "same") && strcmp(argv[i], "fresh")) {
+                die("-d takes same or fresh");
+            }
+            fresh = !strcmp(argv[i], "fresh");
         } else if (!strcmp(argv[i], "-s") && (i + 1 < argc)) {
             max_size = 1;
             nsizes   = mpi_bench_parse_sizes(argv[++i], sizes, MAX_SIZES, 64u << 20, &max_size);
@@ -184,12 +218,15 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--csv")) {
             csv = 1;
         } else {
-            die("usage: mpi_p2p [-m lat|bw|bibw|mbw] [-r one|rotate] [-s sizes] [-i iters] "
-                "[-w warmup] [-W window] [--csv]");
+            die("usage: mpi_p2p [-m lat|bw|bibw|mbw] [-r one|rotate] [-d same|fresh] [-s sizes] "
+                "[-i iters] [-w warmup] [-W window] [--csv]");
         }
     }
     if (((mode != MODE_MBW) && (nranks != 2)) || ((mode == MODE_MBW) && (nranks % 2))) {
         die("lat, bw and bibw run on 2 ranks, mbw on an even number");
+    }
+    if (fresh && (mode != MODE_LAT)) {
+        die("-d fresh is for -m lat");
     }
     if ((iters == 0) || (iters < -1) || (win < 1) || (win > 1024)) {
         die("-i must be at least 1, -W 1 to 1024");
@@ -219,7 +256,7 @@ int main(int argc, char **argv)
         }
 
         if (mode == MODE_LAT) {
-            run_lat(size, n, w, sbuf, rbuf, t, rank);
+            run_lat(size, n, w, sbuf, rbuf, t, rank, fresh);
         } else {
             fill(sbuf, size);
             MPI_Barrier(MPI_COMM_WORLD);

@@ -175,7 +175,11 @@ def find_pingpong(ctx):
 
 
 def p2p_args(prog, mode, sizes):
-    """perf/mpi_p2p's arguments for a mode of perf/bench p2p: lat, bw, bibw, mbw, and bw-rot or
-    bibw-rot (each receive of a window into its own buffer); --csv."""
-    base, _, rot = mode.partition("-")
-    return [prog, "-m", base, "-r", "rotate" if rot else "one", "-s", str(sizes), "--csv"]
+    """perf/mpi_p2p's arguments for a mode of perf/bench p2p: lat, bw, bibw, mbw, bw-rot or
+    bibw-rot (each receive of a window into its own buffer), and lat-fresh (the send buffer
+    written again before each send); --csv."""
+    base, _, variant = mode.partition("-")
+    args = [prog, "-m", base, "-r", "rotate" if variant == "rot" else "one"]
+    if variant == "fresh":
+        args += ["-d", "fresh"]
+    return args + ["-s", str(sizes), "--csv"]

@@ -5,7 +5,11 @@ bi-directional bandwidth, under MPICH 4.0.2 (ch4:ucx) and Open MPI 4.1.4 (pml uc
 8 B to 4 MiB, alternating in one run with the built-in a user would otherwise pick: rdmach / sm
 and unimem / sm (shared memory), ud_zcopy / tcp (loopback). bw-rot and bibw-rot are the same
 with each receive of a window into its own buffer (window x size bytes, out of cache from 64 KiB
-on), which is not OSU's pattern. --mbw adds multi-pair bandwidth (4 ranks: on 2 cores they share
+on), which is not OSU's pattern. --fresh adds lat-fresh: the ping-pong with each send buffer
+written again before each send, outside the timed path (perf/mpi_p2p.c -d fresh), as an
+application that computes what it sends; OSU's send buffer never changes, so its lines stay in
+both cores' caches and a transport that reads it where it lies (cma) moves none of them. No
+target is judged on it. --mbw adds multi-pair bandwidth (4 ranks: on 2 cores they share
 them). --veth runs ud_zcopy / tcp across the veth between two namespace hosts
 (tests/mpi/hosts.sh: one rank on each, the veth's 1500-byte MTU; needs root) instead of the
 loopback pairs. Every value is kept twice: OSU's statistic (the mean over the timed iterations,
@@ -58,6 +62,10 @@ def add_arguments(p):
     p.add_argument("--impl", choices=["mpich", "openmpi", "both"], default="both")
     p.add_argument("--sizes", default=SIZES, help="message sizes (default %s)" % SIZES)
     p.add_argument("--mbw", action="store_true", help="also multi-pair bandwidth, 4 ranks")
+    p.add_argument("--fresh", action="store_true", help="also lat-fresh: the ping-pong with the "
+                   "send buffer written again before each send")
+    p.add_argument("--modes", help="only these modes, comma-separated (of lat, lat-fresh, bw, "
+                   "bibw, bw-rot, bibw-rot, mbw; default all that the flags give)")
     p.add_argument("--veth", action="store_true", help="ud_zcopy / tcp across the veth between "
                    "two namespace hosts, one rank each (needs root), instead of loopback")
 
@@ -92,7 +100,8 @@ def veth_run_carried(ctx, t, prog_args, timeout, impl, prefix):
 def measure(ctx, t, impl, mode, sizes, quick, timeout, veth=None):
     prog = os.path.join(ctx.build, "perf", "mpi_p2p." + ("ompi" if impl == "openmpi" else "mpich"))
     # OSU's iterations per size class unless quick
-    iters = ["-i", "300" if mode == "lat" else "30"] if quick else []
+    lat = mode.startswith("lat")
+    iters = ["-i", "300" if lat else "30"] if quick else []
     args = p2p_args(prog, mode, sizes) + iters
     if veth:
         rc, out, err = veth_run_carried(ctx, t, args, timeout, impl, veth)
@@ -103,7 +112,7 @@ def measure(ctx, t, impl, mode, sizes, quick, timeout, veth=None):
     if rc != 0 or not rows:
         raise MeasureError("%s %s %s: rc=%s %s" % (impl, t.name, mode, rc,
                                                   (err.strip() or out.strip())[-400:]))
-    if mode == "lat":
+    if lat:
         return {int(r["bytes"]): (float(r["lat_us_mean"]), float(r["lat_us_median"]))
                 for r in rows}
     return {int(r["bytes"]): (float(r["bw_MBps_mean"]), float(r["bw_MBps"])) for r in rows}
@@ -115,8 +124,16 @@ def run(args):
     pairs = [p for p in PAIRS if (only is None or p[0].name in only) and
              (not args.veth or p[1].name == "tcp")]
     impls = [i for i in IMPLS if args.impl in ("both", i[0])]
-    modes = ["lat", "bw", "bibw"] + ([] if args.veth else ["bw-rot", "bibw-rot"]) + \
+    modes = ["lat"] + (["lat-fresh"] if args.fresh else []) + ["bw", "bibw"] + \
+        ([] if args.veth else ["bw-rot", "bibw-rot"]) + \
         (["mbw"] if args.mbw and not args.veth else [])
+    if args.modes:
+        asked = args.modes.split(",")
+        unknown = set(asked) - {"lat", "lat-fresh", "bw", "bibw", "bw-rot", "bibw-rot", "mbw"}
+        if unknown or (args.veth and set(asked) & {"bw-rot", "bibw-rot", "mbw"}):
+            log("bench p2p: --modes: %s not a mode here" % ",".join(sorted(unknown) or asked))
+            return 2
+        modes = asked
     veth = None
     if args.veth:
         if os.geteuid() != 0:
@@ -238,14 +255,15 @@ def check_targets(ctx, summary):
 
 
 def print_tables(summary, impls, reps, targets, link):
-    unit = {"lat": "us", "bw": "MB/s", "bibw": "MB/s", "mbw": "MB/s", "bw-rot": "MB/s",
-            "bibw-rot": "MB/s"}
+    unit = {"lat": "us", "lat-fresh": "us", "bw": "MB/s", "bibw": "MB/s", "mbw": "MB/s",
+            "bw-rot": "MB/s", "bibw-rot": "MB/s"}
     print("\nMPI point-to-point, 2 ranks, %s (OSU's statistic, the mean over iterations, as "
           "medians of %d alternating runs; ratio = candidate / baseline, [per-repetition "
           "range]; the ratio of the medians over iterations next to it; same mode: the "
           "median ratio over the repetitions whose two launches ran in one core-to-core mode "
           "of the VM, how many and how many of them near (< %.0f ns); latency lower is "
-          "better, bandwidth higher; -rot: each receive of a window into its own buffer)"
+          "better, bandwidth higher; -rot: each receive of a window into its own buffer; "
+          "lat-fresh: the send buffer written again before each send)"
           % (link, reps, C2C_NEAR_NS))
     for impl, title in impls:
         print("\n%s" % title)
@@ -285,7 +303,7 @@ def plot(ctx, summary, impl, title, modes):
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
-        ax.set_title("%s (%s)" % (mode, "lower is better" if mode == "lat" else
+        ax.set_title("%s (%s)" % (mode, "lower is better" if mode.startswith("lat") else
                                   "higher is better"), fontsize=9)
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("candidate / baseline")
