@@ -129,6 +129,12 @@ ucs_config_field_t uct_udz_iface_config_table[] = {
     {NULL}
 };
 
+/* The share of a datagram of 'payload' bytes (and its headers and framing) that is payload. */
+static double uct_udz_dgram_share(size_t payload)
+{
+    return (double)payload / (double)(payload + UDZ_HDR_LEN + UDZ_DGRAM_HEADERS);
+}
+
 static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
@@ -185,7 +191,14 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
 
     attr->latency             = ucs_linear_func_make(10e-6, 0);
     attr->bandwidth.dedicated = 0;
-    attr->bandwidth.shared    = 5e9;    /* what a loopback/25G link gives a copy-based UDP path */
+    /* What a 25G link gives a copy-based UDP path at a 1500-byte MTU (the measure of the
+     * estimates UCP's thresholds were set by), scaled by the share of each datagram that is
+     * payload, as UCX's tcp counts its MTU. A peer on this host is reached through every
+     * device's iface, and this is how UCP tells that loopback carries messages in fewer,
+     * larger datagrams: it takes lo's iface for active messages, as it takes tcp's (an eager
+     * 4 KiB message is one datagram there, three on a 1400-byte MTU). */
+    attr->bandwidth.shared    = 5e9 * uct_udz_dgram_share(iface->max_payload) /
+                                uct_udz_dgram_share(1500 - 28 - UDZ_HDR_LEN);
     attr->overhead            = 1e-6;
     attr->priority            = 0;
     return UCS_OK;
