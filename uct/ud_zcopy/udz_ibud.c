@@ -221,6 +221,7 @@ static void udz_ibud_query(void *wire, udz_wire_attr_t *attr)
     /* the glue gives a transfer half of this as its window: half the posted receives of a
      * channel, as the core offers twice a window of slots (udz_zrx.c) */
     attr->rx_buffer = (size_t)w->depth * w->bounce_len;
+    attr->loopback  = 0;
     snprintf(attr->desc, sizeof(attr->desc), "%s:%u gid %s qpn 0x%x, mtu %u, %u rx, inline %u%s",
              w->name, w->port, inet_ntop(AF_INET6, w->gid, gid, sizeof(gid)), w->qp->qp_num,
              w->mtu, w->nrx, w->max_inline, (w->rcache != NULL) ? "" : ", no rcache");

@@ -143,6 +143,7 @@ typedef struct uct_udz_iface {
     int                yield_on_host;   /* on-host peers go to a shared-memory transport */
     uint64_t           cookie;
     size_t             max_payload;
+    int                loopback;        /* the wire's device reaches this host alone */
     size_t             zcopy_thresh;
     size_t             zc_max;
     ucs_list_link_t    flushes;         /* ep flushes waiting for acks */

@@ -646,12 +646,18 @@ static void udz_udp_wire_close(void *wire)
     free(wire);
 }
 
+static int udz_udp_is_loopback(struct in_addr ip)
+{
+    return (ntohl(ip.s_addr) >> 24) == 127;
+}
+
 static void udz_udp_query(void *wire, udz_wire_attr_t *attr)
 {
     udz_udp_t *u = wire;
     char ip[INET_ADDRSTRLEN];
 
     attr->rx_buffer = (size_t)u->rcvbuf;
+    attr->loopback  = udz_udp_is_loopback(u->ip);
     snprintf(attr->desc, sizeof(attr->desc), "%s:%u, rcvbuf %d, gso %d gro %d/%d, idle ring %s",
              inet_ntop(AF_INET, &u->ip, ip, sizeof(ip)), ntohs(u->port), u->rcvbuf, u->gso,
              u->gro, u->ctl_gro, (u->ready.fd >= 0) ? "io_uring" : "none");
@@ -689,11 +695,6 @@ static void udz_udp_addr_unpack(const void *dev_addr, const void *iface_addr, ud
     if ((n <= UDZ_MAX_CHANNELS) && ((unsigned)ntohs(port) + n <= 65535u)) {
         chans->b[0] = n;
     }
-}
-
-static int udz_udp_is_loopback(struct in_addr ip)
-{
-    return (ntohl(ip.s_addr) >> 24) == 127;
 }
 
 /* an address a datagram can be sent to one peer at: not 0.0.0.0/8 ("this network"),

@@ -122,6 +122,8 @@ typedef struct udz_wire_params {
 /* What an open wire got. */
 typedef struct udz_wire_attr {
     size_t rx_buffer;       /* bytes a data channel holds unread: a transfer's window fits */
+    int    loopback;        /* the device reaches this host alone (UDP: a 127/8 address): no
+                             * wire between, a datagram's trip is the host's own path */
     char   desc[128];       /* for the debug log: address, buffers, offloads */
 } udz_wire_attr_t;
 
