@@ -51,6 +51,7 @@ SIZES = "8,64,512,2K,4K,16K,32K,64K,256K,1M,4M"
 # (candidate, mode) -> (op, limit) of the targets
 IMPLS = [("mpich", "MPICH 4.0.2 ch4:ucx"), ("openmpi", "Open MPI 4.1.4 pml ucx")]
 VETH_NET = "10.213.9"
+MODES = ["lat", "lat-fresh", "bw", "bibw", "bw-rot", "bibw-rot", "mbw"]   # --modes may pick
 TARGETS = {("ud_zcopy", "lat"): ("<=", 0.9), ("ud_zcopy", "bw"): (">=", 1.0),
            ("unimem", "lat"): ("<=", 1.0), ("rdmach", "lat"): ("<=", 0.9),
            ("rdmach", "bw"): (">=", 1.1)}
@@ -129,7 +130,7 @@ def run(args):
         (["mbw"] if args.mbw and not args.veth else [])
     if args.modes:
         asked = args.modes.split(",")
-        unknown = set(asked) - {"lat", "lat-fresh", "bw", "bibw", "bw-rot", "bibw-rot", "mbw"}
+        unknown = set(asked) - set(MODES)
         if unknown or (args.veth and set(asked) & {"bw-rot", "bibw-rot", "mbw"}):
             log("bench p2p: --modes: %s not a mode here" % ",".join(sorted(unknown) or asked))
             return 2

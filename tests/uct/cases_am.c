@@ -345,7 +345,7 @@ int case_forged_land_area(ut_t *t)
     size_t max = am_mix_max(t), seq;
     uct_iface_config_t *config = NULL;
     uct_iface_params_t params;
-    uct_unimem_iface_addr_t *forged;
+    uct_unimem_iface_addr_t forged;
     uct_ep_params_t ep_params;
     uct_iface_h iface2 = NULL;
     uct_ep_h ep2       = NULL;
@@ -367,16 +367,15 @@ int case_forged_land_area(ut_t *t)
         return (pair_sync(t->pair, ok) == 0) ? PAIR_PASS : PAIR_FAIL;
     }
 
-    forged = malloc(sizeof(*forged));
-    memcpy(forged, t->peer_iface_addr, sizeof(*forged));
-    forged->seg_size   = 0xffffffc0u;
-    forged->land_rings = 1u << 24;
-    forged->land_slots = 256;
+    memcpy(&forged, t->peer_iface_addr, sizeof(forged));
+    forged.seg_size   = 0xffffffc0u;
+    forged.land_rings = 1u << 24;
+    forged.land_slots = 256;
     ut_iface_params(t, &params);
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
     ep_params.dev_addr   = t->peer_dev_addr;
-    ep_params.iface_addr = (const uct_iface_addr_t*)forged;
+    ep_params.iface_addr = (const uct_iface_addr_t*)&forged;
     if ((uct_md_iface_config_read(t->md, t->tl, NULL, NULL, &config) != UCS_OK) ||
         (uct_iface_open(t->md, t->worker, &params, config, &iface2) != UCS_OK) ||
         ((ep_params.iface = iface2), (uct_ep_create(&ep_params, &ep2) != UCS_OK)) ||
@@ -405,6 +404,5 @@ int case_forged_land_area(ut_t *t)
     if (iface2 != NULL) {
         uct_iface_close(iface2);
     }
-    free(forged);
     return ok ? PAIR_PASS : PAIR_FAIL;
 }

@@ -236,6 +236,7 @@ public:
     static void query_op(void *wire, udz_wire_attr_t *attr) {
         Endpoint *e = (Endpoint*)wire;
         attr->rx_buffer = e->net->qcap_ * 1024;
+        attr->loopback  = 0;
         snprintf(attr->desc, sizeof(attr->desc), "endpoint %d", e->idx);
     }
     /* device address: the endpoint's index; iface address: its control channel (0, 2 bytes)

@@ -597,7 +597,6 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
         ucs_error("ud_zcopy: %s: %s", self->ifname, err);
         return UCS_ERR_IO_ERROR;
     }
-    memset(&wattr, 0, sizeof(wattr));
     self->wops->query(self->wire, &wattr);
     self->loopback = wattr.loopback;
     if (getrandom(&self->cookie, sizeof(self->cookie), 0) != sizeof(self->cookie)) {

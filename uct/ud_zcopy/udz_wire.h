@@ -152,6 +152,7 @@ typedef struct udz_wire_ops {
     int  (*open)(const char *dev, const udz_wire_params_t *params, void **wire_p, char *err,
                  size_t errlen);
     void (*close)(void *wire);
+    /* query fills every field of attr */
     void (*query)(void *wire, udz_wire_attr_t *attr);
 
     /* ---- addresses (what UCP exchanges) ----
