@@ -7,6 +7,9 @@
 #   tests/mpi/hosts.sh rsh [OPTS] HOST CMD...
 #                                            what ssh would do: run the words CMD... as one
 #                                            shell command on HOST (an MPI launcher's agent)
+#   tests/mpi/hosts.sh link PREFIX DEV SUBNET MTU
+#                                            join the hosts by a second network too: a veth
+#                                            DEV on both, SUBNET.1 on -a, SUBNET.2 on -b
 #   tests/mpi/hosts.sh agent PREFIX          path of an agent script for mpiexec/mpirun
 #   tests/mpi/hosts.sh down PREFIX           kill everything on both hosts, delete them
 #   tests/mpi/hosts.sh reap STEM             delete hosts STEM<pid>-* whose creator is gone
@@ -90,6 +93,20 @@ hosts_down() { # prefix
   rm -rf "$st"
 }
 
+hosts_link() { # prefix dev subnet mtu
+  local p=$1 dev=$2 net=$3 mtu=$4 i
+  ip -n "$p-a" link add "$dev" type veth peer name "$dev" netns "$p-b" &&
+  ip -n "$p-a" addr add "$net.1/24" dev "$dev" && ip -n "$p-b" addr add "$net.2/24" dev "$dev" &&
+  ip -n "$p-a" link set "$dev" mtu "$mtu" up && ip -n "$p-b" link set "$dev" mtu "$mtu" up ||
+    return 1
+  for i in $(seq 50); do
+    ip -n "$p-a" -br link show "$dev" | grep -q LOWER_UP &&
+      ip -n "$p-b" -br link show "$dev" | grep -q LOWER_UP && return 0
+    sleep 0.1
+  done
+  die "link $dev did not come up"
+}
+
 hosts_exec() { # host cmd...
   local h=$1 pid; shift
   pid=$(holder_pid "$h") || true
@@ -109,6 +126,7 @@ case ${1:-} in
     h=$1; shift
     hosts_exec "$h" /bin/sh -c "$*"
     ;;
+  link) shift; [ $# -eq 4 ] || die "link PREFIX DEV SUBNET MTU"; hosts_link "$@" ;;
   agent) shift; [ $# -eq 1 ] || die "agent PREFIX"; echo "$state_root/$1/agent" ;;
   reap)
     shift; [ $# -eq 1 ] || die "reap STEM"

@@ -283,6 +283,29 @@ int udz_core_idle(const udz_core_t *core)
     return 1;
 }
 
+int udz_core_sends_acked(udz_core_t *core, int ask)
+{
+    const udz_dlist_t *e;
+    udz_peer_t *p;
+    int acked = 1;
+
+    if (ask) {
+        udz_core_tx_flush(core);    /* what is held for coalescing must go to be acked */
+    }
+    for (e = core->active.next; e != &core->active; e = e->next) {
+        p = container_of_(e, udz_peer_t, active);
+        if ((p->unacked == NULL) || p->failed) {
+            continue;               /* a failed peer's sends end with an error, not an ack */
+        }
+        acked = 0;
+        if (!ask) {
+            break;
+        }
+        udz_stream_send_ack(core, p, UDZ_F_ACK_REQ);
+    }
+    return acked;
+}
+
 int udz_core_probing(const udz_core_t *core)
 {
     return core->probing != 0;

@@ -257,6 +257,9 @@ int udz_flush_done(udz_core_t *core, udz_peer_t *peer, uint64_t *token, int star
 unsigned udz_core_gets_in_flight(const udz_core_t *core);
 /* Everything sent to any peer acked and every get done. */
 int udz_core_idle(const udz_core_t *core);
+/* Everything sent to a live peer acked? With ask, what is held goes out and every peer that
+ * owes an ack is asked for it at once (a fence across ifaces waits for them). */
+int udz_core_sends_acked(udz_core_t *core, int ask);
 
 /* 1 while a peer is being probed after an unreachable report (udz_peer.c): its probe timer
  * must run, so a worker without async progress must not sleep (udz_wakeup.c). Not part of

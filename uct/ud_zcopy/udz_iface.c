@@ -197,9 +197,18 @@ static ucs_status_t uct_udz_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
      * trip is the host's own path. UCP 1.13 gives active messages to the iface of lowest
      * latency, whatever the bandwidth, and RMA to the one of highest bandwidth: loopback is
      * both, so one iface carries an on-host peer's gets and the atomics UCP emulates by active
-     * messages, which a fence of UCP 1.13 orders only within one iface (Open MPI's Rget). */
-    attr->latency             = ucs_linear_func_make(iface->loopback ? UCT_UDZ_LOOPBACK_LATENCY :
-                                                     10e-6, 0);
+     * messages, which a fence of UCP 1.13 orders only within one iface (Open MPI's Rget).
+     * Each device adds its datagrams' header share of a microsecond, so that two networks of
+     * different MTUs never tie: UCP 1.13 breaks a tie by the order in which it meets the
+     * peer's addresses, which is not the same in a worker's address and in a wireup message,
+     * and a simultaneous connect whose two selections differ aborts the process ("endpoint
+     * reconfiguration not supported yet"). With the tie gone, the device of larger datagrams
+     * has the lowest latency and the highest bandwidth, and gets every lane. */
+    attr->latency             = ucs_linear_func_make((iface->loopback ?
+                                                      UCT_UDZ_LOOPBACK_LATENCY : 10e-6) +
+                                                     1e-6 * (1.0 - uct_udz_dgram_share(
+                                                                       iface->max_payload)),
+                                                     0);
     attr->bandwidth.dedicated = 0;
     /* What a 25G link gives a copy-based UDP path at a 1500-byte MTU (the measure of the
      * estimates UCP's thresholds were set by), scaled by the share of each datagram that is
@@ -286,7 +295,7 @@ static void uct_udz_iface_get_done(void *user, void *ctx, int status)
     if (status != 0) {
         UCT_UDZ_COUNT_OWN(get_failed, 1);
     }
-    iface->pending_kick = 1;    /* a channel, a get_bcopy buffer, a fence's wait */
+    uct_udz_fence_kick(iface);  /* a channel, a get_bcopy buffer, a fence's wait */
     if ((g >= iface->getb) && (g < iface->getb + UDZ_MAX_CHANNELS)) {
         /* a get_bcopy: hand the bounce buffer to the caller's unpack */
         g->busy = 0;
@@ -646,7 +655,14 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     ucx_ext_iface_init(&self->x, &self->super, UCT_UDZ_NAME, &uct_udz_counters.tx, NULL, 0);
     ucs_list_head_init(&self->flushes);
     uct_udz_wakeup_init(self);
+    self->fence_group = NULL;
     status = uct_udz_async_init(self, worker, config->async_tick, &uct_udz_user_ops);
+    if (status == UCS_OK) {
+        status = uct_udz_fence_join(self, worker);
+        if (status != UCS_OK) {
+            uct_udz_async_cleanup(self);
+        }
+    }
     if (status != UCS_OK) {
         udz_core_destroy(self->core);
         self->wops->close(self->wire);
@@ -663,6 +679,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_udz_iface_t)
     uct_udz_flush_t *f, *tmp;
     unsigned i;
 
+    uct_udz_fence_leave(self);
     uct_udz_async_cleanup(self);
     uct_udz_wakeup_cleanup(self);
     uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);

@@ -132,6 +132,8 @@ typedef struct uct_udz_getb {
     int                   busy;
 } uct_udz_getb_t;
 
+typedef struct uct_udz_fence_group uct_udz_fence_group_t;
+
 typedef struct uct_udz_iface {
     uct_base_iface_t   super;
     ucx_ext_iface_t    x;               /* pending queue, flush rule (uct/common) */
@@ -149,7 +151,9 @@ typedef struct uct_udz_iface {
     ucs_list_link_t    flushes;         /* ep flushes waiting for acks */
     uct_udz_getb_t     getb[UDZ_MAX_CHANNELS];
     unsigned           nchannels;
-    int                fenced;          /* a fence waits for the gets issued before it */
+    int                fenced;          /* a fence waits for what was issued before it */
+    uct_udz_fence_group_t *fence_group; /* the worker's ud_zcopy ifaces (udz_fence.c) */
+    ucs_list_link_t    fence_link;
     /* Pending requests are retried when something they may wait for was freed (the core's
      * resources(), a finished get: a channel, a get_bcopy buffer, a fence), and every
      * UCT_UDZ_PENDING_RETRY progress calls in any case; not on every call, where a get
@@ -265,31 +269,32 @@ ucs_status_t uct_udz_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
 ucs_status_t uct_udz_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags);
 
-/* An ep fence is an iface fence (both in their own files, on this): later operations wait
- * while gets issued before it are in flight. */
-static UCS_F_ALWAYS_INLINE void uct_udz_fence_set(uct_udz_iface_t *iface)
-{
-    iface->fenced = (udz_core_gets_in_flight(iface->core) > 0);
-}
+/* An ep fence is an iface fence (both in their own files, on udz_fence.c): later operations
+ * wait while what was issued before it may still take effect after them. */
+ucs_status_t uct_udz_fence_join(uct_udz_iface_t *iface, uct_worker_h worker);
+void uct_udz_fence_leave(uct_udz_iface_t *iface);
+void uct_udz_fence_set(uct_udz_iface_t *iface);
+/* The fence's wait, once set: 1 while it holds, 0 (and cleared) when it is done. */
+int uct_udz_fence_wait(uct_udz_iface_t *iface);
+/* A get of iface finished: its pending queue and every fenced member's are retried. */
+void uct_udz_fence_kick(uct_udz_iface_t *iface);
 
 unsigned uct_udz_ep_check_flushes(uct_udz_iface_t *iface);
 void uct_udz_ep_set_failed(uct_udz_ep_t *ep);
 
 /* Fence: puts, active messages and get requests travel one in-order reliable stream, so they
  * are ordered already; only a get's data comes back on its own channel, after later operations
- * may have taken effect. A fence therefore holds every later operation (they get NO_RESOURCE
- * and wait in the pending queue) until the gets issued before it have completed. Open MPI's
- * request-based Rget relies on this: get, fence, then an atomic whose reply completes it. */
+ * may have taken effect, and another iface of the worker has streams of its own. A fence
+ * therefore holds every later operation (they get NO_RESOURCE and wait in the pending queue)
+ * until the worker's gets issued before it have completed and its other ifaces' sends are
+ * acked (udz_fence.c). Open MPI's request-based Rget relies on this: get, fence, then an
+ * atomic whose reply completes it. */
 static UCS_F_ALWAYS_INLINE int uct_udz_iface_fence_holds(uct_udz_iface_t *iface)
 {
     if (ucs_likely(!iface->fenced)) {
         return 0;
     }
-    if (udz_core_gets_in_flight(iface->core) == 0) {
-        iface->fenced = 0;
-        return 0;
-    }
-    return 1;
+    return uct_udz_fence_wait(iface);
 }
 
 static inline ucs_status_t uct_udz_status(int err)

@@ -526,39 +526,6 @@ unsigned udz_udp_mtu(const char *ifname)
     return mtu;
 }
 
-/* The route's MTU towards dst, from our address, less the IP and UDP headers: a scratch socket
- * bound where the control socket is and connected to dst (IP_MTU needs a connected socket;
- * the route lookup is the kernel's own, policy routing included). 65535 through loopback, so a
- * peer on this host gets 64 KiB datagrams whatever device its iface is on. 0 when unknown. */
-static size_t udz_udp_path_mtu(void *wire, const udz_addr_t *dst)
-{
-    const udz_udp_t *u = wire;
-    struct sockaddr_in sin;
-    int fd, mtu = 0;
-    socklen_t len = sizeof(mtu);
-
-    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return 0;
-    }
-    memset(&sin, 0, sizeof(sin));
-    sin.sin_family = AF_INET;
-    sin.sin_addr   = u->ip;
-    if (bind(fd, (struct sockaddr*)&sin, sizeof(sin)) == 0) {
-        to_sockaddr(dst, &sin);
-        if ((connect(fd, (struct sockaddr*)&sin, sizeof(sin)) != 0) ||
-            (getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0)) {
-            mtu = 0;
-        }
-    }
-    close(fd);
-    if (mtu <= (int)UDZ_UDP_HDRS) {
-        return 0;
-    }
-    return ((size_t)mtu - UDZ_UDP_HDRS < UDZ_UDP_MAX_DGRAM) ? (size_t)mtu - UDZ_UDP_HDRS :
-                                                               UDZ_UDP_MAX_DGRAM;
-}
-
 /* ---- devices ---- */
 
 /* The first IPv4 address of an interface that is up and running (as UCX's tcp finds it). */
@@ -636,6 +603,7 @@ static int udz_udp_wire_open(const char *dev, const udz_wire_params_t *params, v
         return rc;
     }
     u->counters = params->counters;
+    u->dev_mtu  = udz_udp_mtu(dev);
     *wire_p = u;
     return 0;
 }
@@ -721,7 +689,8 @@ static int udz_udp_is_reachable(void *wire, const void *dev_addr, int same_host)
         /* a loopback address means "this host, this network namespace" */
         return udz_udp_is_loopback(u->ip) && udz_udp_is_loopback(remote) && same_host;
     }
-    return 1;
+    /* a peer behind a route of smaller datagrams is another device's (udz_udp_route.c) */
+    return udz_udp_route_fits(u, remote) != 0;
 }
 
 /* One descriptor for the glue to sleep on: an epoll set of the control socket and every data

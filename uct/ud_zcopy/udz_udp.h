@@ -9,6 +9,7 @@
  *   udz_udp_chan.c  the data channels: GSO send runs, GRO receive runs, recvmmsg
  *   udz_udp_ready.c whether anything arrived on the control socket, without a system call
  *                   while the wire is idle (io_uring)
+ *   udz_udp_route.c the routes to peers: their MTU, and whether this device's datagrams fit
  * Each file calls only those below it in this list (tests/docs/layout). What udz_udp.c and
  * udz_udp_chan.c both use on a datagram's path (the core's names of UDP addresses, recvmmsg's
  * headers) is static inline below: it costs those paths no call, and neither file calls the
@@ -37,6 +38,8 @@ extern "C" {
 #define UDZ_UDP_MAX_DGRAM  65507u
 /* IPv4 and UDP headers: a datagram of MTU - this crosses the interface unfragmented. */
 #define UDZ_UDP_HDRS       28u
+/* Routes to peer addresses kept per wire (udz_udp_route.c): 2^bits entries. */
+#define UDZ_UDP_ROUTE_BITS 6
 /* A coalesced run: the kernel's UDP GSO and GRO take at most 64 segments and 64 KiB. */
 #define UDZ_UDP_RUN_DGRAMS 64u
 #define UDZ_UDP_RUN_BYTES  65536u
@@ -104,6 +107,8 @@ typedef struct udz_udp {
     unsigned        nchan;
     struct in_addr  ip;
     uint16_t        port;                       /* network byte order */
+    unsigned        dev_mtu;                    /* the device's; 0: not known */
+    uint64_t        route_cache[1u << UDZ_UDP_ROUTE_BITS]; /* address << 32 | route's MTU */
     int             rcvbuf, sndbuf;             /* what the kernel granted */
     int             errq;                       /* an ICMP error waits in the error queue */
     udz_udp_ready_t ready;                      /* the control socket's readiness ring */
@@ -171,6 +176,13 @@ static inline void udz_udp_addr_split(const udz_addr_t *a, struct in_addr *ip,
     memcpy(ip, a->b, 4);
     memcpy(port_be, a->b + 4, 2);
 }
+
+/* Whether a datagram of the device's MTU from this wire's address reaches dst unfragmented:
+ * 1 yes, 0 the route's MTU is smaller, -1 not known. */
+int udz_udp_route_fits(udz_udp_t *u, struct in_addr dst);
+/* The wire op path_mtu (udz_wire.h): the route's MTU towards dst less the IP and UDP headers,
+ * 0 when unknown. */
+size_t udz_udp_path_mtu(void *wire, const udz_addr_t *dst);
 
 /* MTU of the interface that has this address (0 if unknown). */
 unsigned udz_udp_mtu(const char *ifname);
