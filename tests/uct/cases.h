@@ -29,6 +29,7 @@ int case_rkey_forged(ut_t *t); /* a key whose mapped segment names another proce
 /* semantics */
 int case_flush(ut_t *t);       /* many puts in flight, one ep/iface flush, then all visible */
 int case_fence(ut_t *t);       /* data put, fence, flag put (or am): flag never before data */
+int case_fence_ifaces(ut_t *t); /* ud_zcopy: a fence on one iface holds another's later ops */
 int case_atomic_order(ut_t *t); /* zcopy put, then atomic swap unfenced: swap not before put */
 int case_pending_order(ut_t *t); /* a new send must not overtake a queued request */
 int case_pending(ut_t *t);     /* fill to NO_RESOURCE, pending_add, all arrive once, in order */

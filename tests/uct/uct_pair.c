@@ -178,6 +178,7 @@ static pair_case_t cases[] = {
     CASE(rkey_forged, NULL),
     CASE(flush, "tx_bytes>0,rx_corrupt==0"),
     CASE(fence, "tx_bytes>0,rx_corrupt==0"),
+    CASE(fence_ifaces, "tx_get_zcopy>0,tx_no_resource>0,rx_corrupt==0"),
     CASE(atomic_order, "tx_put_zcopy>0,tx_atomic>0,rx_corrupt==0"),
     CASE(pending, "tx_no_resource>0,pending_add>0,rx_corrupt==0"),
     CASE(pending_order, "tx_no_resource>0,pending_add>0,rx_corrupt==0"),
