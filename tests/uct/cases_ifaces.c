@@ -200,11 +200,7 @@ int case_fence_ifaces(ut_t *t)
     }
     ret = PAIR_FAIL;
     /* 1: a get in flight on the first iface */
-    iov.buffer = buf.addr;
-    iov.length = len;
-    iov.memh   = buf.memh;
-    iov.stride = 0;
-    iov.count  = 1;
+    iov = (uct_iov_t){.buffer = buf.addr, .length = len, .memh = buf.memh, .count = 1};
     ut_comp_init(&comp);
     st = uct_ep_get_zcopy(t->ep, &iov, 1, t->peer_addr, t->peer_rkey.rkey, &comp.uct);
     if (st != UCS_INPROGRESS) {
