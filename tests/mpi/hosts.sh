@@ -25,7 +25,8 @@
 #    of its own), so no shared-memory transport crosses;
 #  - its own host name (UTS namespace) and an /etc/hosts naming both hosts, so that MPI
 #    launchers see two nodes and reach each other by name.
-# Files, users, pids and the CPUs are shared. The hosts keep the machine's PID namespace on
+# Files, users, pids and the CPUs are shared (so Open MPI does not bind ranks to cores here:
+# every host would bind its first rank to core 0). The hosts keep the machine's PID namespace on
 # purpose: an MPI launcher on one host starts the other host's daemons through `rsh`, and a
 # process can enter the network, IPC, UTS and mount namespaces of a sibling, but never a PID
 # namespace that is not below its own. A host is held open by one process (a sleep); `exec`
@@ -111,6 +112,10 @@ hosts_exec() { # host cmd...
   local h=$1 pid; shift
   pid=$(holder_pid "$h") || true
   [ -n "$pid" ] && [ -d "/proc/$pid" ] || die "no host $h (tests/mpi/hosts.sh up PREFIX first)"
+  # The hosts share this machine's CPUs, and Open MPI binds each host's ranks from core 0 up:
+  # one rank per host put every rank on CPU 0, time-sliced against each other, and a round
+  # trip across took one scheduler tick (4 ms). MPICH's Hydra does not bind by default.
+  export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
   exec nsenter -t "$pid" --net --ipc --uts --mount --wd="$PWD" -- "$@"
 }
 
