@@ -25,8 +25,8 @@
 #    of its own), so no shared-memory transport crosses;
 #  - its own host name (UTS namespace) and an /etc/hosts naming both hosts, so that MPI
 #    launchers see two nodes and reach each other by name.
-# Files, users, pids and the CPUs are shared (so Open MPI does not bind ranks to cores here:
-# every host would bind its first rank to core 0). The hosts keep the machine's PID namespace on
+# Files, users, pids and the CPUs are shared (so Open MPI is told not to bind: hosts_exec).
+# The hosts keep the machine's PID namespace on
 # purpose: an MPI launcher on one host starts the other host's daemons through `rsh`, and a
 # process can enter the network, IPC, UTS and mount namespaces of a sibling, but never a PID
 # namespace that is not below its own. A host is held open by one process (a sleep); `exec`
