@@ -25,12 +25,25 @@ follows the same file and expectation rules.
                                         errors by name, and the paths its own counters tell
                                         (mpi_glue/launch --report prints it at the job's end)
 
+  counters --serve DIR                  answer many calls from one process, for a machine where
+                                        Python takes seconds to start (the verbs tier's guest
+                                        under qemu's emulated CPU: 7.5 s a call). DIR holds two
+                                        FIFOs the caller made, req and rep, and the server
+                                        creates DIR/ready once it reads them. A call writes its
+                                        arguments, each ended by NUL, then a newline, into req;
+                                        the answer's stdout and stderr go to DIR/out and DIR/err,
+                                        then its exit code and a newline to rep. A call of
+                                        "--quit" ends the server.
+
 EXPR: comma-separated "name OP number" (OP: > >= == < <= !=); "a>0|b>0" holds if either holds.
 A name missing from the files counts as 0; no file at all for TL fails.
 """
+import contextlib
+import io
 import os
 import re
 import sys
+import traceback
 from collections import OrderedDict
 
 FILE_RE = re.compile(r'^(?P<tl>[A-Za-z0-9_]+)\.(?P<pid>[0-9]+)$')  # skips "<tl>.<pid>.tmp"
@@ -201,7 +214,45 @@ def report(dirname):
     return '\n'.join(l.rstrip() for l in lines + notes)
 
 
+def call(argv):
+    """(exit code, stdout, stderr) of main(argv), as a process of its own would give them."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            if e.code is None or isinstance(e.code, int):
+                rc = e.code
+            else:
+                print(e.code, file=sys.stderr)
+                rc = 1
+        except Exception:  # noqa: BLE001 (the server outlives a call's bug: reported as its error)
+            traceback.print_exc()
+            rc = 1
+    return rc or 0, out.getvalue(), err.getvalue()
+
+
+def serve(dirname):
+    """--serve DIR (see the module's text). Both FIFOs stay open read-write here, so that a
+    caller's open never waits and a request written before this reads it is not lost."""
+    req = os.fdopen(os.open(os.path.join(dirname, 'req'), os.O_RDWR), 'rb')
+    rep = os.open(os.path.join(dirname, 'rep'), os.O_RDWR)
+    open(os.path.join(dirname, 'ready'), 'w').close()
+    while True:
+        line = req.readline()
+        argv = [a.decode() for a in line.rstrip(b'\n').split(b'\0')[:-1]]
+        if argv == ['--quit']:
+            return 0
+        rc, out, err = call(argv)
+        for name, text in (('out', out), ('err', err)):
+            with open(os.path.join(dirname, name), 'w') as f:
+                f.write(text)
+        os.write(rep, b'%d\n' % rc)
+
+
 def main(argv):
+    if len(argv) == 2 and argv[0] == '--serve':
+        return serve(argv[1])
     expects, positional = [], []
     carried_tl, ranks, quiet, want_report = None, None, False, False
     i = 0
