@@ -3,7 +3,8 @@
 #
 # free_port: a port no TCP socket on this host uses, below the kernel's ephemeral range. A port
 # picked at random from that range can be a live connection's local port, and then the server's
-# bind fails even with SO_REUSEADDR (seen once in CI: both perftest processes exited 255).
+# bind fails even with SO_REUSEADDR: the likeliest cause of a CI run in which both perftest
+# processes of the install tier exited 255 (their logs were not printed then; now they are).
 free_port() {
   local lo _hi p used i
   read -r lo _hi </proc/sys/net/ipv4/ip_local_port_range
