@@ -1274,6 +1274,60 @@ TEST(RdmachShmStage, PiecesGoThroughTheStagingBuffersInTurn)
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
 }
 
+// ucx_ext_memcpy (uct/common/ucx_ext_sys.h) copies exactly len bytes at every distance between
+// the buffers modulo a page: inside the window it goes in pieces, the last one partial.
+TEST(UcxExtCopy, EveryDistanceAndLengthCopiesExactlyTheBytes)
+{
+    const size_t deltas[]  = {0, 1, 16, 31, 32, 63, 64, 4080, 4095};
+    const size_t lengths[] = {0, 1, 2048, 4095, 4096, 4097, 16384 + 5, 70000};
+    const size_t guard     = 64;
+    std::vector<uint8_t> src = pattern(70000 + 8192, 3);
+
+    for (size_t delta : deltas) {
+        for (size_t len : lengths) {
+            std::vector<uint8_t> area(len + 8192 + 2 * guard, 0xee);
+            const uintptr_t s = reinterpret_cast<uintptr_t>(src.data());
+            uintptr_t d       = reinterpret_cast<uintptr_t>(area.data()) + guard;
+
+            d += (s + delta - d) & 4095;   // d - s is delta modulo 4096
+            ASSERT_EQ(delta, (d - s) & 4095);
+            ucx_ext_memcpy(reinterpret_cast<void*>(d), src.data(), len);
+            const size_t at = d - reinterpret_cast<uintptr_t>(area.data());
+            EXPECT_TRUE(std::equal(src.begin(), src.begin() + len, area.begin() + at))
+                << "delta " << delta << " len " << len;
+            EXPECT_TRUE(std::all_of(area.begin(), area.begin() + at,
+                                    [](uint8_t x) { return x == 0xee; }));
+            EXPECT_TRUE(std::all_of(area.begin() + at + len, area.end(),
+                                    [](uint8_t x) { return x == 0xee; }))
+                << "delta " << delta << " len " << len << ": a byte past the copy";
+        }
+    }
+}
+
+// A staged get into a buffer 16 bytes into a page (malloc's large blocks), whose copy out of
+// the page-aligned staging buffers lies in ucx_ext_memcpy's window: every byte arrives.
+TEST(RdmachShmStage, AReceiveBufferOffTheStagingBuffersAlignmentGetsEveryByte)
+{
+    Desk d;
+    const size_t len = 5 * RDMACH_SHM_STAGE_PIECE + 9;
+    std::vector<uint8_t> src = pattern(len + 4096, 6), area(len + 8192, 0);
+    rdmach_shm_copy_req_t req;
+    uintptr_t dst = (reinterpret_cast<uintptr_t>(area.data()) + 4095) & ~uintptr_t(4095);
+    int ret;
+
+    dst += 16;
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             reinterpret_cast<void*>(dst),
+                                             reinterpret_cast<uintptr_t>(src.data()) + 7, len));
+    do {
+        (void)rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1);
+    } while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING);
+    EXPECT_EQ(0, ret);
+    EXPECT_EQ(0, req.unstaged);
+    EXPECT_TRUE(std::equal(src.begin() + 7, src.begin() + 7 + len,
+                           reinterpret_cast<const uint8_t*>(dst)));
+}
+
 // More pieces than a chunk mask has bits (a staged job goes in order): 100 pieces, the owner's
 // and the reader's turns interleaved; then a job the owner leaves halfway (it refuses the
 // rest, as a busy owner stops): the reader reads from where the owner's claims end.

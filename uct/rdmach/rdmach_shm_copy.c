@@ -112,9 +112,9 @@ static int rdmach_shm_copy_own_chunk(const rdmach_shm_copy_req_t *req, int k)
     off = (uint64_t)k * req->chunk;
     len = rdmach_shm_copy_min(req->chunk, req->len - off);
     if (req->write) {
-        memcpy(req->mapped + off, req->local + off, len);
+        ucx_ext_memcpy(req->mapped + off, req->local + off, len);
     } else {
-        memcpy(req->local + off, req->mapped + off, len);
+        ucx_ext_memcpy(req->local + off, req->mapped + off, len);
     }
     return 0;
 }
@@ -315,8 +315,8 @@ static unsigned rdmach_shm_stage_drain(rdmach_shm_copy_req_t *req)
             continue;
         }
         off = (uint64_t)k * req->chunk;
-        memcpy(req->local + off, rdmach_shm_stage_buf(req->hdr, req->slot, b),
-               rdmach_shm_copy_min(req->chunk, req->len - off));
+        ucx_ext_memcpy(req->local + off, rdmach_shm_stage_buf(req->hdr, req->slot, b),
+                       rdmach_shm_copy_min(req->chunk, req->len - off));
         req->expect[b] += RDMACH_SHM_STAGE_DEPTH;
         ++req->drained;
         __atomic_store_n(&job->staged[b], 0, __ATOMIC_RELEASE);   /* the owner's again */
@@ -492,9 +492,9 @@ static unsigned rdmach_shm_stage_help(rdmach_shm_hdr_t *hdr, int slot,
             continue;   /* c is the word now */
         }
         off = (uint64_t)next * snap->chunk;
-        memcpy(rdmach_shm_stage_buf(hdr, (unsigned)slot, b),
-               (const void*)(uintptr_t)(snap->owner_addr + off),
-               rdmach_shm_copy_min(snap->chunk, snap->len - off));
+        ucx_ext_memcpy(rdmach_shm_stage_buf(hdr, (unsigned)slot, b),
+                       (const void*)(uintptr_t)(snap->owner_addr + off),
+                       rdmach_shm_copy_min(snap->chunk, snap->len - off));
         __atomic_store_n(&job->staged[b], next + 1, __ATOMIC_RELEASE);
         ++c;
         ++count;

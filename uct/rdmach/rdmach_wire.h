@@ -35,6 +35,7 @@
 #define RDMACH_WIRE_H
 
 #include "rdmach_ring.h"
+#include "ucx_ext_sys.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -206,9 +207,9 @@ static inline void rdmach_wire_iov_copy_mapped(void *mapped, const rdmach_wire_i
 
     for (i = 0; i < cnt; dst += local[i++].len) {
         if (write) {
-            memcpy(dst, local[i].base, local[i].len);
+            ucx_ext_memcpy(dst, local[i].base, local[i].len);
         } else {
-            memcpy(local[i].base, dst, local[i].len);
+            ucx_ext_memcpy(local[i].base, dst, local[i].len);
         }
     }
 }

@@ -545,9 +545,9 @@ uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size
     if ((mapped != NULL) && (iface->zwait_tail == iface->zwait_head)) {
         for (i = 0; i < cnt; mapped += local[i++].iov_len) {
             if (write) {
-                memcpy(mapped, local[i].iov_base, local[i].iov_len);
+                ucx_ext_memcpy(mapped, local[i].iov_base, local[i].iov_len);
             } else {
-                memcpy(local[i].iov_base, mapped, local[i].iov_len);
+                ucx_ext_memcpy(local[i].iov_base, mapped, local[i].iov_len);
             }
         }
         UCT_UNIMEM_COUNT_OWN(rma_mapped, 1);
