@@ -11,7 +11,7 @@
  *   pvm     each process reads the other's send buffer with process_vm_readv, one call per
  *           message (cma's zero copy, and rdmach's where it keeps the page walk)
  *   ring    each process copies its send buffer into a ring in shared memory in 16 KiB pieces
- *           and copies the other's pieces out of its own 2 MiB ring into the receive slot: two
+ *           and copies the other's pieces out of that one's 2 MiB ring into the receive slot: two
  *           copies, every line crossing between the cores (rdmach's ring, posix's FIFO)
  *
  *   bibw_bound [-r one|rotate] [-W window] [-o offset] [-n reps] [SIZES...]
@@ -28,8 +28,8 @@
  * bench's line), "far" (both above) or not at all (the mode changed during it).
  *
  * Why: in one direction rdmach beats sm by 2x from 1 MiB because the sender's idle core copies
- * half of each message; in both directions neither core is idle, and both transports copy each
- * byte once by the kernel. The ratio of sm's bi-directional figure to this program's memcpy
+ * half of each message; in both directions neither core is idle, and each core copies what it
+ * receives. The ratio of sm's bi-directional figure to this program's memcpy
  * and pvm figures is how far any transport can get ahead of sm (perf/RESULTS.md,
  * "Bi-directional bandwidth into rotating buffers: the bound").
  */

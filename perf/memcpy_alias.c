@@ -7,12 +7,12 @@
  *   memcpy_alias [SIZE]        (bytes, default 16384; process_vm_readv 4x that)
  *
  * Why: on AMD's Zen cores (FSRM) a REP MOVSB whose destination lies 1-31 bytes past its
- * source modulo 4 KiB runs about 30x slower than at other distances; glibc's memcpy uses it from 2-4
- * KiB, and the kernel's copy in process_vm_readv does too. malloc's large blocks start 16
- * bytes into a page, a transport's buffers at page boundaries: a copy between them is 16
- * bytes off. On the project's AMD EPYC VM (glibc 2.36, kernel 6.18), 16 KiB: 2.9 GB/s at 1-31
- * against 60-90 elsewhere; process_vm_readv of 64 KiB 2.2 against 8.9 GB/s (perf/RESULTS.md,
- * "Copies 1-31 bytes off a page's alignment").
+ * source modulo 4 KiB runs about 30x slower than at other distances; glibc's memcpy uses it
+ * from about 2 KiB, and the kernel's copy in process_vm_readv does too. malloc's large blocks
+ * start 16 bytes into a page, a transport's buffers at page boundaries: a copy between them
+ * is 16 bytes off. On the project's AMD EPYC VM (glibc 2.36, kernel 6.18), 16 KiB: 1.7-2.6
+ * GB/s at 1-31 against 34-86 elsewhere; process_vm_readv of 64 KiB 1.2-2.2 against 6.3-8.9
+ * (perf/RESULTS.md, "Copies 1-31 bytes off a page's alignment").
  */
 #ifndef _GNU_SOURCE
 #  define _GNU_SOURCE
