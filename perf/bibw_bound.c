@@ -36,6 +36,8 @@
 #ifndef _GNU_SOURCE
 #  define _GNU_SOURCE
 #endif
+#include "ucx_ext_sys.h"
+
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -45,7 +47,6 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_SIZES   16
@@ -80,10 +81,7 @@ typedef struct {
 
 static double now_s(void)
 {
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
+    return ucx_ext_now_ns() * 1e-9;
 }
 
 static void pin(int cpu)
@@ -211,7 +209,8 @@ int main(int argc, char **argv)
     long count;
 
     for (a = 1; a < argc; ++a) {
-        if (!strcmp(argv[a], "-r") && (a + 1 < argc)) {
+        if (!strcmp(argv[a], "-r") && (a + 1 < argc) &&
+            (!strcmp(argv[a + 1], "one") || !strcmp(argv[a + 1], "rotate"))) {
             rotate = !strcmp(argv[++a], "rotate");
         } else if (!strcmp(argv[a], "-W") && (a + 1 < argc)) {
             window = atoi(argv[++a]);

@@ -81,7 +81,7 @@ static inline void ucx_ext_cpu_prefetch_own(const void *line)
 }
 
 /* memcpy of a bulk copy whose two buffers the caller does not align to each other. Where the
- * destination lies 1-31 bytes past the source modulo 4 KiB, glibc's memcpy of 4 KiB-1 MiB
+ * destination lies 1-31 bytes past the source modulo 4 KiB, glibc's memcpy of 2 KiB-1 MiB
  * uses REP MOVSB (from its rep_movsb_threshold, 2,112 bytes with FSRM), which AMD's Zen
  * cores run about 30x slower there: 1.7-2.6 against 34-86 GB/s for 16 KiB on the project's
  * AMD EPYC VM (glibc 2.36; `perf/memcpy_alias`). Such a copy goes in 2 KiB pieces, which
@@ -90,8 +90,7 @@ static inline void ucx_ext_cpu_prefetch_own(const void *line)
  * malloc's large blocks start 16 bytes into a page, a transport's buffers at page or line
  * boundaries, and a copy between the two is 16 bytes off. */
 #define UCX_EXT_COPY_ALIAS_WINDOW 32
-#define UCX_EXT_COPY_ALIAS_PIECE  2048
-#define UCX_EXT_COPY_ALIAS_MIN    4096
+#define UCX_EXT_COPY_ALIAS_PIECE  2048   /* below any rep_movsb_threshold */
 
 static inline void ucx_ext_memcpy(void *dst, const void *src, size_t len)
 {
@@ -100,7 +99,8 @@ static inline void ucx_ext_memcpy(void *dst, const void *src, size_t len)
     const char *s         = (const char*)src;
     size_t n;
 
-    if ((len < UCX_EXT_COPY_ALIAS_MIN) || (delta == 0) || (delta >= UCX_EXT_COPY_ALIAS_WINDOW)) {
+    if ((len <= UCX_EXT_COPY_ALIAS_PIECE) || (delta == 0) ||
+        (delta >= UCX_EXT_COPY_ALIAS_WINDOW)) {
         memcpy(dst, src, len);
         return;
     }
