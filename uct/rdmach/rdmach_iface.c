@@ -89,8 +89,9 @@ ucs_config_field_t uct_rdmach_iface_config_table[] = {
     {"STAGED_PICK", "y",
      "Stage gets (STAGED_COPY) only where that is faster on this machine: a probe at the\n"
      "first iface compares a 64k process_vm_readv with a memcpy (logged at info level);\n"
-     "where the two are close, gets that run alone are timed both ways now and then, per\n"
-     "class of sizes. n: stage every get up to STAGED_COPY.",
+     "where the two are close, the traffic is timed both ways now and then, per class of\n"
+     "sizes (a ping-pong's get, or a window of them, one way at a time). n: stage every\n"
+     "get up to STAGED_COPY.",
      ucs_offsetof(uct_rdmach_iface_config_t, staged_pick), UCS_CONFIG_TYPE_BOOL},
 
     {"MAX_PEERS", "256",

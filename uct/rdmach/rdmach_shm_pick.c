@@ -132,8 +132,8 @@ unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len, int measurable)
         return c->won;
     }
     if (++c->turn > RDMACH_SHM_PICK_GIVE_UP) {
-        rdmach_shm_pick_hold(c, c->won, 0);   /* no samples come: this traffic never runs
-                                               * a get alone */
+        rdmach_shm_pick_hold(c, c->won, 0);   /* no samples come: this traffic's periods
+                                               * never end clean */
         return c->won;
     }
     /* in turn; a way that has its samples leaves the gets to the other */
@@ -159,6 +159,33 @@ static double rdmach_shm_pick_second(const double *v, unsigned n)
     return b;
 }
 
+/* The smallest and largest of n values. */
+static void rdmach_shm_pick_range(const double *v, unsigned n, double *lo, double *hi)
+{
+    unsigned i;
+
+    *lo = *hi = v[0];
+    for (i = 1; i < n; ++i) {
+        *lo = (v[i] < *lo) ? v[i] : *lo;
+        *hi = (v[i] > *hi) ? v[i] : *hi;
+    }
+}
+
+/* Before all samples are in: 1 (0) where every staged (not staged) sample beats every sample
+ * of the other way by RDMACH_SHM_PICK_CLEAR, else 2: not clear yet. */
+static unsigned rdmach_shm_pick_clear(const rdmach_shm_pick_class_t *c)
+{
+    double lo[2], hi[2];
+
+    if ((c->nsamp[0] < RDMACH_SHM_PICK_EARLY) || (c->nsamp[1] < RDMACH_SHM_PICK_EARLY)) {
+        return 2;
+    }
+    rdmach_shm_pick_range(c->samp[0], c->nsamp[0], &lo[0], &hi[0]);
+    rdmach_shm_pick_range(c->samp[1], c->nsamp[1], &lo[1], &hi[1]);
+    return (lo[0] > RDMACH_SHM_PICK_CLEAR * hi[1]) ? 1 :
+           (lo[1] > RDMACH_SHM_PICK_CLEAR * hi[0]) ? 0 : 2;
+}
+
 int rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns)
 {
     rdmach_shm_pick_class_t *c = rdmach_shm_pick_class(pick, len);
@@ -169,11 +196,54 @@ int rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, ui
         return -1;   /* from an exploration already decided */
     }
     c->samp[s][c->nsamp[s]++] = (double)ns / (double)len;
-    if ((c->nsamp[0] < RDMACH_SHM_PICK_SAMPLES) || (c->nsamp[1] < RDMACH_SHM_PICK_SAMPLES)) {
+    if ((c->nsamp[0] >= RDMACH_SHM_PICK_SAMPLES) && (c->nsamp[1] >= RDMACH_SHM_PICK_SAMPLES)) {
+        won = rdmach_shm_pick_second(c->samp[1], RDMACH_SHM_PICK_SAMPLES) <=
+              rdmach_shm_pick_second(c->samp[0], RDMACH_SHM_PICK_SAMPLES);
+    } else if ((won = rdmach_shm_pick_clear(c)) > 1) {
         return -1;
     }
-    won = rdmach_shm_pick_second(c->samp[1], RDMACH_SHM_PICK_SAMPLES) <=
-          rdmach_shm_pick_second(c->samp[0], RDMACH_SHM_PICK_SAMPLES);
     rdmach_shm_pick_hold(c, won, 1);
     return (int)won;
+}
+
+unsigned rdmach_shm_pick_get(rdmach_shm_pick_t *pick, size_t len, int idle)
+{
+    rdmach_shm_pick_period_t *pd = &pick->period;
+    unsigned way;
+
+    if (pd->way != 0) {
+        if (pd->pure && (pd->gets < RDMACH_SHM_PICK_PERIOD_MAX) &&
+            (rdmach_shm_pick_class(pick, len) == rdmach_shm_pick_class(pick, pd->len))) {
+            pd->bytes += len;
+            ++pd->gets;
+            return pd->way & RDMACH_SHM_PICK_STAGED;   /* the window goes one way */
+        }
+        pd->pure = 0;
+        return rdmach_shm_pick(pick, len, 0);
+    }
+    way = rdmach_shm_pick(pick, len, idle);
+    if (way & RDMACH_SHM_PICK_TIMED) {
+        pd->way   = way;
+        pd->len   = len;
+        pd->bytes = len;
+        pd->gets  = 1;
+        pd->pure  = 1;
+        pd->t0    = 0;
+    }
+    return way;
+}
+
+int rdmach_shm_pick_end(rdmach_shm_pick_t *pick, uint64_t now_ns)
+{
+    rdmach_shm_pick_period_t *pd = &pick->period;
+    unsigned way                 = pd->way;
+
+    pd->way = 0;
+    if ((way == 0) || !pd->pure || (now_ns < pd->t0)) {
+        return -1;
+    }
+    /* as if the opener alone had taken its share of the period */
+    return rdmach_shm_pick_sample(pick, pd->len, way,
+                                  (uint64_t)((double)(now_ns - pd->t0) * (double)pd->len /
+                                             (double)pd->bytes));
 }

@@ -17,17 +17,27 @@
  * memcpys), the traffic itself decides. A probe far from the line is trusted: timing the
  * other way costs a staged get's first-touch faults, or a page walk's, for nothing.
  *
- * Near the line, each class of sizes (64-256 KiB, -1 MiB, -4 MiB, above) checks that choice on the
- * traffic itself, where it can: exploring, it hands out the gets that run alone (nothing else
- * posted: a ping-pong's, a blocking get's) staged and not in turn, until each way has
- * RDMACH_SHM_PICK_SAMPLES samples: the time of the get (done at return, or posted and
- * completed before another was posted), per byte. A get among others (a window of
- * rendezvous) times nothing fair and goes the chosen way. The way whose second best sample is
- * lower wins (one preempted sample decides nothing) and takes the next RDMACH_SHM_PICK_RUN
- * gets, twice as many each time the same way wins again, up to RDMACH_SHM_PICK_RUN_MAX; then
- * the class explores again. Traffic that brings no samples for RDMACH_SHM_PICK_GIVE_UP
- * exploring gets keeps the choice. Only exploring gets read the clock. No clock of its own
- * but in the probe: the unit tests pass made-up times.
+ * Near the line, each class of sizes (64-256 KiB, -1 MiB, -4 MiB, above) checks that choice
+ * on the traffic itself: exploring, it times periods of its gets staged and not in turn, until
+ * each way has RDMACH_SHM_PICK_SAMPLES samples, per byte. A period runs from a get posted when
+ * nothing else was (it opens the period and draws the way) until nothing is posted any more;
+ * the gets of its class posted meanwhile go its way and count in its bytes. So a ping-pong's
+ * get is one sample, and a window of rendezvous is one sample, all one way. Timing each get of
+ * a window in turn instead mixed the ways in one window, and one the other way slowed the
+ * window (0.70-0.92x windowed bandwidth on the Intel VM); timing only the gets that ran alone
+ * left every window the probe's choice, which in the AMD VM's far mode was 0.5x the page walk
+ * (perf/RESULTS.md). A period with another copy in it (a put, a get of another class, a
+ * failed one) or longer than RDMACH_SHM_PICK_PERIOD_MAX gets times nothing.
+ *
+ * The way whose second best sample is lower wins (one preempted sample decides nothing); or
+ * sooner, from RDMACH_SHM_PICK_EARLY samples each, the way whose every sample is
+ * RDMACH_SHM_PICK_CLEAR times faster than every sample of the other (OSU's windowed bandwidth
+ * times 20 windows at 64 KiB after 2 of warm-up: where the ways differ 2x, ending after 4
+ * windows rather than 8 makes its figure about 1.1x). The winner takes the next
+ * RDMACH_SHM_PICK_RUN gets, twice as many each time the same way wins again, up to
+ * RDMACH_SHM_PICK_RUN_MAX; then the class explores again. Traffic that brings no samples for
+ * RDMACH_SHM_PICK_GIVE_UP periods keeps the choice. Only a period's start and end read the
+ * clock. No clock of its own but in the probe: the unit tests pass made-up times.
  */
 #ifndef RDMACH_SHM_PICK_H
 #define RDMACH_SHM_PICK_H
@@ -46,6 +56,9 @@ extern "C" {
 #define RDMACH_SHM_PICK_GIVE_UP 256
 #define RDMACH_SHM_PICK_RATIO   4.0
 #define RDMACH_SHM_PICK_NEAR    1.5
+#define RDMACH_SHM_PICK_PERIOD_MAX 256
+#define RDMACH_SHM_PICK_EARLY   2
+#define RDMACH_SHM_PICK_CLEAR   1.5
 
 typedef struct rdmach_shm_pick_class {
     uint32_t left;         /* gets before the next exploration; 0: exploring */
@@ -56,9 +69,20 @@ typedef struct rdmach_shm_pick_class {
     uint8_t  won;          /* the last choice: 1 staged */
 } rdmach_shm_pick_class_t;
 
+/* The timed period open, if any (rdmach_shm_pick_get) */
+typedef struct rdmach_shm_pick_period {
+    unsigned way;      /* its opener's bits (RDMACH_SHM_PICK_TIMED set); 0: none open */
+    size_t   len;      /* its opener's length: the class */
+    size_t   bytes;    /* of all its gets */
+    uint32_t gets;
+    int      pure;     /* nothing else ran in it: it is a sample */
+    uint64_t t0;       /* ns, rdmach_shm_pick_start */
+} rdmach_shm_pick_period_t;
+
 typedef struct rdmach_shm_pick {
-    rdmach_shm_pick_class_t c[RDMACH_SHM_PICK_CLASSES];
-    int                     fixed;   /* the probe's choice holds: nothing is timed */
+    rdmach_shm_pick_class_t  c[RDMACH_SHM_PICK_CLASSES];
+    int                      fixed;   /* the probe's choice holds: nothing is timed */
+    rdmach_shm_pick_period_t period;
 } rdmach_shm_pick_t;
 
 /* A get's way and whether it is timed (an exploring class's): RDMACH_SHM_PICK_STAGED and
@@ -88,13 +112,40 @@ static inline int rdmach_shm_pick_near(uint64_t walk_ns, uint64_t memcpy_ns)
  * (may be NULL): what it measured; both 0 when it could not (then 1, and near the line). */
 int rdmach_shm_pick_probe(uint64_t *walk_ns, uint64_t *memcpy_ns);
 
-/* The way of a get of len bytes (from RDMACH_SHM_COPY_MIN): the bits above. measurable: the
- * get runs alone (no other copy posted); one that does not goes the chosen way, untimed. */
+/* The class's side of rdmach_shm_pick_get: the way of a get of len bytes (from
+ * RDMACH_SHM_COPY_MIN), the bits above. measurable: it may open a timed period (no other copy
+ * posted); one that may not goes the chosen way, untimed. */
 unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len, int measurable);
 
-/* A timed get (its pick's bits) of len bytes ran alone for ns nanoseconds. Returns the way
+/* A timed get (its pick's bits) of len bytes took ns nanoseconds (a period's time, scaled
+ * to it: rdmach_shm_pick_end). Returns the way
  * this sample's exploration chose (1 staged, 0 not), or -1: none yet. */
 int  rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns);
+
+/* The way of a get of len bytes that could be staged, by periods (above). idle: no other
+ * copy is posted. A result with RDMACH_SHM_PICK_TIMED opened a period: start it. */
+unsigned rdmach_shm_pick_get(rdmach_shm_pick_t *pick, size_t len, int idle);
+
+static inline void rdmach_shm_pick_start(rdmach_shm_pick_t *pick, uint64_t now_ns)
+{
+    pick->period.t0 = now_ns;
+}
+
+/* Is a period open (then the clock is wanted at its end)? */
+static inline int rdmach_shm_pick_open(const rdmach_shm_pick_t *pick)
+{
+    return pick->period.way != 0;
+}
+
+/* Another copy, or a failed get, in the open period: it times nothing. */
+static inline void rdmach_shm_pick_spoil(rdmach_shm_pick_t *pick)
+{
+    pick->period.pure = 0;
+}
+
+/* Nothing is posted any more: the open period ends at now_ns. Returns as
+ * rdmach_shm_pick_sample. */
+int rdmach_shm_pick_end(rdmach_shm_pick_t *pick, uint64_t now_ns);
 
 #ifdef __cplusplus
 }

@@ -35,8 +35,6 @@ typedef struct rdmach_shm_peer {
 #define RDMACH_SHM_ALL(_n) ((uint32_t)((1ull << (_n)) - 1))
 /* ZCOPY_THRESH and EAGER_LIMIT's auto where the page walk is cheap (rdmach_shm_probe) */
 #define RDMACH_SHM_ZCOPY_CHEAP_WALK (32ul * 1024)
-/* Copies in a row that ran alone before gets are timed (rdmach_shm_pick.h) */
-#define RDMACH_SHM_ALONE_RUN 2
 /* Destinations of the last zero copies, to tell a buffer copied into again (rdmach_shm_hot) */
 #define RDMACH_SHM_RECENT  4
 
@@ -47,9 +45,6 @@ typedef struct rdmach_shm_posted {
     int                   finished; /* the copy is over (ret), its completion not yet run:
                                      * finished inside rma, which calls no completion */
     int                   ret;
-    unsigned              way;      /* its rdmach_shm_pick bits */
-    int                   alone;    /* no other posted copy ran beside it (a timed get) */
-    uint64_t              t_post;   /* ns, of a timed get */
 } rdmach_shm_posted_t;
 
 typedef struct rdmach_shm_flush {
@@ -71,11 +66,7 @@ typedef struct rdmach_shm_wire {
     rdmach_shm_flush_t  flushes[RDMACH_SHM_FLUSHES];
     uint64_t          recent[RDMACH_SHM_RECENT];   /* destination addresses, a ring */
     unsigned          recent_next;
-    rdmach_shm_pick_t pick;         /* gets that could be staged: staged or not */
-    unsigned          alone_run;    /* copies in a row that ran alone (none posted beside):
-                                     * only such traffic times its gets (a window's gets
-                                     * queue behind each other, and a timed one slows the
-                                     * window) */
+    rdmach_shm_pick_t pick;         /* gets that could be staged: staged or not, by periods */
 } rdmach_shm_wire_t;
 
 _Static_assert(RDMACH_SHM_STAGE_MAX == RDMACH_WIRE_STAGE_MAX, "STAGED_COPY's range");

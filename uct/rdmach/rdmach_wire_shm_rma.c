@@ -123,30 +123,32 @@ static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, 
     return ret;
 }
 
-/* A timed get that ran alone is over: its time to rdmach_shm_pick, its decision counted. */
-static void rdmach_shm_picked(rdmach_shm_wire_t *w, size_t len, unsigned way, uint64_t t0)
+/* Nothing is posted any more: the timed period open, if any, ends; its decision counted. */
+static void rdmach_shm_pick_idle(rdmach_shm_wire_t *w)
 {
-    int won = rdmach_shm_pick_sample(&w->pick, len, way, ucx_ext_now_ns() - t0);
+    int won;
 
+    if (!rdmach_shm_pick_open(&w->pick)) {
+        return;
+    }
+    won = rdmach_shm_pick_end(&w->pick, ucx_ext_now_ns());
     if (won >= 0) {
         RDMACH_WIRE_STATS(&w->super)->stage_picks++;
         RDMACH_WIRE_STATS(&w->super)->stage_picked += (unsigned)won;
     }
 }
 
-/* way: rdmach_shm_pick's bits for a get that may be staged (0 otherwise); t0: its start */
+/* staged: a get that may be staged goes staged (rdmach_shm_pick_get's choice) */
 static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                               const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
-                              size_t len, int write, void *mapped, void *comp, unsigned way,
-                              uint64_t t0)
+                              size_t len, int write, void *mapped, void *comp, int staged)
 {
     rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
     rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
     struct iovec iov[RDMACH_WIRE_MAX_IOV];
     rdmach_shm_posted_t *p;
     size_t i;
-    uint32_t others;
-    int ret, e, hot, staged = way & RDMACH_SHM_PICK_STAGED;
+    int ret, e, hot;
 
     hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) &&
           rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
@@ -188,13 +190,6 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
                 p->peer         = peer;
                 p->comp         = comp;
                 p->finished     = 0;
-                p->way          = way;
-                p->t_post       = t0;
-                p->alone        = (w->posted_busy == 0);
-                w->alone_run    = p->alone ? w->alone_run : 0;
-                for (others = w->posted_busy; others != 0; others &= others - 1) {
-                    w->posted[__builtin_ctz(others)].alone = 0;   /* they share the cores */
-                }
                 ++peer->refs;
                 w->posted_busy |= 1u << e;
                 RDMACH_WIRE_STATS(wire)->copy_jobs++;
@@ -228,15 +223,15 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
 }
 
 /* A get that may be staged goes the way rdmach_shm_pick measured faster (or, without
- * params.stage_measure, staged); an exploring one is timed, here if it ends at return, at its
- * completion if posted. */
+ * params.stage_measure, staged); a period of them is timed from the get that opens it until
+ * nothing is posted (here, or in rdmach_shm_posted_progress). Any other copy in the period
+ * spoils it. */
 int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                    const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
                    uint32_t rkey, size_t len, int write, void *mapped, void *comp)
 {
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
     unsigned way         = 0;
-    uint64_t t0          = 0;
     int ret;
 
     (void)rkey;   /* checked by the glue against pid and region */
@@ -246,17 +241,20 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
     if (!write && (mapped == NULL) && (cnt == 1) && (len >= RDMACH_SHM_COPY_MIN) &&
         (len <= w->super.params.stage_max)) {
         way = !w->super.params.stage_measure ? RDMACH_SHM_PICK_STAGED :
-              rdmach_shm_pick(&w->pick, len,
-                              (w->posted_busy == 0) && (w->alone_run >= RDMACH_SHM_ALONE_RUN));
-        t0  = (way & RDMACH_SHM_PICK_TIMED) ? ucx_ext_now_ns() : 0;
+              rdmach_shm_pick_get(&w->pick, len, w->posted_busy == 0);
+        if (way & RDMACH_SHM_PICK_TIMED) {
+            rdmach_shm_pick_start(&w->pick, ucx_ext_now_ns());
+        }
+    } else if (rdmach_shm_pick_open(&w->pick)) {
+        rdmach_shm_pick_spoil(&w->pick);
     }
     ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
-                             comp, way, t0);
-    if ((ret != RDMACH_WIRE_INPROGRESS) && (w->posted_busy == 0)) {
-        w->alone_run += (w->alone_run < RDMACH_SHM_ALONE_RUN);
+                             comp, way & RDMACH_SHM_PICK_STAGED);
+    if ((ret < 0) && rdmach_shm_pick_open(&w->pick)) {
+        rdmach_shm_pick_spoil(&w->pick);   /* a failed get times nothing */
     }
-    if ((way & RDMACH_SHM_PICK_TIMED) && (ret == 0)) {
-        rdmach_shm_picked(w, len, way, t0);   /* (a failed get times nothing) */
+    if ((ret != RDMACH_WIRE_INPROGRESS) && (w->posted_busy == 0)) {
+        rdmach_shm_pick_idle(w);
     }
     return ret;
 }
@@ -296,17 +294,17 @@ unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
         if (ret == RDMACH_SHM_COPY_PENDING) {
             continue;
         }
-        if (p->alone) {
-            w->alone_run += (w->alone_run < RDMACH_SHM_ALONE_RUN);
-            if ((p->way & RDMACH_SHM_PICK_TIMED) && (ret == 0)) {
-                rdmach_shm_picked(w, p->req.len, p->way, p->t_post);
-            }
-        }
         bit             = 1u << e;
         comp            = p->comp;
         RDMACH_WIRE_STATS(&w->super)->copy_unstaged += p->req.staged && p->req.unstaged;
         w->posted_busy &= ~bit;
         rdmach_shm_peer_put(p->peer);
+        if (ret != 0) {
+            rdmach_shm_pick_spoil(&w->pick);
+        }
+        if (w->posted_busy == 0) {
+            rdmach_shm_pick_idle(w);   /* before the completion, which may post again */
+        }
         /* the flushes this one ends, taken off their slots before any callback runs */
         ready = w->flush_busy;
         while (ready != 0) {
