@@ -14,6 +14,7 @@ static void rdmach_shm_pick_explore(rdmach_shm_pick_class_t *c)
     c->left     = 0;
     c->turn     = 0;
     c->nsamp[0] = c->nsamp[1] = 0;
+    c->thin     = 0;
 }
 
 void rdmach_shm_pick_init(rdmach_shm_pick_t *pick, int staged, int fixed)
@@ -186,7 +187,9 @@ static unsigned rdmach_shm_pick_clear(const rdmach_shm_pick_class_t *c)
            (lo[1] > RDMACH_SHM_PICK_CLEAR * hi[0]) ? 0 : 2;
 }
 
-int rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns)
+/* A sample: ns for len bytes of the period's gets (its time scaled to them) */
+static int rdmach_shm_pick_add(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns,
+                               uint32_t gets)
 {
     rdmach_shm_pick_class_t *c = rdmach_shm_pick_class(pick, len);
     unsigned s = way & RDMACH_SHM_PICK_STAGED, won;
@@ -196,14 +199,20 @@ int rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, ui
         return -1;   /* from an exploration already decided */
     }
     c->samp[s][c->nsamp[s]++] = (double)ns / (double)len;
+    c->thin                  |= (gets < RDMACH_SHM_PICK_EARLY_GETS);
     if ((c->nsamp[0] >= RDMACH_SHM_PICK_SAMPLES) && (c->nsamp[1] >= RDMACH_SHM_PICK_SAMPLES)) {
         won = rdmach_shm_pick_second(c->samp[1], RDMACH_SHM_PICK_SAMPLES) <=
               rdmach_shm_pick_second(c->samp[0], RDMACH_SHM_PICK_SAMPLES);
-    } else if ((won = rdmach_shm_pick_clear(c)) > 1) {
+    } else if (c->thin || ((won = rdmach_shm_pick_clear(c)) > 1)) {
         return -1;
     }
     rdmach_shm_pick_hold(c, won, 1);
     return (int)won;
+}
+
+int rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns)
+{
+    return rdmach_shm_pick_add(pick, len, way, ns, 1);
 }
 
 unsigned rdmach_shm_pick_get(rdmach_shm_pick_t *pick, size_t len, int idle)
@@ -243,7 +252,7 @@ int rdmach_shm_pick_end(rdmach_shm_pick_t *pick, uint64_t now_ns)
         return -1;
     }
     /* as if the opener alone had taken its share of the period */
-    return rdmach_shm_pick_sample(pick, pd->len, way,
-                                  (uint64_t)((double)(now_ns - pd->t0) * (double)pd->len /
-                                             (double)pd->bytes));
+    return rdmach_shm_pick_add(pick, pd->len, way,
+                               (uint64_t)((double)(now_ns - pd->t0) * (double)pd->len /
+                                          (double)pd->bytes), pd->gets);
 }

@@ -31,9 +31,11 @@
  *
  * The way whose second best sample is lower wins (one preempted sample decides nothing); or
  * sooner, from RDMACH_SHM_PICK_EARLY samples each, the way whose every sample is
- * RDMACH_SHM_PICK_CLEAR times faster than every sample of the other (OSU's windowed bandwidth
- * times 20 windows at 64 KiB after 2 of warm-up: where the ways differ 2x, ending after 4
- * windows rather than 8 makes its figure about 1.1x). The winner takes the next
+ * RDMACH_SHM_PICK_CLEAR times faster than every sample of the other, where every sample is a
+ * period of RDMACH_SHM_PICK_EARLY_GETS gets or more (OSU's windowed bandwidth times 20 windows
+ * at 64 KiB after 2 of warm-up: where the ways differ 2x, ending after 4 windows rather than
+ * 8 makes its figure about 1.1x; a ping-pong's samples, one get each, are too few to end on,
+ * and its 8 explored gets cost little). The winner takes the next
  * RDMACH_SHM_PICK_RUN gets, twice as many each time the same way wins again, up to
  * RDMACH_SHM_PICK_RUN_MAX; then the class explores again. Traffic that brings no samples for
  * RDMACH_SHM_PICK_GIVE_UP periods keeps the choice. Only a period's start and end read the
@@ -59,6 +61,7 @@ extern "C" {
 #define RDMACH_SHM_PICK_PERIOD_MAX 256
 #define RDMACH_SHM_PICK_EARLY   2
 #define RDMACH_SHM_PICK_CLEAR   1.5
+#define RDMACH_SHM_PICK_EARLY_GETS 8
 
 typedef struct rdmach_shm_pick_class {
     uint32_t left;         /* gets before the next exploration; 0: exploring */
@@ -67,6 +70,8 @@ typedef struct rdmach_shm_pick_class {
     uint32_t nsamp[2];     /* [staged] */
     double   samp[2][RDMACH_SHM_PICK_SAMPLES];   /* ns per byte */
     uint8_t  won;          /* the last choice: 1 staged */
+    uint8_t  thin;         /* a sample of this exploration is a period of fewer than
+                            * RDMACH_SHM_PICK_EARLY_GETS gets: no early end */
 } rdmach_shm_pick_class_t;
 
 /* The timed period open, if any (rdmach_shm_pick_get) */
@@ -117,8 +122,7 @@ int rdmach_shm_pick_probe(uint64_t *walk_ns, uint64_t *memcpy_ns);
  * posted); one that may not goes the chosen way, untimed. */
 unsigned rdmach_shm_pick(rdmach_shm_pick_t *pick, size_t len, int measurable);
 
-/* A timed get (its pick's bits) of len bytes took ns nanoseconds (a period's time, scaled
- * to it: rdmach_shm_pick_end). Returns the way
+/* A timed get (its pick's bits) of len bytes, alone, took ns nanoseconds. Returns the way
  * this sample's exploration chose (1 staged, 0 not), or -1: none yet. */
 int  rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns);
 
