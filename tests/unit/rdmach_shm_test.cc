@@ -1310,22 +1310,62 @@ TEST(RdmachShmStage, AReceiveBufferOffTheStagingBuffersAlignmentGetsEveryByte)
 {
     Desk d;
     const size_t len = 5 * RDMACH_SHM_STAGE_PIECE + 9;
-    std::vector<uint8_t> src = pattern(len + 4096, 6), area(len + 8192, 0);
-    rdmach_shm_copy_req_t req;
-    uintptr_t dst = (reinterpret_cast<uintptr_t>(area.data()) + 4095) & ~uintptr_t(4095);
-    int ret;
+    std::vector<uint8_t> src = pattern(len + 4096, 6);
 
-    dst += 16;
-    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
-                                             reinterpret_cast<void*>(dst),
-                                             reinterpret_cast<uintptr_t>(src.data()) + 7, len));
-    do {
-        (void)rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1);
-    } while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING);
-    EXPECT_EQ(0, ret);
-    EXPECT_EQ(0, req.unstaged);
-    EXPECT_TRUE(std::equal(src.begin() + 7, src.begin() + 7 + len,
-                           reinterpret_cast<const uint8_t*>(dst)));
+    // destinations 0-63 bytes into a page, sources two ways off it: every byte, nothing
+    // around the destination touched
+    for (size_t dst_off : {0, 1, 16, 31, 32, 63}) {
+        for (size_t src_off : {0, 7}) {
+            std::vector<uint8_t> area(len + 8192, 0xee);
+            rdmach_shm_copy_req_t req;
+            uintptr_t dst = ((reinterpret_cast<uintptr_t>(area.data()) + 4095) &
+                             ~uintptr_t(4095)) + dst_off;
+            int ret;
+
+            ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0,
+                                                     &d.reader.own,
+                                                     reinterpret_cast<void*>(dst),
+                                                     reinterpret_cast<uintptr_t>(src.data()) +
+                                                     src_off, len));
+            do {
+                (void)rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1);
+            } while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING);
+            EXPECT_EQ(0, ret);
+            EXPECT_EQ(0, req.unstaged);
+            EXPECT_TRUE(std::equal(src.begin() + src_off, src.begin() + src_off + len,
+                                   reinterpret_cast<const uint8_t*>(dst)))
+                << "destination +" << dst_off << ", source +" << src_off;
+            const uint8_t *before = reinterpret_cast<const uint8_t*>(dst) - 1;
+            EXPECT_EQ(0xee, *before);
+            EXPECT_EQ(0xee, before[len + 1]);
+        }
+    }
+}
+
+// A piece sits at its destination's offset within a cache line, inside its own buffer, and the
+// last buffer ends before the free map, whatever the reader wrote as its destination.
+TEST(RdmachShmStage, APieceSitsAtItsDestinationsLineOffsetInsideItsBuffer)
+{
+    Desk d;
+    rdmach_shm_hdr_t *hdr = d.owner.own.hdr;
+    const uint8_t *base   = rdmach_shm_stage_at(hdr, 0, 0, 0);
+
+    for (unsigned slot = 0; slot < RDMACH_SHM_COPY_SLOTS; ++slot) {
+        for (unsigned b = 0; b < RDMACH_SHM_STAGE_DEPTH; ++b) {
+            const uint8_t *buf = base + (size_t)(slot * RDMACH_SHM_STAGE_DEPTH + b) *
+                                        RDMACH_SHM_STAGE_STRIDE;
+            for (uint64_t addr : {0ull, 1ull, 16ull, 63ull, 64ull, 0x7f0000001011ull,
+                                  ~0ull}) {
+                const uint8_t *at = rdmach_shm_stage_at(hdr, slot, b, addr);
+                ASSERT_EQ(0u, (reinterpret_cast<uintptr_t>(at) - addr) % 64) << addr;
+                ASSERT_GE(at, buf);
+                ASSERT_LE(at + RDMACH_SHM_STAGE_PIECE, buf + RDMACH_SHM_STAGE_STRIDE);
+            }
+        }
+    }
+    EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(base) % 4096);
+    EXPECT_LE(base + RDMACH_SHM_STAGE_BYTES,
+              reinterpret_cast<const uint8_t*>(hdr) + hdr->freemap_off);
 }
 
 // More pieces than a chunk mask has bits (a staged job goes in order): 100 pieces, the owner's

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
-#define RDMACH_SHM_VERSION 6
+#define RDMACH_SHM_VERSION 7
 
 /*
  * Cooperative zero copy (rdmach_shm_copy.c). The RDMA channel moves a large message by one RDMA
@@ -72,8 +72,17 @@ extern "C" {
  * is k + 1 while buffer b holds piece k (set by the owner after its copy), 0 once the reader
  * has copied it out. A reader that sees nothing move for a while (the owner computes) takes
  * the pieces left in one process_vm_readv.
+ *
+ * A piece sits in its buffer at the reader's destination's offset within a cache line
+ * (rdmach_shm_stage_at: req_addr's low bits, a word the owner masks), so the reader's memcpy
+ * out goes line to line, and so does the owner's in wherever source and destination share
+ * that offset (two malloc'd buffers, two page-aligned ones). A page-aligned piece copied out
+ * to a destination 1-31 bytes into a page fell in AMD's REP MOVSB window (ucx_ext_memcpy):
+ * 2 KiB pieces there still copy at a fifth of an aligned copy's rate.
  */
 #define RDMACH_SHM_STAGE_PIECE  (16ul * 1024)
+#define RDMACH_SHM_STAGE_ALIGN  64ul    /* a cache line: a buffer holds a piece and a shift */
+#define RDMACH_SHM_STAGE_STRIDE (RDMACH_SHM_STAGE_PIECE + RDMACH_SHM_STAGE_ALIGN)
 #define RDMACH_SHM_STAGE_DEPTH  8
 #define RDMACH_SHM_STAGE_PIECES 1024   /* a staged job's most pieces: 16 MiB */
 #define RDMACH_SHM_STAGE_MAX    (RDMACH_SHM_STAGE_PIECES * RDMACH_SHM_STAGE_PIECE)
@@ -124,19 +133,22 @@ typedef struct rdmach_shm_hdr {
     rdmach_shm_copy_t copy[RDMACH_SHM_COPY_SLOTS];
 } rdmach_shm_hdr_t;
 
-/* Staging buffer b of desk slot slot, in the segment of hdr (its owner's): right after the
+/* Where a piece of a job whose reader's destination is req_addr goes in staging buffer b of
+ * desk slot slot, in the segment of hdr (its owner's): the buffers lie right after the
  * header's page, before the free map (rdmach_shm.c), so inside every segment that attach
- * accepted. */
-static inline uint8_t *rdmach_shm_stage_buf(rdmach_shm_hdr_t *hdr, unsigned slot, unsigned b)
+ * accepted; a piece and its shift (req_addr, the reader's word: masked) fit in a stride. */
+static inline uint8_t *rdmach_shm_stage_at(rdmach_shm_hdr_t *hdr, unsigned slot, unsigned b,
+                                           uint64_t req_addr)
 {
     size_t off = ((sizeof(rdmach_shm_hdr_t) + 4095) & ~(size_t)4095) +
-                 ((size_t)slot * RDMACH_SHM_STAGE_DEPTH + b) * RDMACH_SHM_STAGE_PIECE;
+                 ((size_t)slot * RDMACH_SHM_STAGE_DEPTH + b) * RDMACH_SHM_STAGE_STRIDE +
+                 (size_t)(req_addr & (RDMACH_SHM_STAGE_ALIGN - 1));
 
     return (uint8_t*)hdr + off;
 }
 
 #define RDMACH_SHM_STAGE_BYTES \
-    ((size_t)RDMACH_SHM_COPY_SLOTS * RDMACH_SHM_STAGE_DEPTH * RDMACH_SHM_STAGE_PIECE)
+    ((size_t)RDMACH_SHM_COPY_SLOTS * RDMACH_SHM_STAGE_DEPTH * RDMACH_SHM_STAGE_STRIDE)
 
 /* One credit line: the tail copy of one outgoing connection. */
 typedef struct rdmach_shm_credit {

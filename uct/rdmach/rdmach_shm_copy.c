@@ -315,7 +315,8 @@ static unsigned rdmach_shm_stage_drain(rdmach_shm_copy_req_t *req)
             continue;
         }
         off = (uint64_t)k * req->chunk;
-        ucx_ext_memcpy(req->local + off, rdmach_shm_stage_buf(req->hdr, req->slot, b),
+        ucx_ext_memcpy(req->local + off,
+                       rdmach_shm_stage_at(req->hdr, req->slot, b, (uintptr_t)req->local),
                        rdmach_shm_copy_min(req->chunk, req->len - off));
         req->expect[b] += RDMACH_SHM_STAGE_DEPTH;
         ++req->drained;
@@ -492,7 +493,7 @@ static unsigned rdmach_shm_stage_help(rdmach_shm_hdr_t *hdr, int slot,
             continue;   /* c is the word now */
         }
         off = (uint64_t)next * snap->chunk;
-        ucx_ext_memcpy(rdmach_shm_stage_buf(hdr, (unsigned)slot, b),
+        ucx_ext_memcpy(rdmach_shm_stage_at(hdr, (unsigned)slot, b, snap->req_addr),
                        (const void*)(uintptr_t)(snap->owner_addr + off),
                        rdmach_shm_copy_min(snap->chunk, snap->len - off));
         __atomic_store_n(&job->staged[b], next + 1, __ATOMIC_RELEASE);
