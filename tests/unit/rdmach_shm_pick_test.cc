@@ -2,7 +2,9 @@
  * rdmach's choice between staged gets and the kernel's page walk (rdmach_shm_pick.c), fed
  * made-up times: it explores both ways in turn, takes the faster, holds it for a run that
  * doubles while the same way keeps winning, explores again, is not swayed by one preempted
- * sample, gives up when no get runs alone, and keeps its classes of sizes apart.
+ * sample, gives up when no period ends clean, and keeps its classes of sizes apart. A window
+ * of gets is one period, all one way; a period with another copy in it, or too long, times
+ * nothing; windows with a clear winner end the exploration early, single gets do not.
  */
 #include <gtest/gtest.h>
 
