@@ -187,9 +187,9 @@ static unsigned rdmach_shm_pick_clear(const rdmach_shm_pick_class_t *c)
            (lo[1] > RDMACH_SHM_PICK_CLEAR * hi[0]) ? 0 : 2;
 }
 
-/* A sample: ns for len bytes of the period's gets (its time scaled to them) */
-static int rdmach_shm_pick_add(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns,
-                               uint32_t gets)
+/* A sample of len's class: per_byte ns, from a period of gets gets */
+static int rdmach_shm_pick_add(rdmach_shm_pick_t *pick, size_t len, unsigned way,
+                               double per_byte, uint32_t gets)
 {
     rdmach_shm_pick_class_t *c = rdmach_shm_pick_class(pick, len);
     unsigned s = way & RDMACH_SHM_PICK_STAGED, won;
@@ -198,7 +198,7 @@ static int rdmach_shm_pick_add(rdmach_shm_pick_t *pick, size_t len, unsigned way
         (c->nsamp[s] >= RDMACH_SHM_PICK_SAMPLES)) {
         return -1;   /* from an exploration already decided */
     }
-    c->samp[s][c->nsamp[s]++] = (double)ns / (double)len;
+    c->samp[s][c->nsamp[s]++] = per_byte;
     c->thin                  |= (gets < RDMACH_SHM_PICK_EARLY_GETS);
     if ((c->nsamp[0] >= RDMACH_SHM_PICK_SAMPLES) && (c->nsamp[1] >= RDMACH_SHM_PICK_SAMPLES)) {
         won = rdmach_shm_pick_second(c->samp[1], RDMACH_SHM_PICK_SAMPLES) <=
@@ -212,7 +212,7 @@ static int rdmach_shm_pick_add(rdmach_shm_pick_t *pick, size_t len, unsigned way
 
 int rdmach_shm_pick_sample(rdmach_shm_pick_t *pick, size_t len, unsigned way, uint64_t ns)
 {
-    return rdmach_shm_pick_add(pick, len, way, ns, 1);
+    return rdmach_shm_pick_add(pick, len, way, (double)ns / (double)(len ? len : 1), 1);
 }
 
 unsigned rdmach_shm_pick_get(rdmach_shm_pick_t *pick, size_t len, int idle)
@@ -237,7 +237,6 @@ unsigned rdmach_shm_pick_get(rdmach_shm_pick_t *pick, size_t len, int idle)
         pd->bytes = len;
         pd->gets  = 1;
         pd->pure  = 1;
-        pd->t0    = 0;
     }
     return way;
 }
@@ -251,8 +250,6 @@ int rdmach_shm_pick_end(rdmach_shm_pick_t *pick, uint64_t now_ns)
     if ((way == 0) || !pd->pure || (now_ns < pd->t0)) {
         return -1;
     }
-    /* as if the opener alone had taken its share of the period */
     return rdmach_shm_pick_add(pick, pd->len, way,
-                               (uint64_t)((double)(now_ns - pd->t0) * (double)pd->len /
-                                          (double)pd->bytes), pd->gets);
+                               (double)(now_ns - pd->t0) / (double)pd->bytes, pd->gets);
 }

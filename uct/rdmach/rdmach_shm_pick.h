@@ -141,7 +141,8 @@ static inline int rdmach_shm_pick_open(const rdmach_shm_pick_t *pick)
     return pick->period.way != 0;
 }
 
-/* Another copy, or a failed get, in the open period: it times nothing. */
+/* Another copy, or a failed get, in the open period: it times nothing. Without one open it
+ * changes nothing (the next period starts clean). */
 static inline void rdmach_shm_pick_spoil(rdmach_shm_pick_t *pick)
 {
     pick->period.pure = 0;

@@ -245,12 +245,12 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
         if (way & RDMACH_SHM_PICK_TIMED) {
             rdmach_shm_pick_start(&w->pick, ucx_ext_now_ns());
         }
-    } else if (rdmach_shm_pick_open(&w->pick)) {
-        rdmach_shm_pick_spoil(&w->pick);
+    } else {
+        rdmach_shm_pick_spoil(&w->pick);   /* (no period open: nothing to spoil) */
     }
     ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
                              comp, way & RDMACH_SHM_PICK_STAGED);
-    if ((ret < 0) && rdmach_shm_pick_open(&w->pick)) {
+    if (ret < 0) {
         rdmach_shm_pick_spoil(&w->pick);   /* a failed get times nothing */
     }
     if ((ret != RDMACH_WIRE_INPROGRESS) && (w->posted_busy == 0)) {
