@@ -1,7 +1,7 @@
 /*
  * ucp_unimem: UCP-level tests specific to the unimem transport.
  *
- *   UCX_TLS=unimem ucp_unimem [--case rndv_shape,pdid_refused] [--counters] [--iters N]
+ *   UCX_TLS=unimem ucp_unimem [--case rndv_shape,eager_ends,...] [--counters] [--iters N]
  *
  * rndv_shape    One UCP rendezvous ping-pong must have UnimemMPI's shape (the ExaNeSt paper): 4 control
  *               messages over the mailbox (RTS and ATS each way) and 2 zDMA reads. Both
@@ -16,6 +16,8 @@
  *               (tx_land_demoted).
  * rndv_shape_frag  The same with UCX_UNIMEM_LAND_SLOTS=0: the RTS is fragmented over several
  *               mailbox messages (the mailbox protocol alone).
+ * eager_ends    With the defaults, messages of 8-32 KiB go eagerly (one am_bcopy each, landed,
+ *               no zDMA) on both UCX versions, and 64 KiB by rendezvous (one zDMA read each).
  * pdid_refused  The two processes run in different protection domains (UCX_UNIMEM_PDID 1 and
  *               2): UCP must find no unimem lane to the peer (the iface reports it unreachable,
  *               the HAL would refuse any transfer), so ucp_ep_create fails.
@@ -29,6 +31,7 @@
 #include <string.h>
 
 #define SHAPE_SIZE 4096
+#define UNIMEM_MAX_SIZE (64 << 10)
 static unsigned opt_iters = 10;
 
 typedef unsigned (*counters_get_fn_t)(const char *const **names, const uint64_t **values);
@@ -79,7 +82,8 @@ static int read_counters(pair_t *pair, uint64_t out[NSHAPE])
     return 0;
 }
 
-static int pingpong(up_t *u, uint8_t *sbuf, uint8_t *rbuf, unsigned iters, uint32_t seed)
+static int pingpong(up_t *u, uint8_t *sbuf, uint8_t *rbuf, size_t size, unsigned iters,
+                    uint32_t seed)
 {
     ucp_request_param_t param = {.op_attr_mask = 0};
     ucs_status_ptr_t sreq, rreq;
@@ -87,29 +91,29 @@ static int pingpong(up_t *u, uint8_t *sbuf, uint8_t *rbuf, unsigned iters, uint3
 
     for (i = 0; i < iters; ++i) {
         if (u->pair->role == PAIR_INITIATOR) {
-            pair_pattern_fill(sbuf, SHAPE_SIZE, seed + 2 * i);
-            rreq = ucp_tag_recv_nbx(u->worker, rbuf, SHAPE_SIZE, 2, (ucp_tag_t)-1, &param);
-            sreq = ucp_tag_send_nbx(u->ep, sbuf, SHAPE_SIZE, 1, &param);
+            pair_pattern_fill(sbuf, size, seed + 2 * i);
+            rreq = ucp_tag_recv_nbx(u->worker, rbuf, size, 2, (ucp_tag_t)-1, &param);
+            sreq = ucp_tag_send_nbx(u->ep, sbuf, size, 1, &param);
             if ((up_wait(u, sreq) != UCS_OK) || (up_wait(u, rreq) != UCS_OK)) {
                 pair_log(u->pair, "ping-pong %u failed", i);
                 return -1;
             }
-            if (pair_pattern_check(rbuf, SHAPE_SIZE, seed + 2 * i + 1) >= 0) {
+            if (pair_pattern_check(rbuf, size, seed + 2 * i + 1) >= 0) {
                 pair_log(u->pair, "pong %u has wrong data", i);
                 return -1;
             }
         } else {
-            rreq = ucp_tag_recv_nbx(u->worker, rbuf, SHAPE_SIZE, 1, (ucp_tag_t)-1, &param);
+            rreq = ucp_tag_recv_nbx(u->worker, rbuf, size, 1, (ucp_tag_t)-1, &param);
             if (up_wait(u, rreq) != UCS_OK) {
                 pair_log(u->pair, "ping %u not received", i);
                 return -1;
             }
-            if (pair_pattern_check(rbuf, SHAPE_SIZE, seed + 2 * i) >= 0) {
+            if (pair_pattern_check(rbuf, size, seed + 2 * i) >= 0) {
                 pair_log(u->pair, "ping %u has wrong data", i);
                 return -1;
             }
-            pair_pattern_fill(sbuf, SHAPE_SIZE, seed + 2 * i + 1);
-            sreq = ucp_tag_send_nbx(u->ep, sbuf, SHAPE_SIZE, 2, &param);
+            pair_pattern_fill(sbuf, size, seed + 2 * i + 1);
+            sreq = ucp_tag_send_nbx(u->ep, sbuf, size, 2, &param);
             if (up_wait(u, sreq) != UCS_OK) {
                 pair_log(u->pair, "pong %u failed", i);
                 return -1;
@@ -129,18 +133,19 @@ static int check_eq(pair_t *pair, const char *what, uint64_t got, uint64_t want)
     return 0;
 }
 
-static int shape(up_t *u, int landing)
+/* Ping-pongs of size bytes after a warm-up (wireup over, rkeys exchanged and cached); the
+ * initiator gets both processes' counter deltas summed in sum. Returns 1 if all went well;
+ * the target's sum stays unset. */
+static int counted_pingpong(up_t *u, size_t size, uint64_t sum[NSHAPE])
 {
-    static uint8_t sbuf[SHAPE_SIZE], rbuf[SHAPE_SIZE];
-    uint64_t before[NSHAPE], after[NSHAPE], mine[NSHAPE], peer[NSHAPE], sum[NSHAPE];
-    uint64_t ctrl, single, n = opt_iters;
+    static uint8_t sbuf[UNIMEM_MAX_SIZE], rbuf[UNIMEM_MAX_SIZE];
+    uint64_t before[NSHAPE], after[NSHAPE], mine[NSHAPE], peer[NSHAPE];
     unsigned i;
     int ok;
 
-    /* warm-up: wireup over, rkeys exchanged and cached */
-    ok = (pingpong(u, sbuf, rbuf, 5, 1000) == 0);
+    ok = (pingpong(u, sbuf, rbuf, size, 5, 1000) == 0);
     ok = (pair_sync(u->pair, ok) == 0) && (read_counters(u->pair, before) == 0);
-    ok = (pair_sync(u->pair, ok) == 0) && (pingpong(u, sbuf, rbuf, opt_iters, 7) == 0);
+    ok = (pair_sync(u->pair, ok) == 0) && (pingpong(u, sbuf, rbuf, size, opt_iters, 7) == 0);
     /* both sides progressed until the other's last request completed (the last ATS is in) */
     ok = (pair_sync(u->pair, ok) == 0) && (pair_sync(u->pair, 1) == 0) &&
          (read_counters(u->pair, after) == 0);
@@ -158,6 +163,21 @@ static int shape(up_t *u, int landing)
     }
     for (i = 0; i < NSHAPE; ++i) {
         sum[i] = mine[i] + peer[i];
+    }
+    return 1;
+}
+
+static int shape(up_t *u, int landing)
+{
+    uint64_t sum[NSHAPE];
+    uint64_t ctrl, single, n = opt_iters;
+    int ok;
+
+    if (!counted_pingpong(u, SHAPE_SIZE, sum)) {
+        return 0;
+    }
+    if (u->pair->role == PAIR_TARGET) {
+        return 1;
     }
 
     ctrl   = sum[AM_SHORT] + sum[AM_BCOPY] + sum[AM_ZCOPY];
@@ -206,6 +226,59 @@ static int run_shape(pair_t *pair, void *arg)
         return PAIR_FAIL;
     }
     ok = shape(&u, arg == NULL);
+    if (up_check_lanes(&u) != 0) {
+        ok = 0;
+    }
+    return up_close(&u, ok) ? PAIR_PASS : PAIR_FAIL;
+}
+
+/* ---- where eager ends ---- */
+
+/* With the defaults, UCP sends a message up to SEG_SIZE (32 KiB and its header) eagerly, in
+ * one am_bcopy that lands in a slot, on both UCX versions (1.22's protocols would start the
+ * rendezvous at the zero copy's 8 KiB: ucx_ext_iface_eager_floor); a larger one goes by
+ * rendezvous, one zDMA read per message. */
+static int eager_ends(up_t *u)
+{
+    static const size_t sizes[] = {8192, 16384, 32768, UNIMEM_MAX_SIZE};
+    uint64_t sum[NSHAPE], n = opt_iters;
+    size_t i;
+    int ok = 1;
+
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        if (!counted_pingpong(u, sizes[i], sum)) {
+            return 0;
+        }
+        if (u->pair->role == PAIR_TARGET) {
+            continue;
+        }
+        printf("    unimem ping-pong, %zu B x %llu: %llu am_bcopy, %llu landed, %llu zDMA "
+               "reads\n", sizes[i], (unsigned long long)n, (unsigned long long)sum[AM_BCOPY],
+               (unsigned long long)sum[AM_LAND], (unsigned long long)sum[ZREAD]);
+        fflush(stdout);
+        if (sizes[i] < UNIMEM_MAX_SIZE) {
+            ok = check_eq(u->pair, "eager messages (am_bcopy)", sum[AM_BCOPY], 2 * n) && ok;
+            ok = check_eq(u->pair, "zDMA reads of eager messages", sum[ZREAD], 0) && ok;
+        } else {
+            ok = check_eq(u->pair, "rendezvous zDMA reads", sum[GET_ZCOPY], 2 * n) && ok;
+        }
+        ok = check_eq(u->pair, "rx_corrupt", sum[CORRUPT], 0) && ok;
+    }
+    return ok;
+}
+
+static int run_eager_ends(pair_t *pair, void *arg)
+{
+    int ok;
+    up_t u;
+
+    (void)arg;
+
+    if (up_open(&u, pair, "unimem", 0) != 0) {
+        up_close(&u, 0);
+        return PAIR_FAIL;
+    }
+    ok = eager_ends(&u);
     if (up_check_lanes(&u) != 0) {
         ok = 0;
     }
@@ -292,6 +365,8 @@ static pair_case_t cases[] = {
      "tx_get_zcopy>0,zdma_reads>0,tx_am_frag>0,tx_am_land==0,tx_land_demoted==0,"
      "rx_corrupt==0",
      "UCX_RNDV_THRESH=1k UCX_UNIMEM_ZCOPY_THRESH=1k UCX_UNIMEM_LAND_SLOTS=0", 0, 0},
+    {"eager_ends", run_eager_ends, NULL, "tx_am_land>0,tx_get_zcopy>0,rx_corrupt==0", NULL, 0,
+     0},
     {"pdid_refused", run_pdid_refused, NULL, "tx_bytes==0,rx_am==0", NULL, 0, 0},
 };
 

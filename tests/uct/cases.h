@@ -25,6 +25,7 @@ int case_get_zcopy(ut_t *t);
 int case_rkeys(ut_t *t);       /* a second region with its own rkey; both keys must address right */
 int case_rkey_reuse(ut_t *t);  /* released keys' mapped segments kept for the next, bounded */
 int case_rkey_forged(ut_t *t); /* a key whose mapped segment names another process, or us */
+int case_bcopy_mapped(ut_t *t); /* put/get bcopy straight into/from a peer segment mapped here */
 
 /* semantics */
 int case_flush(ut_t *t);       /* many puts in flight, one ep/iface flush, then all visible */

@@ -176,6 +176,7 @@ static pair_case_t cases[] = {
     CASE(rkeys, "tx_bytes>0,rx_corrupt==0"),
     CASE(rkey_reuse, NULL),
     CASE(rkey_forged, NULL),
+    CASE(bcopy_mapped, "rma_mapped>0,tx_put_bcopy>0,tx_get_bcopy>0,rx_corrupt==0"),
     CASE(flush, "tx_bytes>0,rx_corrupt==0"),
     CASE(fence, "tx_bytes>0,rx_corrupt==0"),
     CASE(fence_ifaces, "tx_get_zcopy>0,tx_no_resource>0,rx_corrupt==0"),

@@ -159,6 +159,19 @@ ucs_status_t ucx_ext_iface_estimate_perf(uct_iface_h iface, uct_perf_attr_t *per
                                             uct_base_iface_estimate_perf(iface, perf_attr);
 }
 
+void ucx_ext_iface_eager_floor(uct_iface_attr_t *attr, size_t eager_max)
+{
+#if UCX_EXT_UCX_1_22
+    if (eager_max > 0) {
+        attr->cap.get.min_zcopy = ucs_max(attr->cap.get.min_zcopy, eager_max + 1);
+        attr->cap.put.min_zcopy = ucs_max(attr->cap.put.min_zcopy, eager_max + 1);
+    }
+#else
+    (void)attr;
+    (void)eager_max;
+#endif
+}
+
 void ucx_ext_perf_set_bandwidth(uct_perf_attr_t *perf_attr, const uct_ppn_bandwidth_t *bw)
 {
     if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {

@@ -133,6 +133,13 @@ void ucx_ext_rcache_merge(void *context, ucs_rcache_t *rcache, void *arg,
 #  define UCX_EXT_IFACE_FLAG_INTER_NODE 0
 #endif
 
+/* Messages up to eager_max go eagerly whatever UCP's estimates say (0: no such floor). UCP
+ * 1.13 never starts a rendezvous below am.max_bcopy (ucp_ep_config_calc_rndv_thresh); 1.22's
+ * protocols v2 (its default since 1.16) choose by estimates, and a rendezvous there reads or
+ * writes from get/put min_zcopy on, the only floor a transport has: 1.22 raises both above
+ * eager_max, so RMA of up to eager_max bytes goes by bcopy. 1.13: nothing. */
+void ucx_ext_iface_eager_floor(uct_iface_attr_t *attr, size_t eager_max);
+
 /* A callback that runs once from the worker's progress (the failed ep's error handler). 1.22
  * has keyed oneshot callbacks (add_safe lost its flags and repeats until removed); 1.13 has
  * add_safe with UCS_CALLBACKQ_FLAG_ONESHOT. *id_p: UCS_CALLBACKQ_ID_NULL when none. */

@@ -85,6 +85,7 @@ void ucx_ext_sm_iface_query(uct_sm_iface_t *iface, size_t iface_addr_len,
                         &attr->cap.get.min_zcopy, &attr->cap.get.max_zcopy,
                         &attr->cap.get.max_iov, &attr->cap.get.opt_zcopy_align,
                         &attr->cap.get.align_mtu);
+    ucx_ext_iface_eager_floor(attr, caps->eager_max);
 
     attr->latency             = ucs_linear_func_make(caps->latency, 0);
     attr->bandwidth.dedicated = iface->config.bandwidth;

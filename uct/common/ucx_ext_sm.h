@@ -31,6 +31,7 @@ typedef struct ucx_ext_sm_caps {
     size_t put_max_short;
     size_t max_bcopy;       /* am, put and get bcopy */
     size_t zcopy_thresh;    /* put/get min_zcopy: UCP's rendezvous uses get_zcopy from here */
+    size_t eager_max;       /* 0, or: UCP sends up to it eagerly (ucx_ext_iface_eager_floor) */
     double latency;         /* seconds */
 } ucx_ext_sm_caps_t;
 

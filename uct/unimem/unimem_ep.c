@@ -512,37 +512,73 @@ uct_unimem_ep_zdma_error(uct_unimem_ep_t *ep, const char *op, size_t length,
     return (ret == -EFAULT) ? UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR;
 }
 
+/* Whether a key (from the peer) names this ep's process and this iface's protection domain,
+ * and holds [remote_addr, remote_addr + length): overflow-safe, silent. */
+static UCS_F_ALWAYS_INLINE int
+uct_unimem_ep_key_holds(uct_unimem_ep_t *ep, uct_unimem_iface_t *iface, size_t length,
+                        uint64_t remote_addr, uct_rkey_t rkey)
+{
+    const uct_unimem_rkey_t *key = (const uct_unimem_rkey_t*)rkey;
+
+    return (rkey != UCT_INVALID_RKEY) && (key->proc == (uint32_t)ep->super.pid) &&
+           (key->pdid == iface->pdid) && (remote_addr >= key->vaddr) &&
+           (length <= key->length) && (remote_addr - key->vaddr <= key->length - length);
+}
+
+/* uct_unimem_ep_key_holds(), or an error that says which check failed */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_unimem_ep_rma_check(uct_unimem_ep_t *ep, uct_unimem_iface_t *iface, size_t length,
+                        uint64_t remote_addr, uct_rkey_t rkey, int write)
+{
+    const uct_unimem_rkey_t *key = (const uct_unimem_rkey_t*)rkey;
+
+    if (ucs_likely(uct_unimem_ep_key_holds(ep, iface, length, remote_addr, rkey))) {
+        return UCS_OK;
+    }
+    if ((rkey != UCT_INVALID_RKEY) && (key->pdid != iface->pdid)) {
+        UCT_UNIMEM_COUNT_OWN(pdid_refused, 1);
+        ucs_error("unimem: remote key of protection domain %u used in domain %u: refused",
+                  key->pdid, iface->pdid);
+        return UCS_ERR_REJECTED;
+    }
+    ucs_error("unimem: zDMA %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's "
+              "region", write ? "write" : "read", length, remote_addr);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+/* Unimem's global address space: a segment mapped here takes loads and stores, unless zDMA
+ * transfers are in flight, which a store must not overtake. The local address of a checked
+ * range, or NULL. */
+static UCS_F_ALWAYS_INLINE uint8_t *
+uct_unimem_ep_rma_mapped(uct_unimem_iface_t *iface, uint64_t remote_addr, uct_rkey_t rkey,
+                         size_t length)
+{
+    if (iface->zwait_tail != iface->zwait_head) {
+        return NULL;
+    }
+    return ucx_ext_rkey_local(ucx_ext_rkey_map(rkey, sizeof(uct_unimem_rkey_t)), remote_addr,
+                              length);
+}
+
 /* Posts one zDMA transfer; UCS_OK when complete, UCS_INPROGRESS (comp called later), or an
  * error. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_unimem_ep_zdma(uct_unimem_ep_t *ep, const struct iovec *local, int cnt, size_t length,
                    uint64_t remote_addr, uct_rkey_t rkey, int write, uct_completion_t *comp)
 {
-    uct_unimem_iface_t *iface    = ucs_derived_of(ep->super.super.super.iface, uct_unimem_iface_t);
-    const uct_unimem_rkey_t *key = (const uct_unimem_rkey_t*)rkey;
-    const char *op               = write ? "write" : "read";
+    uct_unimem_iface_t *iface = ucs_derived_of(ep->super.super.super.iface, uct_unimem_iface_t);
+    const char *op            = write ? "write" : "read";
+    ucs_status_t status;
     uint8_t *mapped;
     uint64_t ticket;
     int ret, i;
 
-    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (key->proc != (uint32_t)ep->super.pid) ||
-                     (remote_addr < key->vaddr) ||
-                     (remote_addr + length > key->vaddr + key->length))) {
-        ucs_error("unimem: zDMA %s of %zu bytes at 0x%" PRIx64 " is outside the remote key's "
-                  "region", op, length, remote_addr);
-        return UCS_ERR_INVALID_PARAM;
+    status = uct_unimem_ep_rma_check(ep, iface, length, remote_addr, rkey, write);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
-    if (ucs_unlikely(key->pdid != iface->pdid)) {
-        UCT_UNIMEM_COUNT_OWN(pdid_refused, 1);
-        ucs_error("unimem: remote key of protection domain %u used in domain %u: refused",
-                  key->pdid, iface->pdid);
-        return UCS_ERR_REJECTED;
-    }
-    /* Unimem's global address space: a segment mapped here takes loads and stores, unless
-     * zDMA transfers are in flight, which a store must not overtake */
-    mapped = ucx_ext_rkey_local(ucx_ext_rkey_map(rkey, sizeof(uct_unimem_rkey_t)), remote_addr,
-                                length);
-    if ((mapped != NULL) && (iface->zwait_tail == iface->zwait_head)) {
+    mapped = uct_unimem_ep_rma_mapped(iface, remote_addr, rkey, length);
+    if (mapped != NULL) {
         for (i = 0; i < cnt; mapped += local[i++].iov_len) {
             if (write) {
                 ucx_ext_memcpy(mapped, local[i].iov_base, local[i].iov_len);
@@ -603,15 +639,27 @@ ucs_status_t uct_unimem_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigne
     return uct_unimem_ep_zdma_sync(ep, (void*)buffer, length, remote_addr, rkey, 1);
 }
 
+/* bcopy into a segment mapped here packs straight into the peer's memory, one copy, when the
+ * largest fragment fits inside the key's region; else through the bounce buffer by zDMA */
 ssize_t uct_unimem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
                                 uint64_t remote_addr, uct_rkey_t rkey)
 {
     uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
     uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
-    size_t length             = pack_cb(iface->bounce, arg);
     ucs_status_t status;
+    uint8_t *mapped;
+    size_t length;
 
     UCT_UNIMEM_COUNT(tx_put_bcopy, 1);
+    if (uct_unimem_ep_key_holds(ep, iface, iface->seg_size, remote_addr, rkey) &&
+        ((mapped = uct_unimem_ep_rma_mapped(iface, remote_addr, rkey, iface->seg_size)) !=
+         NULL)) {
+        length = pack_cb(mapped, arg);
+        UCT_UNIMEM_COUNT_OWN(rma_mapped, 1);
+        UCX_EXT_COUNT_RMA_BYTES(UCT_UNIMEM_COUNT, 1, length);
+        return length;
+    }
+    length = pack_cb(iface->bounce, arg);
     if (length == 0) {
         return 0;
     }
@@ -643,14 +691,29 @@ ucs_status_t uct_unimem_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpac
     uct_unimem_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_unimem_iface_t);
     uct_unimem_ep_t *ep       = ucs_derived_of(tl_ep, uct_unimem_ep_t);
     ucs_status_t status;
+    uint8_t *mapped;
 
     UCT_CHECK_LENGTH(length, 0, iface->seg_size, "get_bcopy");
     UCT_UNIMEM_COUNT(tx_get_bcopy, 1);
-    if (length > 0) {
-        status = uct_unimem_ep_zdma_sync(ep, iface->bounce, length, remote_addr, rkey, 0);
-        if (status != UCS_OK) {
-            return status;
-        }
+    if (length == 0) {
+        unpack_cb(arg, iface->bounce, 0);
+        return UCS_OK;
+    }
+    status = uct_unimem_ep_rma_check(ep, iface, length, remote_addr, rkey, 0);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    /* mapped here: unpacked straight from the peer's memory, one copy */
+    mapped = uct_unimem_ep_rma_mapped(iface, remote_addr, rkey, length);
+    if (mapped != NULL) {
+        UCT_UNIMEM_COUNT_OWN(rma_mapped, 1);
+        UCX_EXT_COUNT_RMA_BYTES(UCT_UNIMEM_COUNT, 0, length);
+        unpack_cb(arg, mapped, length);
+        return UCS_OK;
+    }
+    status = uct_unimem_ep_zdma_sync(ep, iface->bounce, length, remote_addr, rkey, 0);
+    if (status != UCS_OK) {
+        return status;
     }
     unpack_cb(arg, iface->bounce, length);
     return UCS_OK;

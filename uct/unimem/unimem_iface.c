@@ -40,10 +40,12 @@ ucs_config_field_t uct_unimem_iface_config_table[] = {
      "Mailbox messages received per progress call (1..4096).",
      ucs_offsetof(uct_unimem_iface_config_t, rx_budget), UCS_CONFIG_TYPE_UINT},
 
-    {"ZCOPY_THRESH", "8k",
+    {"ZCOPY_THRESH", "auto",
      "get/put zero copy (zDMA) from this size on; UCP's rendezvous threshold is floored by it,\n"
      "so messages below it go eagerly through the mailbox, above it as a rendezvous whose data\n"
-     "moves by zDMA read. At least 1.",
+     "moves by zDMA read. auto: 8k, and on UCX 1.22 above SEG_SIZE: its protocols start a\n"
+     "rendezvous where zero copy starts, and messages up to SEG_SIZE go eagerly through a\n"
+     "landing slot, as UCX 1.13 sends them by itself. At least 1.\n",
      ucs_offsetof(uct_unimem_iface_config_t, zcopy_thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"PUT_MAX_SHORT", "256",
@@ -95,6 +97,7 @@ static ucs_status_t uct_unimem_iface_query(uct_iface_h tl_iface, uct_iface_attr_
         .put_max_short = iface->put_max_short,    /* put/get: zDMA write/read */
         .max_bcopy     = iface->seg_size,
         .zcopy_thresh  = iface->zcopy_thresh,
+        .eager_max     = iface->eager_max,
         .latency       = 100e-9
     };
 
@@ -368,7 +371,13 @@ UCS_CLASS_INIT_FUNC(uct_unimem_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->nslots              = config->mbox_slots;
     self->seg_size            = config->seg_size;
     self->max_msgs            = unimem_proto_nmsgs(config->seg_size);
-    self->zcopy_thresh        = config->zcopy_thresh;
+    if (config->zcopy_thresh == UCS_MEMUNITS_AUTO) {
+        self->zcopy_thresh = UCT_UNIMEM_ZCOPY_AUTO;
+        self->eager_max    = config->seg_size;   /* an eager message lands in one slot */
+    } else {
+        self->zcopy_thresh = config->zcopy_thresh;
+        self->eager_max    = 0;
+    }
     self->put_max_short       = config->put_max_short;
     self->rx_budget           = config->rx_budget;
     self->zwait_size          = config->zdma_queue;

@@ -89,6 +89,8 @@ typedef struct uct_unimem_rkey {
 #define UCT_UNIMEM_LAND_MAX_AREA  (64ull << 30)
 /* UCX_UNIMEM_SEG_SIZE's upper bound (unimem_iface.c), which a peer's address obeys too */
 #define UCT_UNIMEM_SEG_SIZE_MAX   (64u << 20)
+/* UCX_UNIMEM_ZCOPY_THRESH=auto: zDMA from 8 KiB (docs/unimem.md, "Where eager ends") */
+#define UCT_UNIMEM_ZCOPY_AUTO     (8u << 10)
 
 /* UCP packs an iface address of at most 63 bytes: the landing area is described by what a
  * peer needs to map it (the owner is mbox.proc). */
@@ -138,6 +140,8 @@ typedef struct uct_unimem_iface {
     size_t                 seg_size;       /* am/put/get bcopy limit */
     unsigned               max_msgs;       /* mailbox messages of the largest message */
     size_t                 zcopy_thresh;
+    size_t                 eager_max;      /* 0, or UCP sends up to it eagerly: a
+                                            * ZCOPY_THRESH of auto (ucx_ext_sm_caps_t) */
     size_t                 put_max_short;
     unsigned               rx_budget;
     unimem_msg_t           *rx_msgs;       /* rx_budget messages */
