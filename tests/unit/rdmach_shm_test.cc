@@ -665,11 +665,11 @@ TEST(RdmachShmCopy, AReaderAloneCopiesEverythingBothWays)
     std::vector<uint8_t> src = pattern(len, 7), dst(len);
 
     ASSERT_EQ(0, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, dst.data(),
-                                     reinterpret_cast<uintptr_t>(src.data()), len, 0));
+                                     reinterpret_cast<uintptr_t>(src.data()), len, 0, 0));
     EXPECT_EQ(src, dst);
     std::vector<uint8_t> back = pattern(len, 9);
     ASSERT_EQ(0, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, back.data(),
-                                     reinterpret_cast<uintptr_t>(dst.data()), len, 1));
+                                     reinterpret_cast<uintptr_t>(dst.data()), len, 1, 0));
     EXPECT_EQ(back, dst) << "a put";
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy) << "the slot is free again";
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
@@ -692,7 +692,7 @@ TEST(RdmachShmCopy, AnOwnerThatPollsTakesChunks)
     for (int i = 0; (i < 200) && (helped.load() == 0); ++i) {
         std::fill(dst.begin(), dst.end(), 0);
         ASSERT_EQ(0, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, dst.data(),
-                                         reinterpret_cast<uintptr_t>(src.data()), len, 0));
+                                         reinterpret_cast<uintptr_t>(src.data()), len, 0, 0));
         ASSERT_EQ(src, dst);
     }
     stop = true;
@@ -755,9 +755,9 @@ TEST(RdmachShmCopy, ReadersReuseSlotsWhileTheOwnerHelps)
                                                        std::vector<uint8_t> &dst) {
         return (i % 3 == 0) ?   // a put
             rdmach_shm_copy_run(peer, 0, &d.reader.own, src.data(),
-                                reinterpret_cast<uintptr_t>(dst.data()), src.size(), 1) :
+                                reinterpret_cast<uintptr_t>(dst.data()), src.size(), 1, 0) :
             rdmach_shm_copy_run(peer, 0, &d.reader.own, dst.data(),
-                                reinterpret_cast<uintptr_t>(src.data()), src.size(), 0);
+                                reinterpret_cast<uintptr_t>(src.data()), src.size(), 0, 0);
     }));
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
@@ -817,7 +817,7 @@ TEST(RdmachShmCopy, AnOwnerThatDiesInsideAChunkFailsTheCopy)
     double s = 0;
     for (int i = 0; (i < 100) && (ret == 0); ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        ret = rdmach_shm_copy_run(&peer, start, &reader.own, dst.data(), info[1], len, 0);
+        ret = rdmach_shm_copy_run(&peer, start, &reader.own, dst.data(), info[1], len, 0, 0);
         s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (ret == 0) {
             EXPECT_EQ(pattern(len, 5), dst);
@@ -901,14 +901,14 @@ TEST(RdmachShmCopy, AFullDeskOrABadAddress)
 
     d.owner.own.hdr->copy_busy = (1u << RDMACH_SHM_COPY_SLOTS) - 1;
     EXPECT_EQ(-EBUSY, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, dst.data(),
-                                          4096, dst.size(), 0));
+                                          4096, dst.size(), 0, 0));
     // a corrupt busy mask with bits beyond the desk: still full, no slot outside it
     d.owner.own.hdr->copy_busy = 0xffffffffu;
     EXPECT_EQ(-EBUSY, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, dst.data(),
-                                          4096, dst.size(), 0));
+                                          4096, dst.size(), 0, 0));
     d.owner.own.hdr->copy_busy = 0;
     EXPECT_EQ(-EFAULT, rdmach_shm_copy_run(&d.owner_by_reader, 0, &d.reader.own, dst.data(),
-                                           4096, dst.size(), 0));
+                                           4096, dst.size(), 0, 0));
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy) << "the slot is given back after a failure";
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
 }
@@ -1256,7 +1256,7 @@ TEST(RdmachShmStage, PiecesGoThroughTheStagingBuffersInTurn)
 
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     EXPECT_EQ(RDMACH_SHM_STAGE_DEPTH, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1))
         << "one piece per staging buffer";
     EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1)) << "until they are copied out";
@@ -1272,6 +1272,62 @@ TEST(RdmachShmStage, PiecesGoThroughTheStagingBuffersInTurn)
     EXPECT_EQ(18u, d.owner.own.hdr->staged_seq);
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy) << "the slot is free again";
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+}
+
+// A timed job counts the ticks both processes spent in its copies (the staged-or-not pick's
+// cost where both cores have copies of their own, rdmach_wire_shm_rma.c): the owner's on its
+// desk, the reader's in its request, summed when the job is over, with the owner's word
+// bounded. An untimed one counts nothing.
+TEST(RdmachShmCopy, ATimedJobCountsTheWorkOfBothProcesses)
+{
+    Desk d;
+    const size_t len = 9 * RDMACH_SHM_STAGE_PIECE;
+    std::vector<uint8_t> src = pattern(len, 12), dst(len);
+    rdmach_shm_copy_req_t req;
+    uint64_t owner;
+    int ret;
+
+    for (int staged = 0; staged < 2; ++staged) {
+        for (int timed = 0; timed < 2; ++timed) {
+            std::fill(dst.begin(), dst.end(), 0);
+            ASSERT_EQ(0, staged ?
+                      rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                                  dst.data(),
+                                                  reinterpret_cast<uintptr_t>(src.data()), len,
+                                                  timed) :
+                      rdmach_shm_copy_post(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                           dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                           nullptr, len, 0, RDMACH_SHM_COPY_SPLIT, timed));
+            EXPECT_GT(rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0), 0u);
+            owner = req.job->owner_work;
+            while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+                (void)rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 0);
+            }
+            EXPECT_EQ(0, ret);
+            EXPECT_EQ(src, dst);
+            if (timed) {
+                EXPECT_GT(owner, 0u) << "staged " << staged;
+                // staged: the reader copies every piece out; else the owner took them all
+                EXPECT_GE(req.work, owner + (staged ? 1 : 0)) << "staged " << staged;
+            } else {
+                EXPECT_EQ(0u, owner) << "staged " << staged;
+                EXPECT_EQ(0u, req.work) << "staged " << staged;
+            }
+        }
+    }
+
+    // the owner's word is the peer's: beyond 1000 ticks a byte it counts nothing
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
+                                             dst.data(), reinterpret_cast<uintptr_t>(src.data()),
+                                             len, 1));
+    while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
+        (void)rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1);
+        req.job->owner_work = ~0ull;
+    }
+    EXPECT_EQ(0, ret);
+    EXPECT_EQ(src, dst);
+    EXPECT_LT(req.work, 1000ull * len);
 }
 
 // ucx_ext_memcpy (uct/common/ucx_ext_sys.h) copies exactly len bytes at every distance between
@@ -1326,7 +1382,7 @@ TEST(RdmachShmStage, AReceiveBufferOffTheStagingBuffersAlignmentGetsEveryByte)
                                                      &d.reader.own,
                                                      reinterpret_cast<void*>(dst),
                                                      reinterpret_cast<uintptr_t>(src.data()) +
-                                                     src_off, len));
+                                                     src_off, len, 0));
             do {
                 (void)rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1);
             } while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING);
@@ -1382,7 +1438,7 @@ TEST(RdmachShmStage, ManyPiecesInOrderAndTheRestFromWhereTheOwnerStopped)
 
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     do {
         staged += rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1);
     } while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING);
@@ -1394,7 +1450,7 @@ TEST(RdmachShmStage, ManyPiecesInOrderAndTheRestFromWhereTheOwnerStopped)
     std::fill(dst.begin(), dst.end(), 0);
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     EXPECT_EQ(RDMACH_SHM_STAGE_DEPTH, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1));
     EXPECT_EQ(RDMACH_SHM_COPY_PENDING, rdmach_shm_copy_advance(&req, 0));
     EXPECT_EQ(RDMACH_SHM_STAGE_DEPTH, rdmach_shm_copy_help(&d.owner.own, &kAnyPeer, 1));
@@ -1422,7 +1478,7 @@ TEST(RdmachShmStage, TheReaderTakesWhatTheOwnerLeavesOrRefuses)
 
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
         ++calls;
     }
@@ -1435,7 +1491,7 @@ TEST(RdmachShmStage, TheReaderTakesWhatTheOwnerLeavesOrRefuses)
     std::fill(dst.begin(), dst.end(), 0);
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &refuse, 0));
     EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 0)) << "refused: taken at the first advance";
     EXPECT_EQ(src, dst);
@@ -1443,15 +1499,15 @@ TEST(RdmachShmStage, TheReaderTakesWhatTheOwnerLeavesOrRefuses)
     const rdmach_shm_helper_t no_check = {any_peer, nullptr, nullptr, nullptr};
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     EXPECT_EQ(0u, rdmach_shm_copy_help(&d.owner.own, &no_check, 0)) << "no may_read: none";
     EXPECT_EQ(0, rdmach_shm_copy_advance(&req, 0));
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
 
     EXPECT_EQ(-EINVAL, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
-                                                   dst.data(), 4096, RDMACH_SHM_STAGE_MAX + 1));
+                                                   dst.data(), 4096, RDMACH_SHM_STAGE_MAX + 1, 0));
     EXPECT_EQ(-EINVAL, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
-                                                   dst.data(), 4096, 0));
+                                                   dst.data(), 4096, 0, 0));
 }
 
 // The staging words and the job are writable by every process that maps the owner's segment:
@@ -1469,7 +1525,7 @@ TEST(RdmachShmStage, ScribbledStagingWordsAndJobsAreIgnored)
 
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     rdmach_shm_copy_t *job = req.job;
     job->staged[0] = 2;            // piece 1 in buffer 0
     job->staged[1] = 1000;         // no such piece
@@ -1485,7 +1541,7 @@ TEST(RdmachShmStage, ScribbledStagingWordsAndJobsAreIgnored)
     // the next job in that slot starts with clean staging words
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     EXPECT_EQ(0u, job->staged[0]);
     job->chunk = RDMACH_SHM_STAGE_PIECE / 2;   // a staged job must have pieces of PIECE
     job->nchunks = 4;
@@ -1514,10 +1570,10 @@ TEST(RdmachShmStage, ReadersReuseSlotsWhileTheOwnerStages)
         int ret;
         if (i % 2 != 0) {
             return rdmach_shm_copy_run(peer, 0, &d.reader.own, dst.data(),
-                                       reinterpret_cast<uintptr_t>(src.data()), src.size(), 0);
+                                       reinterpret_cast<uintptr_t>(src.data()), src.size(), 0, 0);
         }
         ret = rdmach_shm_copy_post_staged(&req, peer, 0, &d.reader.own, dst.data(),
-                                          reinterpret_cast<uintptr_t>(src.data()), src.size());
+                                          reinterpret_cast<uintptr_t>(src.data()), src.size(), 0);
         if (ret == 0) {
             while ((ret = rdmach_shm_copy_advance(&req, 0)) == RDMACH_SHM_COPY_PENDING) {
             }
@@ -1634,7 +1690,7 @@ TEST(RdmachShmHostile, AGivenBackBitBeyondTheJobIsNeverCopied)
 
     ASSERT_EQ(0, rdmach_shm_copy_post(&req, &d.owner_by_reader, 0, &d.reader.own, dst.data(),
                                       reinterpret_cast<uintptr_t>(src.data()), nullptr, len, 0,
-                                      RDMACH_SHM_COPY_SPLIT));
+                                      RDMACH_SHM_COPY_SPLIT, 0));
     ASSERT_EQ(8u, req.nchunks);
     ASSERT_EQ(chunk, req.chunk);
     rdmach_shm_copy_t *job = req.job;
@@ -1649,7 +1705,7 @@ TEST(RdmachShmHostile, AGivenBackBitBeyondTheJobIsNeverCopied)
     std::fill(dst.begin(), dst.end(), 0);
     ASSERT_EQ(0, rdmach_shm_copy_post(&req, &d.owner_by_reader, 0, &d.reader.own, dst.data(),
                                       reinterpret_cast<uintptr_t>(src.data()), nullptr, len, 0,
-                                      RDMACH_SHM_COPY_SPLIT));
+                                      RDMACH_SHM_COPY_SPLIT, 0));
     job->claim      = (req.gen << 32) | 8;
     job->done       = 0x7f;
     job->given_back = 0x80 | (1ull << 63);
@@ -1730,7 +1786,7 @@ TEST(RdmachShmHostile, AClaimThatNeverEndsFailsTheCopy)
 
     ASSERT_EQ(0, rdmach_shm_copy_post(&req, &d.owner_by_reader, 0, &d.reader.own, dst.data(),
                                       reinterpret_cast<uintptr_t>(src.data()), nullptr, len, 0,
-                                      RDMACH_SHM_COPY_SPLIT));
+                                      RDMACH_SHM_COPY_SPLIT, 0));
     rdmach_shm_copy_t *job = req.job;
     job->claim = (req.gen << 32) | req.nchunks;   // every chunk the owner's
     job->done  = 0x0f;                            // half of them end, the rest never
@@ -1756,7 +1812,7 @@ TEST(RdmachShmHostile, AStagedClaimThatNeverEndsFailsTheCopy)
 
     ASSERT_EQ(0, rdmach_shm_copy_post_staged(&req, &d.owner_by_reader, 0, &d.reader.own,
                                              dst.data(), reinterpret_cast<uintptr_t>(src.data()),
-                                             len));
+                                             len, 0));
     rdmach_shm_copy_t *job = req.job;
     job->claim = (req.gen << 32) | req.nchunks;
     auto t0 = std::chrono::steady_clock::now();

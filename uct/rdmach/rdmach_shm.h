@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define RDMACH_SHM_MAGIC   0x3130484341444d52ull   /* "RDMACH01" */
-#define RDMACH_SHM_VERSION 7
+#define RDMACH_SHM_VERSION 8
 
 /*
  * Cooperative zero copy (rdmach_shm_copy.c). The RDMA channel moves a large message by one RDMA
@@ -97,11 +97,13 @@ typedef struct rdmach_shm_copy {
     uint64_t          owner_addr;   /* the bytes in the owner's memory */
     uint64_t          req_addr;     /* and in the reader's */
     uint64_t          len, chunk;
+    volatile uint64_t owner_work;   /* ticks the owner spent on its chunks or pieces, when
+                                     * timed (the staged-or-not pick's sample, its word) */
     uint32_t          to_req;       /* 1: owner's memory to the reader's (a get), 0: a put */
     uint32_t          staged_mode;  /* 1: a staged get (above), chunk RDMACH_SHM_STAGE_PIECE */
     volatile uint32_t refused;      /* set by an owner that will not stage it (not its memory) */
+    uint32_t          timed;        /* the reader times this job: the owner counts owner_work */
     volatile uint32_t staged[RDMACH_SHM_STAGE_DEPTH];
-    char              pad[128 - 9 * 8 - 3 * 4 - RDMACH_SHM_STAGE_DEPTH * 4];
 } rdmach_shm_copy_t;
 
 typedef struct rdmach_shm_hdr {
@@ -289,6 +291,9 @@ typedef struct rdmach_shm_copy_req {
     uint32_t           drained;     /* pieces copied out */
     uint32_t           owner_end;   /* the owner's pieces are those below: all, or where we
                                      * took the rest */
+    int                timed;       /* count the work of both processes on it: */
+    uint64_t           work;        /* ticks: ours so far, both at the end (the owner's word
+                                     * added, bounded) */
 } rdmach_shm_copy_req_t;
 
 /* advance: the owner still copies a chunk it claimed */
@@ -298,11 +303,13 @@ typedef struct rdmach_shm_copy_req {
  * remote_addr in the owner (write: to it); own: our segment, which the owner knows us by;
  * split: about how many chunks to cut it into, at least 1 (1: whole, one taker). Nothing is
  * copied yet: the owner may start at once, we at the first advance. 0, or -EBUSY: the desk
- * is full. */
+ * is full. timed (here and in the other posts): both processes count the ticks they spend in
+ * its copies, and req->work holds their sum when it is over (the staged-or-not pick's sample,
+ * rdmach_shm_pick.h: what a way costs, not how long the reader waited). */
 int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                          unsigned long long peer_start, const rdmach_shm_seg_t *own,
                          void *local, uint64_t remote_addr, void *mapped, size_t len,
-                         int write, unsigned split);
+                         int write, unsigned split, int timed);
 
 /* Reader: a job into (or out of) a buffer that is in this core's cache (rdmach_wire_shm.c
  * tells): two halves; the first is ours, copied before this returns (the owner never sees
@@ -313,7 +320,7 @@ int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *pee
 int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                              unsigned long long peer_start, const rdmach_shm_seg_t *own,
                              void *local, uint64_t remote_addr, void *mapped, size_t len,
-                             int write);
+                             int write, int timed);
 
 /* Reader: a get of len bytes (at most RDMACH_SHM_STAGE_MAX) staged by its owner (above):
  * nothing is copied yet; advance copies out what the owner staged, and the rest itself once the
@@ -321,7 +328,7 @@ int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t 
  * the job; req->unstaged then tells). 0, or -EBUSY: the desk is full. */
 int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                                 unsigned long long peer_start, const rdmach_shm_seg_t *own,
-                                void *local, uint64_t remote_addr, size_t len);
+                                void *local, uint64_t remote_addr, size_t len, int timed);
 
 #define RDMACH_SHM_STAGE_PATIENCE 256
 
@@ -339,10 +346,10 @@ int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
 int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait);
 
 /* Reader: post and advance until done, complete at return. -EBUSY: the desk is full; nothing
- * was copied. */
+ * was copied. work (NULL: not timed): the ticks both processes spent on it (timed, below). */
 int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
                         const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
-                        size_t len, int write);
+                        size_t len, int write, uint64_t *work);
 
 /* Owner: takes chunks of the jobs open on our desk, for readers known_peer() accepts; returns
  * how many chunks it copied. The job's addresses are the reader's word: it copies only when

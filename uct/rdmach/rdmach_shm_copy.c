@@ -100,7 +100,7 @@ static int rdmach_shm_copy_take(rdmach_shm_copy_t *job, uint64_t *c, uint32_t nc
 }
 
 /* Our chunk k of the job: memcpy where the owner's bytes are mapped here, else process_vm. */
-static int rdmach_shm_copy_own_chunk(const rdmach_shm_copy_req_t *req, int k)
+static int rdmach_shm_copy_own_chunk_untimed(const rdmach_shm_copy_req_t *req, int k)
 {
     uint64_t off;
     size_t len;
@@ -119,11 +119,36 @@ static int rdmach_shm_copy_own_chunk(const rdmach_shm_copy_req_t *req, int k)
     return 0;
 }
 
+static int rdmach_shm_copy_own_chunk(rdmach_shm_copy_req_t *req, int k)
+{
+    uint64_t t0;
+    int ret;
+
+    if (!req->timed) {
+        return rdmach_shm_copy_own_chunk_untimed(req, k);
+    }
+    t0         = ucx_ext_ticks();
+    ret        = rdmach_shm_copy_own_chunk_untimed(req, k);
+    req->work += ucx_ext_ticks() - t0;
+    return ret;
+}
+
+/* A timed job is over: its work is ours and the owner's, whose word counts up to a bound (a
+ * copy that took 1000 cycles a byte is no copy). Read before the slot is given back. */
+static void rdmach_shm_copy_work_done(rdmach_shm_copy_req_t *req)
+{
+    uint64_t owner = __atomic_load_n(&req->job->owner_work, __ATOMIC_RELAXED);
+
+    if (req->timed) {
+        req->work += (owner <= 1000 * (uint64_t)req->len) ? owner : 0;
+    }
+}
+
 /* Opens the job; with first, chunk 0 is ours before the owner can see it. */
 static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                                 unsigned long long peer_start, const rdmach_shm_seg_t *own,
                                 void *local, uint64_t remote_addr, void *mapped, size_t len,
-                                int write, unsigned split, int first, int staged)
+                                int write, unsigned split, int first, int staged, int timed)
 {
     rdmach_shm_hdr_t *hdr = peer->hdr;
     rdmach_shm_copy_t *job;
@@ -178,6 +203,8 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     req->unstaged = 0;
     req->drained  = 0;
     req->owner_end = req->nchunks;
+    req->timed     = timed;
+    req->work      = 0;
     for (b = 0; b < RDMACH_SHM_STAGE_DEPTH; ++b) {
         req->expect[b] = b;
     }
@@ -198,6 +225,8 @@ static int rdmach_shm_copy_open(rdmach_shm_copy_req_t *req, const rdmach_shm_seg
     job->to_req      = !write;
     job->staged_mode = req->staged;
     job->refused     = 0;
+    job->timed       = (uint32_t)timed;
+    job->owner_work  = 0;
     memset((void*)job->staged, 0, sizeof(job->staged));   /* a dead owner's leftovers */
     __atomic_store_n(&job->claim, (req->gen << 32) | (first ? 1 : 0), __ATOMIC_RELEASE);
     __atomic_fetch_or(&hdr->copy_active, bit, __ATOMIC_RELEASE);
@@ -219,30 +248,30 @@ static void rdmach_shm_copy_fail(rdmach_shm_copy_req_t *req, int ret)
 int rdmach_shm_copy_post(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                          unsigned long long peer_start, const rdmach_shm_seg_t *own,
                          void *local, uint64_t remote_addr, void *mapped, size_t len, int write,
-                         unsigned split)
+                         unsigned split, int timed)
 {
     return rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, mapped, len,
-                                write, split, 0, 0);
+                                write, split, 0, 0, timed);
 }
 
 int rdmach_shm_copy_post_staged(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                                 unsigned long long peer_start, const rdmach_shm_seg_t *own,
-                                void *local, uint64_t remote_addr, size_t len)
+                                void *local, uint64_t remote_addr, size_t len, int timed)
 {
     if ((len == 0) || (len > RDMACH_SHM_STAGE_MAX)) {
         return -EINVAL;
     }
     return rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, NULL, len, 0,
-                                1, 0, 1);
+                                1, 0, 1, timed);
 }
 
 int rdmach_shm_copy_post_hot(rdmach_shm_copy_req_t *req, const rdmach_shm_seg_t *peer,
                              unsigned long long peer_start, const rdmach_shm_seg_t *own,
                              void *local, uint64_t remote_addr, void *mapped, size_t len,
-                             int write)
+                             int write, int timed)
 {
     int ret = rdmach_shm_copy_open(req, peer, peer_start, own, local, remote_addr, mapped, len,
-                                   write, 2, 1, 0);
+                                   write, 2, 1, 0, timed);
 
     if (ret != 0) {
         return ret;
@@ -305,8 +334,8 @@ static unsigned rdmach_shm_stage_drain(rdmach_shm_copy_req_t *req)
 {
     rdmach_shm_copy_t *job = req->job;
     unsigned b, moved = 0;
+    uint64_t off, t0;
     uint32_t v, k;
-    uint64_t off;
 
     for (b = 0; b < RDMACH_SHM_STAGE_DEPTH; ++b) {
         v = __atomic_load_n(&job->staged[b], __ATOMIC_ACQUIRE);
@@ -315,9 +344,13 @@ static unsigned rdmach_shm_stage_drain(rdmach_shm_copy_req_t *req)
             continue;
         }
         off = (uint64_t)k * req->chunk;
+        t0  = req->timed ? ucx_ext_ticks() : 0;
         ucx_ext_memcpy(req->local + off,
                        rdmach_shm_stage_at(req->hdr, req->slot, b, (uintptr_t)req->local),
                        rdmach_shm_copy_min(req->chunk, req->len - off));
+        if (req->timed) {
+            req->work += ucx_ext_ticks() - t0;
+        }
         req->expect[b] += RDMACH_SHM_STAGE_DEPTH;
         ++req->drained;
         __atomic_store_n(&job->staged[b], 0, __ATOMIC_RELEASE);   /* the owner's again */
@@ -334,7 +367,7 @@ static int rdmach_shm_copy_advance_staged(rdmach_shm_copy_req_t *req, int wait)
 {
     rdmach_shm_copy_t *job = req->job;
     struct iovec iov;
-    uint64_t c, off;
+    uint64_t c, off, t0;
     uint32_t next;
     int ret;
 
@@ -358,8 +391,10 @@ static int rdmach_shm_copy_advance_staged(rdmach_shm_copy_req_t *req, int wait)
                 off          = (uint64_t)next * req->chunk;
                 iov.iov_base = req->local + off;
                 iov.iov_len  = req->len - off;
+                t0           = req->timed ? ucx_ext_ticks() : 0;
                 ret          = ucx_ext_process_vm(req->pid, &iov, 1, req->remote + off,
                                                   iov.iov_len, 0);
+                req->work   += req->timed ? ucx_ext_ticks() - t0 : 0;
                 req->ret       = (req->ret != 0) ? req->ret : ret;
                 req->owner_end = next;   /* it claimed the pieces below, and no more */
                 req->unstaged  = 1;
@@ -378,6 +413,7 @@ static int rdmach_shm_copy_advance_staged(rdmach_shm_copy_req_t *req, int wait)
         }
         rdmach_shm_copy_pause();
     }
+    rdmach_shm_copy_work_done(req);
     __atomic_fetch_and(&req->hdr->copy_active, ~req->bit, __ATOMIC_RELAXED);
     __atomic_fetch_and(&req->hdr->copy_busy, ~req->bit, __ATOMIC_RELEASE);
     return req->ret;
@@ -439,19 +475,27 @@ int rdmach_shm_copy_advance(rdmach_shm_copy_req_t *req, int wait)
         ret    = rdmach_shm_copy_own_chunk(req, k);
     }
 out:
+    rdmach_shm_copy_work_done(req);
     __atomic_fetch_and(&req->hdr->copy_busy, ~req->bit, __ATOMIC_RELEASE);
     return ret;
 }
 
 int rdmach_shm_copy_run(const rdmach_shm_seg_t *peer, unsigned long long peer_start,
                         const rdmach_shm_seg_t *own, void *local, uint64_t remote_addr,
-                        size_t len, int write)
+                        size_t len, int write, uint64_t *work)
 {
     rdmach_shm_copy_req_t req;
     int ret = rdmach_shm_copy_post(&req, peer, peer_start, own, local, remote_addr, NULL, len,
-                                   write, RDMACH_SHM_COPY_SPLIT);
+                                   write, RDMACH_SHM_COPY_SPLIT, work != NULL);
 
-    return (ret != 0) ? ret : rdmach_shm_copy_advance(&req, 1);
+    if (ret != 0) {
+        return ret;
+    }
+    ret = rdmach_shm_copy_advance(&req, 1);
+    if (work != NULL) {
+        *work = req.work;
+    }
+    return ret;
 }
 
 /* Owner: stages the pieces of staged job slot (word c when snap was taken) that it has free
@@ -465,7 +509,7 @@ static unsigned rdmach_shm_stage_help(rdmach_shm_hdr_t *hdr, int slot,
     const uint64_t gen     = c >> 32;
     unsigned count = 0, b;
     int checked    = 0;
-    uint64_t off;
+    uint64_t off, t0;
     uint32_t next;
 
     for (;;) {
@@ -493,9 +537,13 @@ static unsigned rdmach_shm_stage_help(rdmach_shm_hdr_t *hdr, int slot,
             continue;   /* c is the word now */
         }
         off = (uint64_t)next * snap->chunk;
+        t0  = snap->timed ? ucx_ext_ticks() : 0;
         ucx_ext_memcpy(rdmach_shm_stage_at(hdr, (unsigned)slot, b, snap->req_addr),
                        (const void*)(uintptr_t)(snap->owner_addr + off),
                        rdmach_shm_copy_min(snap->chunk, snap->len - off));
+        if (snap->timed) {   /* before the piece is the reader's: then the job may end */
+            __atomic_fetch_add(&job->owner_work, ucx_ext_ticks() - t0, __ATOMIC_RELAXED);
+        }
         __atomic_store_n(&job->staged[b], next + 1, __ATOMIC_RELEASE);
         ++c;
         ++count;
@@ -513,7 +561,7 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own, const rdmach_shm_help
     uint32_t active       = __atomic_load_n(&hdr->copy_active, __ATOMIC_ACQUIRE);
     unsigned count        = 0;
     rdmach_shm_copy_t *job, snap;
-    uint64_t c;
+    uint64_t c, t0;
     int slot, k;
 
     while (active != 0) {
@@ -556,10 +604,14 @@ unsigned rdmach_shm_copy_help(const rdmach_shm_seg_t *own, const rdmach_shm_help
             continue;
         }
         while ((k = rdmach_shm_copy_take(job, &c, snap.nchunks)) >= 0) {
+            t0 = snap.timed ? ucx_ext_ticks() : 0;
             if (rdmach_shm_copy_chunk(snap.pid, snap.owner_addr, snap.req_addr, snap.len,
                                       snap.chunk, k, snap.to_req) != 0) {
                 __atomic_fetch_or(&job->given_back, 1ull << k, __ATOMIC_RELEASE);
                 break;   /* the reader copies it, and the rest */
+            }
+            if (snap.timed) {   /* before done: then the job may end */
+                __atomic_fetch_add(&job->owner_work, ucx_ext_ticks() - t0, __ATOMIC_RELAXED);
             }
             __atomic_fetch_or(&job->done, 1ull << k, __ATOMIC_RELEASE);
             ++count;

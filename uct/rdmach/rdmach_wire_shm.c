@@ -45,9 +45,14 @@ static unsigned rdmach_shm_query_devices(rdmach_wire_domain_t *domain, rdmach_wi
  * it beats the ring's two copies from 32 KiB (docs/rdmach.md, "Staged gets"). */
 static void rdmach_shm_probe(rdmach_shm_wire_t *w, const rdmach_wire_params_t *params)
 {
-    uint64_t walk, copy;
-    int staged = rdmach_shm_pick_probe(&walk, &copy);
-    int near   = ((walk == 0) && (copy == 0)) || rdmach_shm_pick_near(walk, copy);
+    uint64_t ns0   = ucx_ext_now_ns(), ticks0 = ucx_ext_ticks(), walk, copy, ns, ticks;
+    int staged     = rdmach_shm_pick_probe(&walk, &copy);
+    int near       = ((walk == 0) && (copy == 0)) || rdmach_shm_pick_near(walk, copy);
+
+    /* the ticks the copies are counted in (rdmach_shm_pick_cost), on the probe's clock */
+    ns             = ucx_ext_now_ns() - ns0;
+    ticks          = ucx_ext_ticks() - ticks0;
+    w->ns_per_tick = ((ns > 0) && (ticks > 0)) ? (double)ns / (double)ticks : 1.0;
 
     w->super.zcopy_auto = (staged || near) ? 0 : RDMACH_SHM_ZCOPY_CHEAP_WALK;
     if (!params->stage_measure || (params->stage_max == 0)) {

@@ -67,6 +67,10 @@ typedef struct rdmach_shm_wire {
     uint64_t          recent[RDMACH_SHM_RECENT];   /* destination addresses, a ring */
     unsigned          recent_next;
     rdmach_shm_pick_t pick;         /* gets that could be staged: staged or not, by periods */
+    uint64_t          work;         /* ticks both processes spent on our timed copies */
+    double            ns_per_tick;  /* of ucx_ext_ticks, measured at the probe */
+    uint64_t          pick_t0, pick_work0;   /* at the open period's start */
+    int               pick_bidir;   /* a peer had copies on our desk during it */
 } rdmach_shm_wire_t;
 
 _Static_assert(RDMACH_SHM_STAGE_MAX == RDMACH_WIRE_STAGE_MAX, "STAGED_COPY's range");

@@ -96,14 +96,14 @@ static int rdmach_shm_posted_drain(rdmach_shm_wire_t *w)
  * our posted ones: those are advanced (above) until a slot is free. -EBUSY: the desk is full
  * of other jobs. */
 static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, void *local,
-                                 uint64_t remote_addr, size_t len)
+                                 uint64_t remote_addr, size_t len, int timed)
 {
     const rdmach_shm_helper_t helper = rdmach_shm_helper(w);
     rdmach_shm_copy_req_t req;
     int ret, settled = 0;
 
     while ((ret = rdmach_shm_copy_post_staged(&req, &peer->seg, peer->start_time, &w->seg,
-                                              local, remote_addr, len)) == -EBUSY) {
+                                              local, remote_addr, len, timed)) == -EBUSY) {
         /* once more after the last of ours ended: it may have freed a slot just now */
         if (!rdmach_shm_posted_drain(w) && settled++) {
             return ret;
@@ -120,7 +120,24 @@ static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, 
     RDMACH_WIRE_STATS(&w->super)->copy_jobs++;
     RDMACH_WIRE_STATS(&w->super)->copy_staged++;
     RDMACH_WIRE_STATS(&w->super)->copy_unstaged += req.unstaged;
+    w->work += req.work;
     return ret;
+}
+
+/* What the open period cost, in ns. Where a peer had copies of ours on our desk meanwhile
+ * (its gets from us: both cores had copies of their own), the work of both processes on our
+ * copies, so that a way is not judged by how long we waited for a peer busy with its own (in
+ * bi-directional windows staging lost so, 9-11 GB/s against 18-21 with both staging); else the
+ * wall time, which counts a peer's idle core that helps for free (a ping-pong, a window one
+ * way: there work would choose staging where the helped page walk is faster, 1 MiB ping-pong
+ * 1.2-1.5x the latency). Every period of a class is timed the same way while its traffic is. */
+static uint64_t rdmach_shm_pick_cost(rdmach_shm_wire_t *w)
+{
+    w->pick_bidir |= (__atomic_load_n(&w->seg.hdr->copy_busy, __ATOMIC_RELAXED) != 0);
+    if (w->pick_bidir) {
+        return (uint64_t)((double)(w->work - w->pick_work0) * w->ns_per_tick);
+    }
+    return ucx_ext_now_ns() - w->pick_t0;
 }
 
 /* Nothing is posted any more: the timed period open, if any, ends; its decision counted. */
@@ -131,22 +148,25 @@ static void rdmach_shm_pick_idle(rdmach_shm_wire_t *w)
     if (!rdmach_shm_pick_open(&w->pick)) {
         return;
     }
-    won = rdmach_shm_pick_end(&w->pick, ucx_ext_now_ns());
+    won = rdmach_shm_pick_end(&w->pick, rdmach_shm_pick_cost(w));
     if (won >= 0) {
         RDMACH_WIRE_STATS(&w->super)->stage_picks++;
         RDMACH_WIRE_STATS(&w->super)->stage_picked += (unsigned)won;
     }
 }
 
-/* staged: a get that may be staged goes staged (rdmach_shm_pick_get's choice) */
+/* staged: a get that may be staged goes staged (rdmach_shm_pick_get's choice); timed: a
+ * period is open, what its copies cost counts (w->work) */
 static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
                               const rdmach_wire_iov_t *local, size_t cnt, uint64_t remote_addr,
-                              size_t len, int write, void *mapped, void *comp, int staged)
+                              size_t len, int write, void *mapped, void *comp, int staged,
+                              int timed)
 {
     rdmach_shm_wire_t *w    = (rdmach_shm_wire_t*)wire;
     rdmach_shm_peer_t *peer = (rdmach_shm_peer_t*)wire_peer;
     struct iovec iov[RDMACH_WIRE_MAX_IOV];
     rdmach_shm_posted_t *p;
+    uint64_t work, t0;
     size_t i;
     int ret, e, hot;
 
@@ -154,7 +174,7 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
           rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
     if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && staged &&
         ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)))) {
-        ret = rdmach_shm_staged_run(w, peer, local[0].base, remote_addr, len);
+        ret = rdmach_shm_staged_run(w, peer, local[0].base, remote_addr, len, timed);
         if (ret != -EBUSY) {
             return ret;
         }
@@ -176,15 +196,17 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
             p = &w->posted[e];
             if (staged) {
                 ret = rdmach_shm_copy_post_staged(&p->req, &peer->seg, peer->start_time,
-                                                  &w->seg, local[0].base, remote_addr, len);
+                                                  &w->seg, local[0].base, remote_addr, len,
+                                                  timed);
             } else if (hot) {
                 ret = rdmach_shm_copy_post_hot(&p->req, &peer->seg, peer->start_time, &w->seg,
-                                               local[0].base, remote_addr, mapped, len, write);
+                                               local[0].base, remote_addr, mapped, len, write,
+                                               timed);
             } else {
                 ret = rdmach_shm_copy_post(&p->req, &peer->seg, peer->start_time, &w->seg,
                                            local[0].base, remote_addr, mapped, len, write,
                                            ((w->posted_busy == 0) || (mapped != NULL)) ?
-                                           RDMACH_SHM_COPY_SPLIT : 1);
+                                           RDMACH_SHM_COPY_SPLIT : 1, timed);
             }
             if (ret == 0) {
                 p->peer         = peer;
@@ -201,11 +223,13 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
             /* done at return (no completion, or 16 posted): shared all the same, but a
              * buffer copied into again is ours alone (below), halves taken by whoever comes
              * first would move between the cores */
-            ret = (mapped != NULL) ? -EBUSY :
-                  rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
-                                      remote_addr, len, write);
+            work = 0;
+            ret  = (mapped != NULL) ? -EBUSY :
+                   rdmach_shm_copy_run(&peer->seg, peer->start_time, &w->seg, local[0].base,
+                                       remote_addr, len, write, timed ? &work : NULL);
             if (ret != -EBUSY) {
                 RDMACH_WIRE_STATS(wire)->copy_jobs++;
+                w->work += work;
                 return ret;
             }
         }
@@ -219,7 +243,10 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
         iov[i].iov_base = local[i].base;
         iov[i].iov_len  = local[i].len;
     }
-    return ucx_ext_process_vm(peer->seg.pid, iov, cnt, remote_addr, len, write);
+    t0       = timed ? ucx_ext_ticks() : 0;
+    ret      = ucx_ext_process_vm(peer->seg.pid, iov, cnt, remote_addr, len, write);
+    w->work += timed ? ucx_ext_ticks() - t0 : 0;
+    return ret;
 }
 
 /* A get that may be staged goes the way rdmach_shm_pick measured faster (or, without
@@ -243,13 +270,21 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
         way = !w->super.params.stage_measure ? RDMACH_SHM_PICK_STAGED :
               rdmach_shm_pick_get(&w->pick, len, w->posted_busy == 0);
         if (way & RDMACH_SHM_PICK_TIMED) {
-            rdmach_shm_pick_start(&w->pick, ucx_ext_now_ns());
+            w->pick_t0    = ucx_ext_now_ns();
+            w->pick_work0 = w->work;
+            w->pick_bidir = 0;
+            rdmach_shm_pick_start(&w->pick, 0);   /* the clock is rdmach_shm_pick_cost's */
+        }
+        if (rdmach_shm_pick_open(&w->pick)) {
+            /* a peer reading from us while we read from it (rdmach_shm_pick_cost) */
+            w->pick_bidir |= (__atomic_load_n(&w->seg.hdr->copy_busy, __ATOMIC_RELAXED) != 0);
         }
     } else {
         rdmach_shm_pick_spoil(&w->pick);   /* (no period open: nothing to spoil) */
     }
     ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
-                             comp, way & RDMACH_SHM_PICK_STAGED);
+                             comp, way & RDMACH_SHM_PICK_STAGED,
+                             rdmach_shm_pick_open(&w->pick));
     if (ret < 0) {
         rdmach_shm_pick_spoil(&w->pick);   /* a failed get times nothing */
     }
@@ -297,6 +332,7 @@ unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
         bit             = 1u << e;
         comp            = p->comp;
         RDMACH_WIRE_STATS(&w->super)->copy_unstaged += p->req.staged && p->req.unstaged;
+        w->work        += p->req.work;
         w->posted_busy &= ~bit;
         rdmach_shm_peer_put(p->peer);
         if (ret != 0) {
