@@ -39,9 +39,9 @@
  * RDMACH_SHM_PICK_RUN gets, twice as many each time the same way wins again, up to
  * RDMACH_SHM_PICK_RUN_MAX; then the class explores again. Traffic that brings no samples for
  * RDMACH_SHM_PICK_GIVE_UP periods keeps the choice. A period's cost is the wire's to tell
- * (rdmach_shm_pick_start and _end take its clock): the wall time, or, where the process also
- * copied for a peer meanwhile, the work both processes did on its copies
- * (rdmach_wire_shm_rma.c, rdmach_shm_pick_cost). No clock of its own but in the probe: the
+ * (rdmach_shm_pick_start and _end take its clock): the wall time, or, where a peer read from
+ * this process meanwhile, the work both processes did on its copies (rdmach_wire_shm_rma.c,
+ * rdmach_shm_pick_cost). No clock of its own but in the probe: the
  * unit tests pass made-up times.
  */
 #ifndef RDMACH_SHM_PICK_H
