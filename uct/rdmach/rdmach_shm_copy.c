@@ -137,9 +137,10 @@ static int rdmach_shm_copy_own_chunk(rdmach_shm_copy_req_t *req, int k)
  * copy that took 1000 cycles a byte is no copy). Read before the slot is given back. */
 static void rdmach_shm_copy_work_done(rdmach_shm_copy_req_t *req)
 {
-    uint64_t owner = __atomic_load_n(&req->job->owner_work, __ATOMIC_RELAXED);
+    uint64_t owner;
 
     if (req->timed) {
+        owner      = __atomic_load_n(&req->job->owner_work, __ATOMIC_RELAXED);
         req->work += (owner <= 1000 * (uint64_t)req->len) ? owner : 0;
     }
 }

@@ -41,8 +41,8 @@
  * RDMACH_SHM_PICK_GIVE_UP periods keeps the choice. A period's cost is the wire's to tell
  * (rdmach_shm_pick_start and _end take its clock): the wall time, or, where a peer read from
  * this process meanwhile, the work both processes did on its copies (rdmach_wire_shm_rma.c,
- * rdmach_shm_pick_cost). No clock of its own but in the probe: the
- * unit tests pass made-up times.
+ * rdmach_shm_pick_clock). No clock of its own but in the probe: the unit tests pass made-up
+ * times.
  */
 #ifndef RDMACH_SHM_PICK_H
 #define RDMACH_SHM_PICK_H

@@ -49,7 +49,7 @@ static void rdmach_shm_probe(rdmach_shm_wire_t *w, const rdmach_wire_params_t *p
     int staged     = rdmach_shm_pick_probe(&walk, &copy);
     int near       = ((walk == 0) && (copy == 0)) || rdmach_shm_pick_near(walk, copy);
 
-    /* the ticks the copies are counted in (rdmach_shm_pick_cost), on the probe's clock */
+    /* the ticks the copies are counted in (rdmach_shm_pick_clock), on the probe's clock */
     ns             = ucx_ext_now_ns() - ns0;
     ticks          = ucx_ext_ticks() - ticks0;
     w->ns_per_tick = ((ns > 0) && (ticks > 0)) ? (double)ns / (double)ticks : 1.0;

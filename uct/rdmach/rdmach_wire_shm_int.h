@@ -69,7 +69,7 @@ typedef struct rdmach_shm_wire {
     rdmach_shm_pick_t pick;         /* gets that could be staged: staged or not, by periods */
     uint64_t          work;         /* ticks both processes spent on our timed copies */
     double            ns_per_tick;  /* of ucx_ext_ticks, measured at the probe */
-    uint64_t          pick_t0, pick_work0;   /* at the open period's start */
+    uint64_t          pick_work0;   /* work at the open period's start */
     int               pick_bidir;   /* a peer had copies on our desk during it */
 } rdmach_shm_wire_t;
 

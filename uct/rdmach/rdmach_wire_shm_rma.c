@@ -124,20 +124,28 @@ static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, 
     return ret;
 }
 
-/* What the open period cost, in ns. Where a peer had copies of ours on our desk meanwhile
- * (its gets from us: both cores had copies of their own), the work of both processes on our
- * copies, so that a way is not judged by how long we waited for a peer busy with its own (in
- * bi-directional windows staging lost so, 9-11 GB/s against 18-21 with both staging); else the
- * wall time, which counts a peer's idle core that helps for free (a ping-pong, a window one
- * way: there work would choose staging where the helped page walk is faster, 1 MiB ping-pong
- * 1.2-1.5x the latency). Every period of a class is timed the same way while its traffic is. */
-static uint64_t rdmach_shm_pick_cost(rdmach_shm_wire_t *w)
+/* A peer has copies on our desk: it reads from us (while we read from it, in a period) */
+static inline void rdmach_shm_pick_note_peer(rdmach_shm_wire_t *w)
 {
     w->pick_bidir |= (__atomic_load_n(&w->seg.hdr->copy_busy, __ATOMIC_RELAXED) != 0);
+}
+
+/* The clock at the open period's end (ns, on its start's). Where a peer had copies on our
+ * desk meanwhile (its gets from us: both cores had copies of their own), the start plus the
+ * work of both processes on our copies, so that a way is not judged by how long we waited
+ * for a peer busy with its own (in bi-directional windows staging lost so, 9-11 GB/s against
+ * 18-21 with both staging); else the wall clock, which counts a peer's idle core that helps
+ * for free (a ping-pong, a window one way: there work would choose staging where the helped
+ * page walk is faster, 1 MiB ping-pong 1.2-1.5x the latency). Every period of a class is
+ * timed the same way while its traffic is. */
+static uint64_t rdmach_shm_pick_clock(rdmach_shm_wire_t *w)
+{
+    rdmach_shm_pick_note_peer(w);
     if (w->pick_bidir) {
-        return (uint64_t)((double)(w->work - w->pick_work0) * w->ns_per_tick);
+        return w->pick.period.t0 +
+               (uint64_t)((double)(w->work - w->pick_work0) * w->ns_per_tick);
     }
-    return ucx_ext_now_ns() - w->pick_t0;
+    return ucx_ext_now_ns();
 }
 
 /* Nothing is posted any more: the timed period open, if any, ends; its decision counted. */
@@ -148,7 +156,7 @@ static void rdmach_shm_pick_idle(rdmach_shm_wire_t *w)
     if (!rdmach_shm_pick_open(&w->pick)) {
         return;
     }
-    won = rdmach_shm_pick_end(&w->pick, rdmach_shm_pick_cost(w));
+    won = rdmach_shm_pick_end(&w->pick, rdmach_shm_pick_clock(w));
     if (won >= 0) {
         RDMACH_WIRE_STATS(&w->super)->stage_picks++;
         RDMACH_WIRE_STATS(&w->super)->stage_picked += (unsigned)won;
@@ -259,7 +267,7 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
 {
     rdmach_shm_wire_t *w = (rdmach_shm_wire_t*)wire;
     unsigned way         = 0;
-    int ret;
+    int ret, timed;
 
     (void)rkey;   /* checked by the glue against pid and region */
     if (cnt > RDMACH_WIRE_MAX_IOV) {
@@ -270,21 +278,19 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
         way = !w->super.params.stage_measure ? RDMACH_SHM_PICK_STAGED :
               rdmach_shm_pick_get(&w->pick, len, w->posted_busy == 0);
         if (way & RDMACH_SHM_PICK_TIMED) {
-            w->pick_t0    = ucx_ext_now_ns();
             w->pick_work0 = w->work;
             w->pick_bidir = 0;
-            rdmach_shm_pick_start(&w->pick, 0);   /* the clock is rdmach_shm_pick_cost's */
-        }
-        if (rdmach_shm_pick_open(&w->pick)) {
-            /* a peer reading from us while we read from it (rdmach_shm_pick_cost) */
-            w->pick_bidir |= (__atomic_load_n(&w->seg.hdr->copy_busy, __ATOMIC_RELAXED) != 0);
+            rdmach_shm_pick_start(&w->pick, ucx_ext_now_ns());
         }
     } else {
         rdmach_shm_pick_spoil(&w->pick);   /* (no period open: nothing to spoil) */
     }
+    timed = rdmach_shm_pick_open(&w->pick);
+    if (timed) {
+        rdmach_shm_pick_note_peer(w);
+    }
     ret = rdmach_shm_rma_way(wire, wire_peer, local, cnt, remote_addr, len, write, mapped,
-                             comp, way & RDMACH_SHM_PICK_STAGED,
-                             rdmach_shm_pick_open(&w->pick));
+                             comp, way & RDMACH_SHM_PICK_STAGED, timed);
     if (ret < 0) {
         rdmach_shm_pick_spoil(&w->pick);   /* a failed get times nothing */
     }
