@@ -87,6 +87,63 @@ TEST(UnimemProto, ShortIsOneMessageWithTwoBytesOfHeader)
     EXPECT_TRUE(std::equal(payload.begin(), payload.end(), r.got.back().data.begin() + 8));
 }
 
+TEST(UnimemProto, SmallCopyWritesExactlyItsBytes)
+{
+    // ucx_ext_copy_small (uct/common/ucx_ext_sys.h), which packs a SHORT's payload: every
+    // length it takes, at every offset of a line, and not a byte beyond either end
+    for (size_t len = 0; len <= 32; ++len) {
+        for (size_t off = 0; off < 8; ++off) {
+            std::vector<uint8_t> src = pattern(len + off + 16, (unsigned)len);
+            std::vector<uint8_t> dst(len + 48, 0xa5);
+            ucx_ext_copy_small(dst.data() + 16 + off % 3, src.data() + off, len);
+            for (size_t i = 0; i < dst.size(); ++i) {
+                bool inside = (i >= 16 + off % 3) && (i < 16 + off % 3 + len);
+                ASSERT_EQ(inside ? src[off + i - 16 - off % 3] : 0xa5, dst[i])
+                    << "len " << len << " off " << off << " byte " << i;
+            }
+        }
+    }
+}
+
+TEST(UnimemProto, TheInlineShortWayDecodesAsTheDecoder)
+{
+    // unimem_rx_msg_inline (the iface's way) against unimem_rx_msg on the same stream:
+    // SHORTs of every length byte, then garbage and fragments, in one order
+    Rx a, b;
+    std::mt19937 rng(11);
+    for (int i = 0; i < 20000; ++i) {
+        unimem_msg_t m;
+        for (auto &x : m.b) {
+            x = (uint8_t)rng();
+        }
+        if (i % 2 == 0) {
+            m.b[0] = (uint8_t)((UNIMEM_PROTO_SHORT << 5) | (rng() % 32));
+            m.b[1] = (uint8_t)(i < 512 ? i / 2 : rng() % 40);
+        }
+        unimem_msg_t ma = m, mb = m;
+        unimem_rx_msg(&a.rx, &ma);
+        unimem_rx_msg_inline(&b.rx, &mb, Rx::cb, &b);
+    }
+    for (uint16_t s = 0; s < 4; ++s) {
+        for (auto m : pack(3, s, pattern(100, s))) {
+            unimem_msg_t mb = m;
+            unimem_rx_msg(&a.rx, &m);
+            unimem_rx_msg_inline(&b.rx, &mb, Rx::cb, &b);
+        }
+    }
+    ASSERT_EQ(a.got.size(), b.got.size());
+    for (size_t i = 0; i < a.got.size(); ++i) {
+        EXPECT_EQ(a.got[i].am_id, b.got[i].am_id);
+        EXPECT_EQ(a.got[i].data, b.got[i].data);
+    }
+    EXPECT_EQ(a.stats.msgs, b.stats.msgs);
+    EXPECT_EQ(a.stats.am, b.stats.am);
+    EXPECT_EQ(a.stats.bytes, b.stats.bytes);
+    EXPECT_EQ(a.stats.corrupt, b.stats.corrupt);
+    EXPECT_GT(b.stats.corrupt, 0u);
+    EXPECT_EQ(pattern(100, 3), b.got.back().data);
+}
+
 TEST(UnimemProto, FragmentCountAndReassembly)
 {
     EXPECT_EQ(1u, unimem_proto_nmsgs(30));

@@ -110,6 +110,42 @@ static inline void ucx_ext_memcpy(void *dst, const void *src, size_t len)
     }
 }
 
+/* Copies len <= 32 bytes inline: two loads and two stores of one width, overlapping where
+ * len is not a multiple of it. A short message's payload is a few bytes whose length the
+ * compiler does not know, and there the call to glibc's memcpy (its dispatch, then the copy)
+ * took more instructions than the rest of the send (callgrind: 18 of 109 in unimem's
+ * am_short); every instruction from a message's arrival to its answer is latency. */
+static inline void ucx_ext_copy_small(void *dst, const void *src, size_t len)
+{
+    char *d       = (char*)dst;
+    const char *s = (const char*)src;
+    uint64_t a, b;
+    uint32_t x, y;
+
+    if (len >= 16) {
+        char head[16], tail[16];
+
+        memcpy(head, s, 16);
+        memcpy(tail, s + len - 16, 16);
+        memcpy(d, head, 16);
+        memcpy(d + len - 16, tail, 16);
+    } else if (len >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + len - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + len - 8, &b, 8);
+    } else if (len >= 4) {
+        memcpy(&x, s, 4);
+        memcpy(&y, s + len - 4, 4);
+        memcpy(d, &x, 4);
+        memcpy(d + len - 4, &y, 4);
+    } else if (len > 0) {
+        d[0]       = s[0];
+        d[len / 2] = s[len / 2];
+        d[len - 1] = s[len - 1];
+    }
+}
+
 /* CLOCK_MONOTONIC in ns (the vDSO's: no system call where the clock source is the TSC). */
 static inline uint64_t ucx_ext_now_ns(void)
 {

@@ -193,7 +193,7 @@ static unsigned uct_unimem_iface_progress(uct_iface_h tl_iface)
     }
     count = unimem_hal_mbox_recv(iface->mbox, iface->rx_msgs, iface->rx_budget);
     for (i = 0; i < count; ++i) {
-        unimem_rx_msg(&iface->rx, &iface->rx_msgs[i]);
+        unimem_rx_msg_inline(&iface->rx, &iface->rx_msgs[i], uct_unimem_iface_deliver, iface);
     }
     /* the send side: stashed messages first, then the pending queue */
     if (ucs_unlikely(!ucs_list_is_empty(&iface->stashed))) {
