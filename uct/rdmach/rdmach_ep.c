@@ -243,7 +243,11 @@ uct_rdmach_ep_am_send(uct_rdmach_send_t send, uct_rdmach_ep_t *ep, uint8_t id, u
             return ucx_ext_ep_no_resource(&ep->super, flags);
         }
         *(uint64_t*)(rec + 1) = header;
-        memcpy((uint8_t*)(rec + 1) + sizeof(header), payload, length);
+        if (length <= 32) {
+            ucx_ext_copy_small((uint8_t*)(rec + 1) + sizeof(header), payload, length);
+        } else {
+            memcpy((uint8_t*)(rec + 1) + sizeof(header), payload, length);
+        }
         break;
     case UCT_RDMACH_SEND_SHORT_IOV:
         len = uct_iov_total_length(iov, iovcnt);

@@ -160,8 +160,13 @@ typedef void (*rdmach_am_cb_t)(void *arg, const rdmach_rx_t *rx, uint8_t am_id, 
 const char *rdmach_geom_init(rdmach_geom_t *geom, uint32_t slot_size, uint32_t nslots,
                              size_t max_payload, double lazy_fraction);
 
+/* Slots a record of payload bytes takes. Most take one, and find it out without the division
+ * (tens of cycles on a send's way, and the slot size need not be a power of two). */
 static inline uint32_t rdmach_geom_span(const rdmach_geom_t *geom, size_t payload)
 {
+    if (RDMACH_LIKELY(RDMACH_REC_HDR_SIZE + payload <= geom->slot_size)) {
+        return 1;
+    }
     return (uint32_t)((RDMACH_REC_HDR_SIZE + payload + geom->slot_size - 1) / geom->slot_size);
 }
 
@@ -318,46 +323,57 @@ static inline int rdmach_rx_ready(const rdmach_rx_t *rx)
     return rdmach_rx_has(rx, rdmach_rx_rec(rx, (uint32_t)rx->pos & (rx->geom.nslots - 1)));
 }
 
+/* Takes hdr, the record at rx's position (index), which rdmach_rx_has said is there: delivers
+ * a valid AM record through cb, skips a pad, counts and skips a corrupt one (never read), and
+ * returns the tail credit every lazy_slots slots. The one decoder of a record, inlined into
+ * both ways of taking one (rdmach_rx_poll, rdmach_poller_one). */
+static inline void rdmach_rx_take(rdmach_rx_t *rx, rdmach_rec_hdr_t *hdr, uint32_t index,
+                                  rdmach_am_cb_t cb, void *arg, rdmach_rx_stats_t *stats)
+{
+    const rdmach_geom_t *geom = &rx->geom;
+    uint32_t span, length;
+
+    if (rx->avail != NULL) {
+        --*rx->avail;
+    }
+    span   = hdr->nslots;
+    length = hdr->length;
+    if (RDMACH_UNLIKELY((span == 0) || (span > geom->max_span) ||
+                        (index + span > geom->nslots) ||
+                        (RDMACH_REC_HDR_SIZE + (uint64_t)length >
+                         (uint64_t)span * geom->slot_size) ||
+                        (hdr->type != RDMACH_REC_AM))) {
+        if ((hdr->type == RDMACH_REC_PAD) && (index + span == geom->nslots) && (span != 0)) {
+            rx->pos += span;   /* a valid pad: skip to the ring start */
+        } else {
+            rx->pos += rdmach_rx_skip_corrupt(rx, hdr, stats);
+        }
+    } else {
+        cb(arg, rx, hdr->am_id, hdr + 1, length);
+        rx->pos += span;
+        stats->msgs++;
+        stats->bytes += length;
+    }
+    if (rx->pos - rx->tail_sent >= geom->lazy_slots) {
+        rdmach_rx_return_credit(rx, stats);
+    }
+}
+
 /* Delivers at most 'budget' records. Returns the number of records consumed. */
 static inline unsigned rdmach_rx_poll(rdmach_rx_t *rx, unsigned budget, rdmach_am_cb_t cb,
                                       void *arg, rdmach_rx_stats_t *stats)
 {
-    const rdmach_geom_t *geom = &rx->geom;
     unsigned count = 0;
 
     while (count < budget) {
-        uint32_t index         = (uint32_t)rx->pos & (geom->nslots - 1);
-        rdmach_rec_hdr_t *hdr  = rdmach_rx_rec(rx, index);
-        uint32_t span, length;
+        uint32_t index        = (uint32_t)rx->pos & (rx->geom.nslots - 1);
+        rdmach_rec_hdr_t *hdr = rdmach_rx_rec(rx, index);
 
         if (!rdmach_rx_has(rx, hdr)) {
             break;
         }
-        if (rx->avail != NULL) {
-            --*rx->avail;
-        }
-        span   = hdr->nslots;
-        length = hdr->length;
-        if (RDMACH_UNLIKELY((span == 0) || (span > geom->max_span) ||
-                            (index + span > geom->nslots) ||
-                            (RDMACH_REC_HDR_SIZE + (uint64_t)length >
-                             (uint64_t)span * geom->slot_size) ||
-                            (hdr->type != RDMACH_REC_AM))) {
-            if ((hdr->type == RDMACH_REC_PAD) && (index + span == geom->nslots) && (span != 0)) {
-                rx->pos += span;   /* a valid pad: skip to the ring start */
-            } else {
-                rx->pos += rdmach_rx_skip_corrupt(rx, hdr, stats);
-            }
-        } else {
-            cb(arg, rx, hdr->am_id, hdr + 1, length);
-            rx->pos += span;
-            stats->msgs++;
-            stats->bytes += length;
-        }
+        rdmach_rx_take(rx, hdr, index, cb, arg, stats);
         ++count;
-        if (rx->pos - rx->tail_sent >= geom->lazy_slots) {
-            rdmach_rx_return_credit(rx, stats);
-        }
     }
     return count;
 }
@@ -389,6 +405,7 @@ typedef struct rdmach_poller {
     rdmach_rx_stats_t *stats;
     uint32_t         skipped;        /* calls rdmach_poller_look answered without the walk
                                       * since the last: the walk counts them in */
+    uint32_t         took;           /* the last call that looked took a record */
 } rdmach_poller_t;
 
 /* rdmach_poller_look lets at most this many calls in a row go by without the walk
@@ -432,17 +449,26 @@ static inline rdmach_poll_look_t rdmach_poller_look(rdmach_poller_t *p, uint32_t
         }
     }
     ++p->skipped;
+    p->took = 0;
     return RDMACH_POLL_QUIET;
 }
 
-/* After RDMACH_POLL_ONE: the only hot ring's records, as the walk would take them. */
+/* After RDMACH_POLL_ONE: the only hot ring's records, as the walk would take them. The record
+ * the look found is taken without a second look, and the ring is polled on for more only when
+ * the call before took records too: an answer in a ping-pong comes alone, and looking at the
+ * next slot before returning to the caller, who is to answer it, only delays the answer (as
+ * UCX's mm polls its FIFO on only while it keeps finding elements). */
 static inline unsigned rdmach_poller_one(rdmach_poller_t *p, rdmach_am_cb_t cb, void *arg)
 {
     rdmach_rx_t *rx = &p->rx[p->hot[0]];
+    uint32_t index  = (uint32_t)rx->pos & (rx->geom.nslots - 1);
+    unsigned more   = p->took && (p->budget > 1);
 
     ++p->skipped;
     rx->idle_polls = 0;
-    return rdmach_rx_poll(rx, p->budget, cb, arg, p->stats);
+    p->took        = 1;
+    rdmach_rx_take(rx, rdmach_rx_rec(rx, index), index, cb, arg, p->stats);
+    return more ? 1 + rdmach_rx_poll(rx, p->budget - 1, cb, arg, p->stats) : 1;
 }
 
 /* Sets up a newly claimed ring; returns 0 if it is not ready yet. Provided by the glue. */
