@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for the unimem mailbox decoder (uct/unimem/unimem_proto.c, ExaNeSt/Unimem's
- * 256-bit mailbox messages): unimem_rx_msg on arbitrary sequences of 32-byte messages - SHORT,
+ * 256-bit mailbox messages): unimem_rx_msg_inline (a SHORT decoded in the caller, the rest by
+ * unimem_rx_msg, as the glue's progress does) on arbitrary sequences of 32-byte messages - SHORT,
  * FIRST and CONT with any type, length, total, sequence number and sender id, in range or not,
  * fragments of several senders interleaved - and the sender's encoder (unimem_proto_pack) for
  * the well-formed messages among them; with a landing area (cfg bit 7), LAND and LANDI
@@ -260,7 +261,7 @@ void decode(Scene *s, unimem_msg_t m)
 
     s->got.clear();
     s->got_am.clear();
-    unimem_rx_msg(&s->rx, &m);
+    unimem_rx_msg_inline(&s->rx, &m, f_deliver, s);   /* the glue's way: a SHORT inline */
     check(s->stats.msgs == before.msgs + 1, "mbox_rx_msgs did not count the message");
     check(s->stats.corrupt == before.corrupt + corrupt, "rx_corrupt differs from the rules");
     check(s->got.size() == (done ? 1u : 0u), "delivered when it should not, or not when it should");
