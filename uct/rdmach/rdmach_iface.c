@@ -693,6 +693,8 @@ UCS_CLASS_INIT_FUNC(uct_rdmach_iface_t, uct_md_h md, uct_worker_h worker,
     self->poller.budget         = config->rx_budget;
     self->poller.poll_all       = config->poll_all;
     self->poller.stats          = &uct_rdmach_counters.rx;
+    self->poller.skipped        = 0;
+    self->poller.took           = 0;
 
     ucs_debug("rdmach iface %p: %s wire, %u rings of %u x %u bytes (on shared memory the "
               "first %u of %u slots), chunk %zu, segment %zu bytes", self, wire_ops->name,
