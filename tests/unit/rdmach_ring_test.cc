@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -425,6 +426,33 @@ TEST(RdmachPoller, DoorbellPromotesIdleRingDemotes)
     EXPECT_EQ(0u, f.p.nhot) << "idle for idle_limit calls: demoted";
     EXPECT_EQ(0u, f.conns[37]->ctl->rx_hot);
     EXPECT_EQ(2u, f.got.size());
+}
+
+// The one-ring way (rdmach_poller_one) after a look that found nothing takes the record found
+// and returns: an answer comes alone, and looking on delays it. After a call that took
+// records it takes up to the budget, as the walk does, so a window still drains quickly.
+TEST(RdmachPoller, OneTakesTheFoundRecordAloneAfterAQuietCall)
+{
+    Fleet f(64);
+    uint8_t v[6] = {1, 2, 3, 4, 5, 6};
+    const uint32_t claimed = 64;
+
+    ASSERT_TRUE(f.conns[5]->send(1, &v[0], 1));         // cold: its doorbell makes it hot
+    ASSERT_EQ(1u, f.progress());
+    ASSERT_EQ(1u, f.p.nhot);
+    ASSERT_EQ(RDMACH_POLL_QUIET, rdmach_poller_look(&f.p, claimed));
+    for (int i = 1; i < 6; ++i) {
+        ASSERT_TRUE(f.conns[5]->send(1, &v[i], 1));
+    }
+    ASSERT_EQ(RDMACH_POLL_ONE, rdmach_poller_look(&f.p, claimed));
+    EXPECT_EQ(1u, rdmach_poller_one(&f.p, &Fleet::cb, &f)) << "after a quiet call: one";
+    ASSERT_EQ(RDMACH_POLL_ONE, rdmach_poller_look(&f.p, claimed));
+    EXPECT_EQ(std::min(4u, f.p.budget), rdmach_poller_one(&f.p, &Fleet::cb, &f))
+        << "after a call that took: on to the budget";
+    while (rdmach_poller_look(&f.p, claimed) == RDMACH_POLL_ONE) {
+        rdmach_poller_one(&f.p, &Fleet::cb, &f);
+    }
+    EXPECT_EQ((std::vector<uint8_t>{1, 2, 3, 4, 5, 6}), f.got) << "all, in order";
 }
 
 // The glue's first look (rdmach_poller_look): QUIET only when the walk would find nothing,
