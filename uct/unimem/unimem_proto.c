@@ -231,23 +231,22 @@ static void unimem_rx_landed(unimem_rx_t *rx, uint8_t type, uint8_t am_id,
     __atomic_store_n(unimem_land_busy(slot), 0, __ATOMIC_RELEASE);
 }
 
-void unimem_rx_msg(unimem_rx_t *rx, unimem_msg_t *m)
+void unimem_rx_msg_other(unimem_rx_t *rx, unimem_msg_t *m)
 {
     uint8_t type  = m->b[0] >> 5;
     uint8_t am_id = m->b[0] & 0x1f;
 
     rx->stats->msgs++;
-    if (UNIMEM_LIKELY(type == UNIMEM_PROTO_SHORT)) {
-        if (UNIMEM_UNLIKELY(m->b[1] > UNIMEM_PROTO_SHORT_MAX)) {
-            rx->stats->corrupt++;
-            return;
-        }
-        unimem_rx_deliver(rx, am_id, &m->b[2], m->b[1]);
-    } else if ((type == UNIMEM_PROTO_LAND) || (type == UNIMEM_PROTO_LANDI)) {
+    if ((type == UNIMEM_PROTO_LAND) || (type == UNIMEM_PROTO_LANDI)) {
         unimem_rx_landed(rx, type, am_id, m);
     } else if ((type == UNIMEM_PROTO_FIRST) || (type == UNIMEM_PROTO_CONT)) {
         unimem_rx_fragment(rx, type, am_id, m);
     } else {
-        rx->stats->corrupt++;
+        rx->stats->corrupt++;   /* an unknown type, or a SHORT longer than it may be */
     }
+}
+
+void unimem_rx_msg(unimem_rx_t *rx, unimem_msg_t *m)
+{
+    unimem_rx_msg_inline(rx, m, rx->cb, rx->arg);
 }

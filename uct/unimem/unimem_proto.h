@@ -195,14 +195,15 @@ static inline size_t unimem_land_area_size(uint32_t max_senders, uint32_t slots,
     return (size_t)max_senders * slots * unimem_land_slot_size(max_len);
 }
 
-/* Decodes one mailbox message (the caller's private copy: a SHORT is delivered in place, and
- * the handler may write into it); delivers through cb when a message is complete. */
-void unimem_rx_msg(unimem_rx_t *rx, unimem_msg_t *m);
+/* Every message but a valid SHORT (unimem_rx_msg_inline decodes those): LAND, LANDI, FIRST
+ * and CONT, and what is corrupt, counted. */
+void unimem_rx_msg_other(unimem_rx_t *rx, unimem_msg_t *m);
 
-/* unimem_rx_msg, with a SHORT decoded here and handed to deliver, which the caller names at
- * compile time so that it inlines: the way of most small messages, without a call into the
- * decoder and one through rx->cb. Every other message, and a SHORT that fails its check
- * (counted there), goes to unimem_rx_msg. */
+/* Decodes one mailbox message (the caller's private copy: a SHORT is delivered in place, and
+ * the handler may write into it) and delivers through deliver when a message is complete: a
+ * SHORT here, every other message by unimem_rx_msg_other through rx->cb. The caller names
+ * deliver at compile time so that it inlines (the glue's progress: the way of most small
+ * messages, with no call into the decoder and none through rx->cb). */
 static inline void unimem_rx_msg_inline(unimem_rx_t *rx, unimem_msg_t *m, unimem_am_cb_t deliver,
                                         void *arg)
 {
@@ -213,8 +214,11 @@ static inline void unimem_rx_msg_inline(unimem_rx_t *rx, unimem_msg_t *m, unimem
         deliver(arg, m->b[0] & 0x1f, &m->b[2], m->b[1]);
         return;
     }
-    unimem_rx_msg(rx, m);
+    unimem_rx_msg_other(rx, m);
 }
+
+/* unimem_rx_msg_inline with rx's own callback. */
+void unimem_rx_msg(unimem_rx_t *rx, unimem_msg_t *m);
 
 #ifdef __cplusplus
 }
