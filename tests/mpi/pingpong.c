@@ -1,7 +1,7 @@
 /*
  * pingpong - MPI ping-pong between ranks 0 and 1 with a data check on every iteration.
  *
- *   pingpong [-s SIZES] [-i ITERS] [-w WARMUP] [--csv FILE] [--no-check] [-q]
+ *   pingpong [-s SIZES] [-i ITERS] [-w WARMUP] [-b WINDOW] [--csv FILE] [--no-check] [-q]
  *
  *   -s SIZES    comma list of message sizes, units K/M/G allowed (binary), e.g. -s 1,64K,4M;
  *               a range "MIN:MAX" means every power of two from MIN to MAX.
@@ -11,6 +11,11 @@
  *   -w WARMUP   untimed round trips before each size (default: ITERS/10, at least 2).
  *   --csv FILE  also write CSV ("-" = stdout instead of the table; the PASS/FAIL line then
  *               follows the rows). Columns: bytes,iters,lat_us_median,lat_us_min,lat_us_avg,bw_MBps
+ *   -b WINDOW   bi-directional instead: in each iteration ranks 0 and 1 both send WINDOW
+ *               messages to each other at once (MPI_Isend, MPI_Irecv into WINDOW buffers,
+ *               MPI_Waitall), so that both read from each other at the same time (a
+ *               rendezvous get each way); each message its own pattern, checked by its
+ *               receiver. The latency columns are then the iteration's time / WINDOW.
  *   --no-check  skip the per-iteration pattern fill and check (pure timing).
  *   -q          no table (with --csv FILE), only the PASS/FAIL line.
  *
@@ -25,6 +30,7 @@
 
 #define MAX_SIZES 64
 #define TAG       17
+#define MAX_WINDOW 64
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -84,16 +90,64 @@ static int default_iters(size_t size)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pingpong [-s SIZES] [-i ITERS] [-w WARMUP] [--csv FILE] "
+    fprintf(stderr, "usage: pingpong [-s SIZES] [-i ITERS] [-w WARMUP] [-b WINDOW] [--csv FILE] "
                     "[--no-check] [-q]   (see the comment at the top of pingpong.c)\n");
     exit(2);
+}
+
+/* The pattern of message j of round it of size index k from rank 'from' (-b). */
+static uint64_t bidir_seed(int k, int it, int j, int from)
+{
+    return ((uint64_t)k << 40) + ((uint64_t)from << 36) + ((uint64_t)it << 12) + (uint64_t)j;
+}
+
+/* -b, before a round: each message of ours its pattern, each receive slice cleared. */
+static void bidir_fill(uint8_t *sbuf, uint8_t *rbuf, size_t size, int window, int k, int it)
+{
+    int j;
+
+    for (j = 0; j < window; ++j) {
+        mc_fill(sbuf + (size_t)j * size, size, bidir_seed(k, it, j, mc_rank));
+        memset(rbuf + (size_t)j * size, 0xee, size);
+    }
+}
+
+/* One round of -b between ranks 0 and 1: both send window messages of size bytes to each
+ * other at once, each received into its own slice of rbuf. */
+static void bidir_round(uint8_t *sbuf, uint8_t *rbuf, size_t size, int window)
+{
+    static MPI_Request req[2 * MAX_WINDOW];
+    static MPI_Status  st[2 * MAX_WINDOW];
+    int peer = 1 - mc_rank, j;
+
+    for (j = 0; j < window; ++j) {
+        MC_CALL(MPI_Irecv(rbuf + (size_t)j * size, (int)size, MPI_BYTE, peer, TAG + 1 + j,
+                          MPI_COMM_WORLD, &req[j]));
+    }
+    for (j = 0; j < window; ++j) {
+        MC_CALL(MPI_Isend(sbuf + (size_t)j * size, (int)size, MPI_BYTE, peer, TAG + 1 + j,
+                          MPI_COMM_WORLD, &req[window + j]));
+    }
+    MC_CALL(MPI_Waitall(2 * window, req, st));
+}
+
+/* -b, after a round: every message from the peer as it sent it. */
+static void bidir_check(const uint8_t *rbuf, size_t size, int window, int k, int it)
+{
+    char what[64];
+    int j;
+
+    for (j = 0; j < window; ++j) {
+        snprintf(what, sizeof(what), "message %d of round %d from rank %d", j, it, 1 - mc_rank);
+        mc_check(rbuf + (size_t)j * size, size, bidir_seed(k, it, j, 1 - mc_rank), what);
+    }
 }
 
 int main(int argc, char **argv)
 {
     size_t sizes[MAX_SIZES], max_size = 0, size;
     char   default_sizes[] = "1:4M", *size_arg = default_sizes, detail[128];
-    int    nsizes, iters_opt = 0, warmup_opt = -1, check = 1, quiet = 0, i, k, it;
+    int    nsizes, iters_opt = 0, warmup_opt = -1, check = 1, quiet = 0, window = 0, i, k, it;
     const char *csv_path = NULL;
     FILE *csv = NULL;
     uint8_t *sbuf, *rbuf;
@@ -109,6 +163,11 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "-w") && i + 1 < argc) {
             warmup_opt = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-b") && i + 1 < argc) {
+            window = atoi(argv[++i]);
+            if ((window <= 0) || (window > MAX_WINDOW)) {
+                usage();
+            }
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
             csv_path = argv[++i];
         } else if (!strcmp(argv[i], "--no-check")) {
@@ -127,11 +186,11 @@ int main(int argc, char **argv)
     for (k = 0; k < nsizes; ++k) {
         max_size = sizes[k] > max_size ? sizes[k] : max_size;
     }
-    sbuf = mc_malloc(max_size);
-    rbuf = mc_malloc(max_size);
+    sbuf = mc_malloc(max_size * (window ? window : 1));
+    rbuf = mc_malloc(max_size * (window ? window : 1));
     lat  = mc_malloc(sizeof(double) * (iters_opt > 0 ? iters_opt : 1000)); /* the max */
-    memset(sbuf, 0, max_size);
-    memset(rbuf, 0, max_size);
+    memset(sbuf, 0, max_size * (window ? window : 1));
+    memset(rbuf, 0, max_size * (window ? window : 1));
 
     if (mc_rank == 0) {
         if (csv_path && !strcmp(csv_path, "-")) {
@@ -145,8 +204,8 @@ int main(int argc, char **argv)
             fprintf(csv, "bytes,iters,lat_us_median,lat_us_min,lat_us_avg,bw_MBps\n");
         }
         if (!quiet) {
-            printf("# pingpong rank 0 <-> rank 1, %d ranks, data check %s\n", mc_size,
-                   check ? "on" : "off");
+            printf("# pingpong rank 0 <-> rank 1, %d ranks, data check %s%s\n", mc_size,
+                   check ? "on" : "off", window ? ", bi-directional windows" : "");
             printf("%10s %7s %12s %10s %10s %11s\n", "bytes", "iters", "lat_us_med",
                    "lat_us_min", "lat_us_avg", "MB/s");
         }
@@ -163,7 +222,20 @@ int main(int argc, char **argv)
             uint64_t seed = ((uint64_t)k << 32) + (uint64_t)(it + warmup);
             double t0;
 
-            if (mc_rank == 0) {
+            if (window && (mc_rank <= 1)) {
+                if (check) {
+                    bidir_fill(sbuf, rbuf, size, window, k, it + warmup);
+                }
+                t0 = MPI_Wtime();
+                bidir_round(sbuf, rbuf, size, window);
+                if ((mc_rank == 0) && (it >= 0)) {
+                    lat[it] = (MPI_Wtime() - t0) * 1e6 / window;
+                    sum    += lat[it];
+                }
+                if (check) {
+                    bidir_check(rbuf, size, window, k, it + warmup);
+                }
+            } else if (mc_rank == 0) {
                 if (check) {
                     mc_fill(sbuf, size, seed);
                     memset(rbuf, 0xee, size);

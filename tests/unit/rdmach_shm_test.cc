@@ -1057,10 +1057,67 @@ TEST(RdmachWireShm, AGetPostedBehindAnotherGoesWhole)
     EXPECT_EQ(0, op2.err);
 }
 
-// Both read from each other at once (bi-directional traffic): a process with posted copies of
-// its own does those and leaves the peer's jobs on its desk to the peer, which copies them
-// itself; with none left it helps again.
+// A process with posted copies of its own (a reads from c) does those and leaves the jobs a
+// peer put on its desk (b's) to that peer, which copies them itself; with none left it helps
+// again.
 TEST(RdmachWireShm, AnOwnerWithCopiesOfItsOwnDoesThoseFirst)
+{
+    CopyPair c;                                   // b reads from a
+    Wire third;                                   // and a from third
+    rdmach_wire_peer_t *to_third = nullptr;
+    rdmach_tx_t tx{};
+    rdmach_rx_t rx{};
+    uint32_t id;
+    ASSERT_EQ(0, c.a.ops->attach(c.a.w, third.addr.data(), &to_third));
+    ASSERT_EQ(0, c.a.ops->claim(c.a.w, to_third, &tx, &id));
+    ASSERT_EQ(1, third.ops->activate(third.w, id, &rx));
+
+    const size_t len = 1024 * 1024;
+    std::vector<uint8_t> in_a = pattern(len, 11), in_third = pattern(len, 12), to_a(len),
+                         to_b_buf(len);
+    rdmach_wire_iov_t iov_b = {to_b_buf.data(), len, nullptr}, iov_a = {to_a.data(), len, nullptr};
+    Done b_get, a_get, b_get2;
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // b's job on a's desk
+              c.b.ops->rma(c.b.w, c.peer, &iov_b, 1, reinterpret_cast<uintptr_t>(in_a.data()), 0,
+                           len, 0, nullptr, &b_get));
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // a's own job on third's desk
+              c.a.ops->rma(c.a.w, to_third, &iov_a, 1,
+                           reinterpret_cast<uintptr_t>(in_third.data()), 0, len, 0, nullptr,
+                           &a_get));
+    EXPECT_EQ(1u, c.a.ops->progress(c.a.w)) << "a copies its own get";
+    EXPECT_EQ(1, a_get.calls);
+    EXPECT_EQ(0, a_get.err);
+    EXPECT_EQ(in_third, to_a);
+    EXPECT_EQ(0u, c.a.wire_stats.copy_helped) << "b's job was left to b";
+    EXPECT_EQ(0, b_get.calls);
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w)) << "b copies its own";
+    EXPECT_EQ(1, b_get.calls);
+    EXPECT_EQ(0, b_get.err);
+    EXPECT_EQ(in_a, to_b_buf);
+    EXPECT_EQ(0u, c.b.wire_stats.copy_helped);
+
+    // a has nothing of its own now: it helps b's next job again (into another buffer: one
+    // copied into again goes in fixed halves, below)
+    std::vector<uint8_t> to_b_buf2(len);
+    rdmach_wire_iov_t iov_b2 = {to_b_buf2.data(), len, nullptr};
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
+              c.b.ops->rma(c.b.w, c.peer, &iov_b2, 1, reinterpret_cast<uintptr_t>(in_a.data()),
+                           0, len, 0, nullptr, &b_get2));
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.ops->progress(c.a.w));
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.wire_stats.copy_helped);
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w));
+    EXPECT_EQ(1, b_get2.calls);
+    EXPECT_EQ(in_a, to_b_buf2);
+    EXPECT_EQ(0u, c.a.wire_stats.copy_owner_busy + c.b.wire_stats.copy_owner_busy);
+}
+
+// Both read from each other at once (bi-directional traffic): the one that reads while the
+// other has a window of copies of its own posted (which help nobody, above) puts its job on
+// the desk in one piece, one system call for whoever takes it (not halves into a buffer
+// received into again), and one done at return is a single process_vm; once the other's
+// copies are over, halves again. One copy posted is no window (a ping-pong's get).
+TEST(RdmachWireShm, AReaderWhoseOwnerCopiesItsOwnCopiesInOnePiece)
 {
     CopyPair c;                                   // b reads from a
     rdmach_wire_peer_t *to_b = nullptr;           // and a from b
@@ -1071,41 +1128,64 @@ TEST(RdmachWireShm, AnOwnerWithCopiesOfItsOwnDoesThoseFirst)
     ASSERT_EQ(0, c.a.ops->claim(c.a.w, to_b, &tx, &id));
     ASSERT_EQ(1, c.b.ops->activate(c.b.w, id, &rx));
 
-    const size_t len = 1024 * 1024;
-    std::vector<uint8_t> in_a = pattern(len, 11), in_b = pattern(len, 12), to_a(len), to_b_buf(len);
-    rdmach_wire_iov_t iov_b = {to_b_buf.data(), len, nullptr}, iov_a = {to_a.data(), len, nullptr};
-    Done b_get, a_get, b_get2;
+    const size_t len = 256 * 1024;
+    std::vector<uint8_t> in_a = pattern(len, 13), in_b = pattern(len, 14), to_a1(len),
+                         to_a2(len), to_b_buf(len), to_b_sync(len);
+    rdmach_wire_iov_t iov_a1 = {to_a1.data(), len, nullptr},
+                      iov_a2 = {to_a2.data(), len, nullptr},
+                      iov_b  = {to_b_buf.data(), len, nullptr},
+                      iov_bs = {to_b_sync.data(), len, nullptr};
+    Done a_get1, a_get2, b_get1, b_get2, b_get3;
+    auto b_get = [&](Done *d) {
+        return c.b.ops->rma(c.b.w, c.peer, &iov_b, 1, reinterpret_cast<uintptr_t>(in_a.data()),
+                            0, len, 0, nullptr, d);
+    };
+    auto b_wait = [&](Done *d) {
+        while (d->calls == 0) {
+            c.b.ops->progress(c.b.w);
+        }
+        EXPECT_EQ(0, d->err);
+        EXPECT_EQ(in_a, to_b_buf);
+        std::fill(to_b_buf.begin(), to_b_buf.end(), 0);
+    };
 
-    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // b's job on a's desk
-              c.b.ops->rma(c.b.w, c.peer, &iov_b, 1, reinterpret_cast<uintptr_t>(in_a.data()), 0,
-                           len, 0, nullptr, &b_get));
-    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // a's own job on b's desk
-              c.a.ops->rma(c.a.w, to_b, &iov_a, 1, reinterpret_cast<uintptr_t>(in_b.data()), 0,
-                           len, 0, nullptr, &a_get));
-    EXPECT_EQ(1u, c.a.ops->progress(c.a.w)) << "a copies its own get, whole";
-    EXPECT_EQ(1, a_get.calls);
-    EXPECT_EQ(0, a_get.err);
-    EXPECT_EQ(in_b, to_a);
-    EXPECT_EQ(0u, c.a.wire_stats.copy_helped) << "b's job was left to b";
-    EXPECT_EQ(0, b_get.calls);
-    EXPECT_EQ(1u, c.b.ops->progress(c.b.w)) << "b copies its own";
-    EXPECT_EQ(1, b_get.calls);
-    EXPECT_EQ(0, b_get.err);
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, b_get(&b_get1));   // b's buffer, new to it: chunks
+    b_wait(&b_get1);
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // a's first job on b's desk: no window yet
+              c.a.ops->rma(c.a.w, to_b, &iov_a1, 1, reinterpret_cast<uintptr_t>(in_b.data()),
+                           0, len, 0, nullptr, &a_get1));
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, b_get(&b_get2));
+    EXPECT_EQ(1u, c.b.wire_stats.copy_halves) << "one copy posted: b's buffer, in halves";
+    EXPECT_EQ(0u, c.b.wire_stats.copy_owner_busy);
+    b_wait(&b_get2);
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,       // a's second: a window, a copies its own now
+              c.a.ops->rma(c.a.w, to_b, &iov_a2, 1, reinterpret_cast<uintptr_t>(in_b.data()),
+                           0, len, 0, nullptr, &a_get2));
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, b_get(&b_get3));
+    EXPECT_EQ(1u, c.b.wire_stats.copy_owner_busy);
+    EXPECT_EQ(1u, c.b.wire_stats.copy_halves) << "in one piece";
+    EXPECT_TRUE(std::all_of(to_b_buf.begin(), to_b_buf.end(), [](uint8_t x) { return x == 0; }))
+        << "nothing copied inside the call";
+    ASSERT_EQ(0, c.b.ops->rma(c.b.w, c.peer, &iov_bs, 1,
+                              reinterpret_cast<uintptr_t>(in_a.data()), 0, len, 0, nullptr,
+                              nullptr))
+        << "done at return: one process_vm";
+    EXPECT_EQ(in_a, to_b_sync);
+    EXPECT_EQ(2u, c.b.wire_stats.copy_owner_busy);
+    EXPECT_EQ(3u, c.b.wire_stats.copy_jobs);
+
+    EXPECT_EQ(1u, c.b.ops->progress(c.b.w)) << "b's own job first, one piece";
+    EXPECT_EQ(1, b_get3.calls);
+    EXPECT_EQ(0, b_get3.err);
     EXPECT_EQ(in_a, to_b_buf);
-    EXPECT_EQ(0u, c.b.wire_stats.copy_helped);
-
-    // a has nothing of its own now: it helps b's next job again (into another buffer: one
-    // copied into again goes in fixed halves, the next test)
-    std::vector<uint8_t> to_b_buf2(len);
-    rdmach_wire_iov_t iov_b2 = {to_b_buf2.data(), len, nullptr};
-    ASSERT_EQ(RDMACH_WIRE_INPROGRESS,
-              c.b.ops->rma(c.b.w, c.peer, &iov_b2, 1, reinterpret_cast<uintptr_t>(in_b.data()),
-                           0, len, 0, nullptr, &b_get2));
-    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.ops->progress(c.a.w));
-    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT, c.a.wire_stats.copy_helped);
-    EXPECT_EQ(1u, c.b.ops->progress(c.b.w));
-    EXPECT_EQ(1, b_get2.calls);
-    EXPECT_EQ(in_b, to_b_buf2);
+    EXPECT_EQ(RDMACH_SHM_COPY_SPLIT + 1, c.b.ops->progress(c.b.w))
+        << "then, with nothing of its own posted, both of a's jobs (the second whole)";
+    EXPECT_EQ(2u, c.a.ops->progress(c.a.w));
+    EXPECT_EQ(0, a_get1.err);
+    EXPECT_EQ(0, a_get2.err);
+    EXPECT_EQ(in_b, to_a1);
+    EXPECT_EQ(in_b, to_a2);
 }
 
 // A buffer copied into again (MPI receiving into one buffer) goes in two fixed halves: the

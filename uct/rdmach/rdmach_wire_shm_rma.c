@@ -64,6 +64,24 @@ rdmach_shm_helper_t rdmach_shm_helper(rdmach_shm_wire_t *w)
     return helper;
 }
 
+/* Tells peers whether we copy reads or writes of our own now (own_copies in our segment's
+ * header, rdmach_shm_rma_way): stored only when it changes, the line then moves once per
+ * change. */
+static inline void rdmach_shm_own_copies(rdmach_shm_wire_t *w, uint32_t busy)
+{
+    if (w->seg.hdr->own_copies != busy) {
+        __atomic_store_n(&w->seg.hdr->own_copies, busy, __ATOMIC_RELAXED);
+    }
+}
+
+/* Busy, as peers see it, is a window of copies posted (two or more), not one: a ping-pong's
+ * single get ends before its answer is sent, and its peer would only fetch the word's line
+ * back and forth on every message. */
+static inline void rdmach_shm_own_posted(rdmach_shm_wire_t *w)
+{
+    rdmach_shm_own_copies(w, (w->posted_busy & (w->posted_busy - 1)) != 0);
+}
+
 /* Our posted staged gets advanced, without their completions (we may be inside rma): the
  * pieces their owners staged are copied out, so that the owners go on, and the ones that end
  * give their desk slots back. Are some still going? */
@@ -176,9 +194,21 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
     rdmach_shm_posted_t *p;
     uint64_t work, t0;
     size_t i;
-    int ret, e, hot;
+    int ret, e, hot, busy;
 
-    hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) &&
+    /* A peer that copies its own (a window posted, or one inside process_vm) helps nobody
+     * until it is done (rdmach_shm_progress): on its desk our job is ours unless the peer comes
+     * free first (bi-directional traffic: both read from each other). So the job goes in one
+     * piece, one system call for whoever takes it, not in halves or chunks that only add
+     * system calls of ours; done at return, it is one process_vm, as cma's. Staged pieces
+     * need the owner all the same. */
+    busy = !staged && (mapped == NULL) && (len >= RDMACH_SHM_COPY_MIN) &&
+           (__atomic_load_n(&peer->seg.hdr->own_copies, __ATOMIC_RELAXED) != 0);
+    RDMACH_WIRE_STATS(wire)->copy_owner_busy += busy;
+    if (busy && ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)))) {
+        goto direct;
+    }
+    hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && !busy &&
           rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
     if ((len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && staged &&
         ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)))) {
@@ -213,7 +243,7 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
             } else {
                 ret = rdmach_shm_copy_post(&p->req, &peer->seg, peer->start_time, &w->seg,
                                            local[0].base, remote_addr, mapped, len, write,
-                                           ((w->posted_busy == 0) || (mapped != NULL)) ?
+                                           (!busy && ((w->posted_busy == 0) || (mapped != NULL))) ?
                                            RDMACH_SHM_COPY_SPLIT : 1, timed);
             }
             if (ret == 0) {
@@ -222,6 +252,7 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
                 p->finished     = 0;
                 ++peer->refs;
                 w->posted_busy |= 1u << e;
+                rdmach_shm_own_posted(w);
                 RDMACH_WIRE_STATS(wire)->copy_jobs++;
                 RDMACH_WIRE_STATS(wire)->copy_staged += staged;
                 RDMACH_WIRE_STATS(wire)->copy_halves += hot && !staged;
@@ -247,13 +278,18 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
         rdmach_wire_iov_copy_mapped(mapped, local, cnt, write);
         return 0;
     }
+direct:
     for (i = 0; i < cnt; ++i) {
         iov[i].iov_base = local[i].base;
         iov[i].iov_len  = local[i].len;
     }
+    if (len >= RDMACH_SHM_COPY_MIN) {
+        rdmach_shm_own_copies(w, 1);   /* a peer reading from us now expects no help */
+    }
     t0       = timed ? ucx_ext_ticks() : 0;
     ret      = ucx_ext_process_vm(peer->seg.pid, iov, cnt, remote_addr, len, write);
     w->work += timed ? ucx_ext_ticks() - t0 : 0;
+    rdmach_shm_own_posted(w);
     return ret;
 }
 
@@ -340,6 +376,7 @@ unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w)
         RDMACH_WIRE_STATS(&w->super)->copy_unstaged += p->req.staged && p->req.unstaged;
         w->work        += p->req.work;
         w->posted_busy &= ~bit;
+        rdmach_shm_own_posted(w);
         rdmach_shm_peer_put(p->peer);
         if (ret != 0) {
             rdmach_shm_pick_spoil(&w->pick);
@@ -407,5 +444,6 @@ void rdmach_shm_settle(rdmach_shm_wire_t *w)
         }
     }
     w->posted_busy = 0;
+    rdmach_shm_own_copies(w, 0);
 }
 
