@@ -145,7 +145,7 @@ static void bidir_check(const uint8_t *rbuf, size_t size, int window, int k, int
 
 int main(int argc, char **argv)
 {
-    size_t sizes[MAX_SIZES], max_size = 0, size;
+    size_t sizes[MAX_SIZES], max_size = 0, size, buf_len;
     char   default_sizes[] = "1:4M", *size_arg = default_sizes, detail[128];
     int    nsizes, iters_opt = 0, warmup_opt = -1, check = 1, quiet = 0, window = 0, i, k, it;
     const char *csv_path = NULL;
@@ -186,11 +186,12 @@ int main(int argc, char **argv)
     for (k = 0; k < nsizes; ++k) {
         max_size = sizes[k] > max_size ? sizes[k] : max_size;
     }
-    sbuf = mc_malloc(max_size * (window ? window : 1));
-    rbuf = mc_malloc(max_size * (window ? window : 1));
-    lat  = mc_malloc(sizeof(double) * (iters_opt > 0 ? iters_opt : 1000)); /* the max */
-    memset(sbuf, 0, max_size * (window ? window : 1));
-    memset(rbuf, 0, max_size * (window ? window : 1));
+    buf_len = max_size * (size_t)(window ? window : 1);   /* -b: a slice per message */
+    sbuf    = mc_malloc(buf_len);
+    rbuf    = mc_malloc(buf_len);
+    lat     = mc_malloc(sizeof(double) * (iters_opt > 0 ? iters_opt : 1000)); /* the max */
+    memset(sbuf, 0, buf_len);
+    memset(rbuf, 0, buf_len);
 
     if (mc_rank == 0) {
         if (csv_path && !strcmp(csv_path, "-")) {

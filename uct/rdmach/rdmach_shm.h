@@ -131,9 +131,11 @@ typedef struct rdmach_shm_hdr {
     char              pad3[RDMACH_CACHE_LINE - 2 * sizeof(uint32_t)];
     volatile uint64_t staged_seq;      /* pieces the owner staged, any job: a reader whose
                                         * own jobs wait for their turn sees it is at work */
-    volatile uint32_t own_copies;      /* the owner copies reads or writes of its own now
-                                        * (posted, or one inside a system call) and helps
-                                        * nobody meanwhile: a reader copies without a job */
+    volatile uint32_t own_copies;      /* the owner has a window of copies of its own (two
+                                        * or more posted, or one inside process_vm) and
+                                        * helps nobody meanwhile: a reader's job to it goes
+                                        * in one piece (the owner's word: anyone's who maps
+                                        * the segment, deciding nothing else) */
     char              pad4[RDMACH_CACHE_LINE - sizeof(uint64_t) - sizeof(uint32_t)];
     rdmach_shm_copy_t copy[RDMACH_SHM_COPY_SLOTS];
 } rdmach_shm_hdr_t;
