@@ -204,9 +204,11 @@ static int rdmach_shm_rma_way(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer
      * need the owner all the same. */
     busy = !staged && (mapped == NULL) && (len >= RDMACH_SHM_COPY_MIN) &&
            (__atomic_load_n(&peer->seg.hdr->own_copies, __ATOMIC_RELAXED) != 0);
-    RDMACH_WIRE_STATS(wire)->copy_owner_busy += busy;
-    if (busy && ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED)))) {
-        goto direct;
+    if (busy) {
+        RDMACH_WIRE_STATS(wire)->copy_owner_busy++;
+        if ((comp == NULL) || (w->posted_busy == RDMACH_SHM_ALL(RDMACH_SHM_POSTED))) {
+            goto direct;
+        }
     }
     hot = (len >= RDMACH_SHM_COPY_MIN) && (cnt == 1) && !busy &&
           rdmach_shm_hot(w, write ? remote_addr : (uintptr_t)local[0].base);
@@ -444,6 +446,6 @@ void rdmach_shm_settle(rdmach_shm_wire_t *w)
         }
     }
     w->posted_busy = 0;
-    rdmach_shm_own_copies(w, 0);
+    rdmach_shm_own_posted(w);
 }
 
