@@ -1188,6 +1188,84 @@ TEST(RdmachWireShm, AReaderWhoseOwnerCopiesItsOwnCopiesInOnePiece)
     EXPECT_EQ(in_b, to_a2);
 }
 
+// Two processes reading from each other: a get that would go staged takes the page walk
+// while its owner walks pages of its own (a window of its own posted, its own gets not
+// staged), since the staged pieces would wait for the owner's core that its walks hold; with
+// the owner's window over, or its own gets staged, it goes staged again.
+TEST(RdmachWireShm, AGetDoesNotStageAgainstItsOwnersPageWalk)
+{
+    Wire a(4, 8, 0x5eed, 0, 0);                     // a walks: it stages nothing
+    Wire b(4, 8, 0x5eed, 0, RDMACH_WIRE_STAGE_MAX);  // b stages every get
+    Wire s(4, 8, 0x5eed, 0, RDMACH_WIRE_STAGE_MAX);  // s stages its own too
+    rdmach_wire_peer_t *b_to_a = nullptr, *a_to_b = nullptr, *b_to_s = nullptr,
+                       *s_to_b = nullptr;
+    ASSERT_EQ(0, b.ops->attach(b.w, a.addr.data(), &b_to_a));
+    ASSERT_EQ(0, a.ops->attach(a.w, b.addr.data(), &a_to_b));
+    ASSERT_EQ(0, b.ops->attach(b.w, s.addr.data(), &b_to_s));
+    ASSERT_EQ(0, s.ops->attach(s.w, b.addr.data(), &s_to_b));
+    rdmach_tx_t tx[4]{};
+    rdmach_rx_t rx[4]{};
+    uint32_t id;
+    int k = 0;
+    for (auto [from, to_peer, owner] : {std::make_tuple(&b, b_to_a, &a), std::make_tuple(&a, a_to_b, &b),
+                                        std::make_tuple(&b, b_to_s, &s), std::make_tuple(&s, s_to_b, &b)}) {
+        ASSERT_EQ(0, from->ops->claim(from->w, to_peer, &tx[k], &id));   // maps the owner
+        ASSERT_EQ(1, owner->ops->activate(owner->w, id, &rx[k]));
+        ++k;
+    }
+
+    const size_t len = 256 * 1024;
+    std::vector<uint8_t> in_a = pattern(len, 31), in_b = pattern(len, 32), in_s = pattern(len, 33);
+    std::vector<std::vector<uint8_t>> to(8, std::vector<uint8_t>(len));
+    std::vector<Done> d(8);
+    auto get = [&](Wire &w, rdmach_wire_peer_t *p, const std::vector<uint8_t> &src, int i) {
+        rdmach_wire_iov_t iov = {to[i].data(), len, nullptr};
+        return w.ops->rma(w.w, p, &iov, 1, reinterpret_cast<uintptr_t>(src.data()), 0, len, 0,
+                          nullptr, &d[i]);
+    };
+    auto drain = [&](std::initializer_list<Wire*> ws, std::initializer_list<int> ids) {
+        while (std::any_of(ids.begin(), ids.end(), [&](int i) { return d[i].calls == 0; })) {
+            for (Wire *w : ws) {
+                w->ops->progress(w->w);
+            }
+        }
+    };
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(b, b_to_a, in_a, 0));   // a idle: staged
+    EXPECT_EQ(1u, b.wire_stats.copy_staged);
+    drain({&a, &b}, {0});
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(a, a_to_b, in_b, 1));   // a's own window, walked
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(a, a_to_b, in_b, 2));
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(b, b_to_a, in_a, 3));
+    EXPECT_EQ(1u, b.wire_stats.stage_peer_walks);
+    EXPECT_EQ(1u, b.wire_stats.copy_staged) << "the page walk, against a's own";
+    EXPECT_EQ(1u, b.wire_stats.copy_owner_busy) << "in one piece";
+    drain({&a, &b}, {1, 2, 3});
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(b, b_to_a, in_a, 4));   // a's window over: staged
+    EXPECT_EQ(2u, b.wire_stats.copy_staged);
+    drain({&a, &b}, {4});
+
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(s, s_to_b, in_b, 6));   // s's own window, staged
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(s, s_to_b, in_b, 7));
+    ASSERT_EQ(RDMACH_WIRE_INPROGRESS, get(b, b_to_s, in_s, 5));
+    EXPECT_EQ(3u, b.wire_stats.copy_staged) << "s stages its own: b stages too";
+    EXPECT_EQ(1u, b.wire_stats.stage_peer_walks);
+    drain({&s, &b}, {5, 6, 7});
+
+    for (int i : {0, 3, 4}) {
+        EXPECT_EQ(in_a, to[i]) << i;
+    }
+    for (int i : {1, 2, 6, 7}) {
+        EXPECT_EQ(in_b, to[i]) << i;
+    }
+    EXPECT_EQ(in_s, to[5]);
+    for (const Done &x : d) {
+        EXPECT_EQ(0, x.err);
+    }
+}
+
 // A buffer copied into again (MPI receiving into one buffer) goes in two fixed halves: the
 // reader's first half is copied before rma returns, so the owner can only take the second,
 // and each half stays in one core's cache from one copy to the next.

@@ -136,7 +136,12 @@ typedef struct rdmach_shm_hdr {
                                         * helps nobody meanwhile: a reader's job to it goes
                                         * in one piece (the owner's word: anyone's who maps
                                         * the segment, deciding nothing else) */
-    char              pad4[RDMACH_CACHE_LINE - sizeof(uint64_t) - sizeof(uint32_t)];
+    volatile uint32_t stage_ways;      /* bit c: the owner's own gets of size class c go
+                                        * staged (its pick's choice, rdmach_shm_pick_ways):
+                                        * a reader does not stage against a page walk of the
+                                        * owner's own (the owner's word, deciding only that
+                                        * a get of the reader's takes the page walk) */
+    char              pad4[RDMACH_CACHE_LINE - sizeof(uint64_t) - 2 * sizeof(uint32_t)];
     rdmach_shm_copy_t copy[RDMACH_SHM_COPY_SLOTS];
 } rdmach_shm_hdr_t;
 

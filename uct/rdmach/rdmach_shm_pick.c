@@ -98,8 +98,18 @@ int rdmach_shm_pick_probe(uint64_t *walk_ns, uint64_t *memcpy_ns)
 
 static rdmach_shm_pick_class_t *rdmach_shm_pick_class(rdmach_shm_pick_t *pick, size_t len)
 {
-    return &pick->c[(len < (256ul << 10)) ? 0 : (len < (1ul << 20)) ? 1 :
-                    (len < (4ul << 20)) ? 2 : 3];
+    return &pick->c[rdmach_shm_pick_class_of(len)];
+}
+
+uint32_t rdmach_shm_pick_ways(const rdmach_shm_pick_t *pick)
+{
+    uint32_t ways = 0;
+    unsigned i;
+
+    for (i = 0; i < RDMACH_SHM_PICK_CLASSES; ++i) {
+        ways |= (uint32_t)(pick->c[i].won != 0) << i;
+    }
+    return ways;
 }
 
 /* The choice holds for c->run gets (won: the way that holds; decided: an exploration chose

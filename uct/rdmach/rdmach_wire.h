@@ -79,11 +79,13 @@ typedef struct rdmach_wire_dev {
  * the large geometry (shm's large rings, rdmach_shm.h; RC: 0). stage_picks: how often shm
  * measured staged gets against not (rdmach_shm_pick.h), stage_picked: how often staging won;
  * copy_owner_busy: large gets and puts to a peer busy with copies of its own (no help to
- * expect), each in one piece: posted whole, or one process_vm when done at return. */
+ * expect), each in one piece: posted whole, or one process_vm when done at return;
+ * stage_peer_walks: gets that would have gone staged and took the page walk, their owner
+ * busy with a page walk of its own (rdmach_wire_shm_rma.c, rdmach_shm_peer_walks). */
 typedef struct rdmach_wire_stats {
     uint64_t posts, rdma_reads, completions, failures, atomics, reg_peak;
     uint64_t copy_jobs, copy_helped, large_rings, copy_halves, copy_staged, copy_unstaged;
-    uint64_t stage_picks, stage_picked, copy_owner_busy;
+    uint64_t stage_picks, stage_picked, copy_owner_busy, stage_peer_walks;
 } rdmach_wire_stats_t;
 
 /* A wire's counters: the glue's, or a sink when it keeps none (unit tests); the sink is never
@@ -97,7 +99,7 @@ static rdmach_wire_stats_t rdmach_wire_stats_sink __attribute__((unused));
     _(wire_posts) _(wire_reads) _(wire_completions) _(wire_failures) _(wire_atomics) \
     _(wire_reg_peak) _(wire_copy_jobs) _(wire_copy_helped) _(wire_large_rings) \
     _(wire_copy_halves) _(wire_copy_staged) _(wire_copy_unstaged) _(wire_stage_picks) \
-    _(wire_stage_picked) _(wire_copy_owner_busy)
+    _(wire_stage_picked) _(wire_copy_owner_busy) _(wire_stage_peer_walks)
 
 /* The largest staged get (params.stage_max below). */
 #define RDMACH_WIRE_STAGE_MAX (16ul * 1024 * 1024)

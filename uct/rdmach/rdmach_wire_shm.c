@@ -107,6 +107,7 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
         return -ENOMEM;
     }
 
+    rdmach_shm_publish_ways(w);
     w->super.ops         = &rdmach_wire_shm_ops;
     w->super.geom        = params->geom;
     w->super.max_rings   = params->max_rings;
