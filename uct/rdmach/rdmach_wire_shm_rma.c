@@ -144,10 +144,10 @@ static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, 
 
 /* Tells peers which of our gets go staged (stage_ways in our segment's header, read by
  * rdmach_shm_peer_walks): at open the first choices, then, per class, the way our pick gave
- * our latest get (an exploration's turn too, so that a peer reading from us the other way
- * follows the turn and the exploration times both processes going one way). The way before
- * rdmach_shm_peer_walks: were it after, two processes that each walked for the other would
- * walk for good. Stored only when it changes, at most once per period. */
+ * our latest get (an exploration's turn too: a peer reading from us meanwhile does not stage
+ * beside a turn of our page walks). The way before rdmach_shm_peer_walks: were it the way
+ * taken, two processes that each walked for the other would walk for good. Stored only when
+ * it changes, about once per period. */
 void rdmach_shm_publish_ways(rdmach_shm_wire_t *w)
 {
     const rdmach_wire_params_t *params = &w->super.params;
@@ -173,7 +173,7 @@ static inline void rdmach_shm_publish_way(rdmach_shm_wire_t *w, size_t len, unsi
  * its own (own_copies), its gets of len's class not staged? Then our get takes the page walk
  * too. A staged get's pieces need the owner's core, which its own walks hold, while ours stay
  * light: of two processes reading from each other, one staging and one walking was the worst
- * pair (MPICH bi-directional 64 KiB 9-11 GB/s, both walking 14-16, both staging 18-20). Both
+ * pair (MPICH bi-directional 64 KiB 9-12 GB/s, both walking 15-16, both staging 20-21). Both
  * words are the owner's and anyone's who maps its segment: a lie only makes us walk, as we
  * may anyway. */
 static inline int rdmach_shm_peer_walks(const rdmach_shm_peer_t *peer, size_t len)
