@@ -1207,15 +1207,17 @@ TEST(RdmachWireShm, AGetDoesNotStageAgainstItsOwnersPageWalk)
     rdmach_rx_t rx[4]{};
     uint32_t id;
     int k = 0;
-    for (auto [from, to_peer, owner] : {std::make_tuple(&b, b_to_a, &a), std::make_tuple(&a, a_to_b, &b),
-                                        std::make_tuple(&b, b_to_s, &s), std::make_tuple(&s, s_to_b, &b)}) {
+    for (auto [from, to_peer, owner] :
+         {std::make_tuple(&b, b_to_a, &a), std::make_tuple(&a, a_to_b, &b),
+          std::make_tuple(&b, b_to_s, &s), std::make_tuple(&s, s_to_b, &b)}) {
         ASSERT_EQ(0, from->ops->claim(from->w, to_peer, &tx[k], &id));   // maps the owner
         ASSERT_EQ(1, owner->ops->activate(owner->w, id, &rx[k]));
         ++k;
     }
 
     const size_t len = 256 * 1024;
-    std::vector<uint8_t> in_a = pattern(len, 31), in_b = pattern(len, 32), in_s = pattern(len, 33);
+    std::vector<uint8_t> in_a = pattern(len, 31), in_b = pattern(len, 32),
+                         in_s = pattern(len, 33);
     std::vector<std::vector<uint8_t>> to(8, std::vector<uint8_t>(len));
     std::vector<Done> d(8);
     auto get = [&](Wire &w, rdmach_wire_peer_t *p, const std::vector<uint8_t> &src, int i) {
