@@ -137,7 +137,7 @@ typedef struct rdmach_shm_hdr {
                                         * in one piece (the owner's word: anyone's who maps
                                         * the segment, deciding nothing else) */
     volatile uint32_t stage_ways;      /* bit c: the owner's own gets of size class c go
-                                        * staged (its pick's choice, rdmach_shm_pick_ways):
+                                        * staged (its pick's way, its latest get):
                                         * a reader does not stage against a page walk of the
                                         * owner's own (the owner's word, deciding only that
                                         * a get of the reader's takes the page walk) */

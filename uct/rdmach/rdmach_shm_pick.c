@@ -101,17 +101,6 @@ static rdmach_shm_pick_class_t *rdmach_shm_pick_class(rdmach_shm_pick_t *pick, s
     return &pick->c[rdmach_shm_pick_class_of(len)];
 }
 
-uint32_t rdmach_shm_pick_ways(const rdmach_shm_pick_t *pick)
-{
-    uint32_t ways = 0;
-    unsigned i;
-
-    for (i = 0; i < RDMACH_SHM_PICK_CLASSES; ++i) {
-        ways |= (uint32_t)(pick->c[i].won != 0) << i;
-    }
-    return ways;
-}
-
 /* The choice holds for c->run gets (won: the way that holds; decided: an exploration chose
  * it, rather than gave up). */
 static void rdmach_shm_pick_hold(rdmach_shm_pick_class_t *c, unsigned won, int decided)

@@ -104,9 +104,6 @@ static inline unsigned rdmach_shm_pick_class_of(size_t len)
     return (len < (256ul << 10)) ? 0 : (len < (1ul << 20)) ? 1 : (len < (4ul << 20)) ? 2 : 3;
 }
 
-/* The choices that hold, bit c for class c (1: staged). */
-uint32_t rdmach_shm_pick_ways(const rdmach_shm_pick_t *pick);
-
 /* staged: the first choice of every class; fixed: it holds (rdmach_shm_pick_probe's). */
 void rdmach_shm_pick_init(rdmach_shm_pick_t *pick, int staged, int fixed);
 

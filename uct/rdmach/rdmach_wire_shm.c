@@ -107,7 +107,11 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
         return -ENOMEM;
     }
 
-    rdmach_shm_publish_ways(w);
+    /* which of our gets go staged, for peers reading from us (rdmach_wire_shm_rma.c): at
+     * first every class the probe's way, or every get staged without the pick */
+    w->seg.hdr->stage_ways = ((params->stage_max > 0) &&
+                              (!params->stage_measure || w->pick.c[0].won)) ?
+                             (1u << RDMACH_SHM_PICK_CLASSES) - 1 : 0;
     w->super.ops         = &rdmach_wire_shm_ops;
     w->super.geom        = params->geom;
     w->super.max_rings   = params->max_rings;

@@ -95,6 +95,5 @@ int rdmach_shm_rma(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer,
 unsigned rdmach_shm_posted_progress(rdmach_shm_wire_t *w);
 int rdmach_shm_flush(rdmach_wire_t *wire, rdmach_wire_peer_t *wire_peer, void *comp);
 void rdmach_shm_settle(rdmach_shm_wire_t *w);
-void rdmach_shm_publish_ways(rdmach_shm_wire_t *w);
 
 #endif

@@ -64,14 +64,19 @@ rdmach_shm_helper_t rdmach_shm_helper(rdmach_shm_wire_t *w)
     return helper;
 }
 
-/* Tells peers whether we copy reads or writes of our own now (own_copies in our segment's
- * header, rdmach_shm_rma_way): stored only when it changes, the line then moves once per
- * change. */
+/* A word of our segment's header that peers read (own_copies, stage_ways): stored only when
+ * it changes, so its line moves to our core once per change, not per message. */
+static inline void rdmach_shm_publish(volatile uint32_t *word, uint32_t value)
+{
+    if (*word != value) {
+        __atomic_store_n(word, value, __ATOMIC_RELAXED);
+    }
+}
+
+/* Tells peers whether we copy reads or writes of our own now (own_copies, rdmach_shm_rma_way) */
 static inline void rdmach_shm_own_copies(rdmach_shm_wire_t *w, uint32_t busy)
 {
-    if (w->seg.hdr->own_copies != busy) {
-        __atomic_store_n(&w->seg.hdr->own_copies, busy, __ATOMIC_RELAXED);
-    }
+    rdmach_shm_publish(&w->seg.hdr->own_copies, busy);
 }
 
 /* Busy, as peers see it, is a window of copies posted (two or more), not one: a ping-pong's
@@ -142,31 +147,18 @@ static int rdmach_shm_staged_run(rdmach_shm_wire_t *w, rdmach_shm_peer_t *peer, 
     return ret;
 }
 
-/* Tells peers which of our gets go staged (stage_ways in our segment's header, read by
- * rdmach_shm_peer_walks): at open the first choices, then, per class, the way our pick gave
- * our latest get (an exploration's turn too: a peer reading from us meanwhile does not stage
- * beside a turn of our page walks). The way before rdmach_shm_peer_walks: were it the way
- * taken, two processes that each walked for the other would walk for good. Stored only when
- * it changes, about once per period. */
-void rdmach_shm_publish_ways(rdmach_shm_wire_t *w)
-{
-    const rdmach_wire_params_t *params = &w->super.params;
-    uint32_t ways = (params->stage_max == 0) ? 0 :
-                    !params->stage_measure   ? (1u << RDMACH_SHM_PICK_CLASSES) - 1 :
-                                               rdmach_shm_pick_ways(&w->pick);
-
-    __atomic_store_n(&w->seg.hdr->stage_ways, ways, __ATOMIC_RELAXED);
-}
-
+/* Tells peers which way our pick gave our latest get of len's class (stage_ways, read by
+ * rdmach_shm_peer_walks; set at open to the first choices, rdmach_shm_open): an exploration's
+ * turn too, so a peer reading from us meanwhile does not stage beside a turn of our page
+ * walks. The pick's way, before rdmach_shm_peer_walks: were it the way taken, two processes
+ * that each walked for the other would walk for good. Changes about once per period. */
 static inline void rdmach_shm_publish_way(rdmach_shm_wire_t *w, size_t len, unsigned way)
 {
     uint32_t bit  = 1u << rdmach_shm_pick_class_of(len);
     uint32_t ways = w->seg.hdr->stage_ways;
-    uint32_t want = (way & RDMACH_SHM_PICK_STAGED) ? (ways | bit) : (ways & ~bit);
 
-    if (want != ways) {
-        __atomic_store_n(&w->seg.hdr->stage_ways, want, __ATOMIC_RELAXED);
-    }
+    rdmach_shm_publish(&w->seg.hdr->stage_ways,
+                       (way & RDMACH_SHM_PICK_STAGED) ? (ways | bit) : (ways & ~bit));
 }
 
 /* Does the owner of a get of len bytes walk pages of its own meanwhile: a window of copies of
