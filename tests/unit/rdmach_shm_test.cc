@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
@@ -1742,6 +1744,35 @@ TEST(RdmachShmStage, ReadersReuseSlotsWhileTheOwnerStages)
     }));
     EXPECT_EQ(0u, d.owner.own.hdr->copy_busy);
     EXPECT_EQ(0u, d.owner.own.hdr->copy_active);
+}
+
+// Where gets may go staged, the staging buffers are made resident when the segment opens,
+// so that no get's first pieces pay a page fault on each side (the staged-or-not pick's first
+// staged samples did, and went to the page walk for it); where none may, they stay untouched
+// address space. Seen through the segment's memfd, which the iface address names.
+TEST(RdmachWireShmStage, StagingBuffersAreResidentOnlyWhereGetsMayStage)
+{
+    auto resident = [](const Wire &wire) {
+        int32_t fd;
+        std::memcpy(&fd, wire.addr.data() + sizeof(int32_t), sizeof(fd));   // pid, fd, id
+        const size_t page = 4096,
+                     off  = (sizeof(rdmach_shm_hdr_t) + page - 1) & ~(page - 1),
+                     len  = off + RDMACH_SHM_STAGE_BYTES;
+        void *p = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+        EXPECT_NE(MAP_FAILED, p);
+        std::vector<unsigned char> vec((len + page - 1) / page);
+        EXPECT_EQ(0, mincore(p, len, vec.data()));
+        size_t n = 0;
+        for (size_t i = off / page; i < vec.size(); ++i) {
+            n += vec[i] & 1;
+        }
+        munmap(p, len);
+        return n;
+    };
+    const size_t pages = (RDMACH_SHM_STAGE_BYTES + 4095) / 4096;
+    Wire walks(4, 8, 0x5eed, 0, 0), stages(4, 8, 0x5eed, 0, RDMACH_WIRE_STAGE_MAX);
+    EXPECT_EQ(0u, resident(walks));
+    EXPECT_EQ(pages, resident(stages));
 }
 
 // Through the wire table: a posted get is staged by the owner's progress and completes from

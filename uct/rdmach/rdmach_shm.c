@@ -275,6 +275,11 @@ void rdmach_shm_ring_prefault(const rdmach_shm_seg_t *seg, uint32_t id, int writ
                      rdmach_geom_ring_bytes(rdmach_shm_ring_geom(seg, id)), write);
 }
 
+void rdmach_shm_stage_prefault(const rdmach_shm_seg_t *seg, int write)
+{
+    ucx_ext_prefault(rdmach_shm_stage_at(seg->hdr, 0, 0, 0), RDMACH_SHM_STAGE_BYTES, write);
+}
+
 void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id)
 {
     volatile uint64_t *map = (volatile uint64_t*)((char*)seg->hdr + seg->freemap_off);

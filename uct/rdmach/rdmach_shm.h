@@ -250,6 +250,11 @@ int rdmach_shm_claim_ring(const rdmach_shm_seg_t *seg);
  * first lap of a 2 MiB ring). */
 void rdmach_shm_ring_prefault(const rdmach_shm_seg_t *seg, uint32_t id, int write);
 
+/* Makes the staging buffers (RDMACH_SHM_STAGE_BYTES, 2 MiB) resident in this mapping: write,
+ * the owner's, at open; read, a reader's mapping of a peer's, when it maps the peer. Off the
+ * message path, so a get's first staged pieces do not pay a page fault on each side. */
+void rdmach_shm_stage_prefault(const rdmach_shm_seg_t *seg, int write);
+
 /* Our own ring, drained and its sender gone: zeroed, then published in the free map. */
 void rdmach_shm_free_ring(rdmach_shm_seg_t *seg, uint32_t id);
 
