@@ -10,8 +10,8 @@
  * Segment layout (page aligned parts):
  *   header       geometry, owner, the ring allocation counter senders bump to claim a ring, and
  *                the copy desk (rdmach_shm_copy_t below)
- *   staging      the desk's staging buffers for staged gets (below): 2 MiB of address space,
- *                pages touched by the jobs that use them
+ *   staging      the desk's staging buffers for staged gets (below): 2 MiB, made resident at
+ *                open where gets may go staged (rdmach_shm_stage_prefault), else untouched
  *   free map     one bit per ring its owner has taken back from a sender that has gone (closed
  *                iface, dead process) and zeroed: a new sender claims one by compare-and-swap
  *                once the counter has passed max_rings
