@@ -1755,18 +1755,21 @@ TEST(RdmachWireShmStage, StagingBuffersAreResidentOnlyWhereGetsMayStage)
     auto resident = [](const Wire &wire) {
         int32_t fd;
         std::memcpy(&fd, wire.addr.data() + sizeof(int32_t), sizeof(fd));   // pid, fd, id
-        const size_t page = 4096,
-                     off  = (sizeof(rdmach_shm_hdr_t) + page - 1) & ~(page - 1),
-                     len  = off + RDMACH_SHM_STAGE_BYTES;
-        void *p = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+        struct stat st;
+        EXPECT_EQ(0, fstat(fd, &st));
+        const size_t page = 4096, size = static_cast<size_t>(st.st_size);
+        void *p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
         EXPECT_NE(MAP_FAILED, p);
+        auto *hdr = static_cast<rdmach_shm_hdr_t*>(p);
+        const size_t off = rdmach_shm_stage_at(hdr, 0, 0, 0) - static_cast<uint8_t*>(p),
+                     len = off + RDMACH_SHM_STAGE_BYTES;
         std::vector<unsigned char> vec((len + page - 1) / page);
         EXPECT_EQ(0, mincore(p, len, vec.data()));
         size_t n = 0;
         for (size_t i = off / page; i < vec.size(); ++i) {
             n += vec[i] & 1;
         }
-        munmap(p, len);
+        munmap(p, size);
         return n;
     };
     const size_t pages = (RDMACH_SHM_STAGE_BYTES + 4095) / 4096;

@@ -68,6 +68,16 @@ static void rdmach_shm_probe(rdmach_shm_wire_t *w, const rdmach_wire_params_t *p
                    w->super.zcopy_auto ? w->super.zcopy_auto : (size_t)RDMACH_SHM_COPY_MIN);
 }
 
+/* Gets may go staged here: staging is on, and the pick may choose it (the unit tests' wires,
+ * with no pick, stage every get). Then the staging buffers' first touch, a page fault per
+ * page on each side, is taken off the message path: it fell in the pick's first staged
+ * samples, where in ping-pongs the owner came late, the reader walked the pieces itself
+ * (copy_unstaged) and staging lost every exploration (docs/rdmach.md). */
+static int rdmach_shm_may_stage(const rdmach_shm_wire_t *w)
+{
+    return (w->super.params.stage_max > 0) && (!w->pick.fixed || w->pick.c[0].won);
+}
+
 static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **wire_p)
 {
     rdmach_shm_wire_t *w = calloc(1, sizeof(*w));
@@ -112,13 +122,7 @@ static int rdmach_shm_open(const rdmach_wire_params_t *params, rdmach_wire_t **w
     w->seg.hdr->stage_ways = ((params->stage_max > 0) &&
                               (!params->stage_measure || w->pick.c[0].won)) ?
                              (1u << RDMACH_SHM_PICK_CLASSES) - 1 : 0;
-    /* Where gets may go staged, the staging buffers' first touch (a page fault per page on
-     * each side) fell in the pick's first staged samples: in ping-pongs their owner came late,
-     * the reader walked the pieces itself (copy_unstaged), and staging lost every exploration.
-     * So our 2 MiB are made resident here and a peer's mapped as we map it (docs/rdmach.md). */
-    w->may_stage = (params->stage_max > 0) &&
-                   (!params->stage_measure || !w->pick.fixed || w->pick.c[0].won);
-    if (w->may_stage) {
+    if (rdmach_shm_may_stage(w)) {
         rdmach_shm_stage_prefault(&w->seg, 1);
     }
     w->super.ops         = &rdmach_wire_shm_ops;
@@ -220,7 +224,7 @@ static int rdmach_shm_peer(rdmach_shm_wire_t *w, pid_t pid, int32_t fd, uint64_t
     peer->refs            = 0;
     peer->super.geom      = peer->seg.geom;
     peer->super.max_rings = peer->seg.max_rings;
-    if (w->may_stage) {
+    if (rdmach_shm_may_stage(w)) {
         rdmach_shm_stage_prefault(&peer->seg, 0);
     }
     if (i == w->npeers) {

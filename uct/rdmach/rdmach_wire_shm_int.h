@@ -71,7 +71,6 @@ typedef struct rdmach_shm_wire {
     double            ns_per_tick;  /* of ucx_ext_ticks, measured at the probe */
     uint64_t          pick_work0;   /* work at the open period's start */
     int               pick_bidir;   /* a peer had copies on our desk during it */
-    int               may_stage;    /* gets may go staged: staging buffers are prefaulted */
 } rdmach_shm_wire_t;
 
 _Static_assert(RDMACH_SHM_STAGE_MAX == RDMACH_WIRE_STAGE_MAX, "STAGED_COPY's range");
