@@ -18,6 +18,9 @@
  * group the first one makes; its members list changes and is read with the worker's async
  * context held (every entry point holds it), and the process's list of groups under a mutex.
  * A worker with one ud_zcopy iface pays what it paid before: its own gets.
+ *
+ * The same group answers which of a worker's ifaces carries the peers of its host
+ * (uct_udz_worker_loopback, udz_reach.c).
  */
 #include "udz_uct.h"
 
@@ -79,6 +82,28 @@ void uct_udz_fence_leave(uct_udz_iface_t *iface)
         ucs_free(g);
     }
     pthread_mutex_unlock(&uct_udz_fence_lock);
+}
+
+/* Whether the worker of iface has an iface of the same wire on a loopback device (iface
+ * itself included). Read with the async context held, as the members change (the process's
+ * mutex is taken before the context in join: not here, against the reverse order). */
+int uct_udz_worker_loopback(uct_udz_iface_t *iface)
+{
+    uct_udz_iface_t *m;
+    int found = 0;
+
+    if (iface->fence_group == NULL) {
+        return iface->loopback;
+    }
+    UDZ_ENTER(iface);
+    ucs_list_for_each(m, &iface->fence_group->members, fence_link) {
+        if (m->loopback && (m->wops == iface->wops)) {
+            found = 1;
+            break;
+        }
+    }
+    UDZ_LEAVE(iface);
+    return found;
 }
 
 /* 1 when nothing issued before a fence on iface can take effect after what follows it. ask:

@@ -237,10 +237,12 @@ static ucs_status_t uct_udz_iface_get_device_address(uct_iface_h tl_iface,
                                                      uct_device_addr_t *addr)
 {
     uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+    uct_udz_host_id_t host = iface->host;
 
+    /* the worker's ifaces are all open by the time UCP packs an address */
+    host.flags = uct_udz_worker_loopback(iface) ? UCT_UDZ_HOST_VIA_LOOPBACK : 0;
     iface->wops->dev_addr_pack(iface->wire, addr);
-    memcpy(UCS_PTR_BYTE_OFFSET(addr, iface->wops->dev_addr_len), &iface->host,
-           sizeof(iface->host));
+    memcpy(UCS_PTR_BYTE_OFFSET(addr, iface->wops->dev_addr_len), &host, sizeof(host));
     return UCS_OK;
 }
 
@@ -590,6 +592,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
     self->host.hash = ucs_get_system_id() ^
                       ((uint64_t)ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET) * 0x9e3779b97f4a7c15ull);
     self->host.shm      = uct_udz_shm_domain();
+    self->host.flags    = 0;
     self->yield_on_host = uct_udz_on_host_yields(config->on_host);
 
     wparams.channels  = config->channels;
@@ -635,6 +638,7 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
      * and freed unless the peer answers: MAX_PEERS bounds the live records, not a server's
      * lifetime of churning clients */
     cc.peer_idle_ns    = 4 * cc.peer_timeout_ns;
+    self->chunk        = cc.chunk_size;
     self->zcopy_thresh = config->zcopy_thresh;
     self->zc_max       = config->zc_max;
 
@@ -757,11 +761,29 @@ static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t 
  *    and is complete when sendmsg returns, which is what UCP 1.13's thresholds gave. (A held
  *    buffer is also what MPI_Bsend cannot wait for: mpi4py's Bsend tests ran out of buffer
  *    space over UCX 1.22 and passed over 1.13.)
- *  - a get (and the rendezvous' read) asks the owner first: a request goes before the data.
+ *  - a get (and the rendezvous' read) asks the owner first, and the requester takes nothing
+ *    until the owner's first chunk (a datagram of the path's size: 64 KiB on loopback) has
+ *    crossed whole. UCT's get_bw over lo with one get outstanding: 21-23 us per get plus
+ *    5.8 GB/s, where the iface's figures alone give 5 us.
+ *  - after that, a get streams faster than anything on the reliable stream: its data goes on
+ *    a data channel of its own, in the path's datagrams, straight into place, where active
+ *    messages and puts go in the stream's datagrams (SEG_SIZE), each acked, kept for a resend
+ *    and handed to UCP from our buffers. Windowed MPI bandwidth at 1-4 MiB on one lane, both
+ *    MPIs on 1.22: eager 0.65-0.75x rendezvous (UCT: am_bw of 16 KiB bcopy 1.6-2.3 GB/s,
+ *    get_bw of 1 MiB 3.2-4.9). The stream's operations report 0.7 of the bandwidth.
+ * With neither, UCP 1.22 modeled eager fragments at 4,814 MB/s and a rendezvous at 5,114 MB/s
+ * plus 7 us, a crossover that any detail moved: eager up to 596 KiB under MPICH and 2 MiB under
+ * Open MPI (its 2 processes per node halve the shared bandwidth), where windowed bandwidth at
+ * 1 MiB was 0.70x rendezvous'. With both, rendezvous starts at 236 KiB under MPICH and 118 KiB
+ * under Open MPI, near where it started when UCP striped it over two ifaces (219 and 126 KiB;
+ * udz_reach.c).
  */
+#define UCT_UDZ_STREAM_BW_SHARE 0.7
+
 static ucs_status_t uct_udz_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
 {
-    uct_ep_operation_t op = ucx_ext_perf_op(perf_attr);
+    uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
+    uct_ep_operation_t op  = ucx_ext_perf_op(perf_attr);
     uct_iface_attr_t attr;
     ucs_status_t status;
 
@@ -774,9 +796,16 @@ static ucs_status_t uct_udz_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_a
         (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD)) {
         perf_attr->send_pre_overhead += attr.overhead;   /* the ack's receive */
     }
-    if (((op == UCT_EP_OP_GET_ZCOPY) || (op == UCT_EP_OP_GET_BCOPY)) &&
-        (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_LATENCY)) {
-        perf_attr->latency.c += attr.latency.c;   /* the request to the owner */
+    if ((op == UCT_EP_OP_GET_ZCOPY) || (op == UCT_EP_OP_GET_BCOPY)) {
+        if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_LATENCY) {
+            /* the request to the owner, and its first chunk's trip before the requester
+             * can take any of it (then chunks pipeline at the bandwidth) */
+            perf_attr->latency.c += attr.latency.c +
+                                    (double)iface->chunk / attr.bandwidth.shared;
+        }
+    } else if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf_attr->bandwidth.dedicated *= UCT_UDZ_STREAM_BW_SHARE;
+        perf_attr->bandwidth.shared    *= UCT_UDZ_STREAM_BW_SHARE;
     }
     return UCS_OK;
 }

@@ -89,7 +89,12 @@ typedef struct uct_udz_host_id {
                              * and a GID is 16) */
     uint32_t shm;           /* uct_udz_shm_domain: with hash equal, every shared-memory
                              * transport reaches the peer too (udz_reach.c) */
+    uint8_t  flags;         /* UCT_UDZ_HOST_* of the iface's worker */
 } UCS_S_PACKED uct_udz_host_id_t;
+
+/* The worker has an iface of the same wire on a loopback device, and reaches the peers of its
+ * host through it alone (udz_reach.c, uct_udz_worker_loopback). */
+#define UCT_UDZ_HOST_VIA_LOOPBACK 0x1
 
 /* TX_WINDOW auto (udz_iface.c): bytes of full-size datagrams in flight per peer, and the
  * window a peer's falls back to under loss. */
@@ -145,6 +150,7 @@ typedef struct uct_udz_iface {
     int                yield_on_host;   /* on-host peers go to a shared-memory transport */
     uint64_t           cookie;
     size_t             max_payload;
+    size_t             chunk;           /* a get's payload per datagram on the device */
     int                loopback;        /* the wire's device reaches this host alone */
     size_t             zcopy_thresh;
     size_t             zc_max;
@@ -273,6 +279,7 @@ ucs_status_t uct_udz_iface_fence(uct_iface_h tl_iface, unsigned flags);
  * wait while what was issued before it may still take effect after them. */
 ucs_status_t uct_udz_fence_join(uct_udz_iface_t *iface, uct_worker_h worker);
 void uct_udz_fence_leave(uct_udz_iface_t *iface);
+int uct_udz_worker_loopback(uct_udz_iface_t *iface);
 void uct_udz_fence_set(uct_udz_iface_t *iface);
 /* The fence's wait, once set: 1 while it holds, 0 (and cleared) when it is done. */
 int uct_udz_fence_wait(uct_udz_iface_t *iface);
