@@ -315,6 +315,7 @@ public:
             0, nullptr, nullptr,
             64, 65000,  /* coalesced sends: UDP GSO's runs */
             path_mtu_op,
+            0, 0,       /* get_setup, stream_bw_share: UCP's estimates, not the core's */
         };
         return &o;
     }
@@ -355,6 +356,7 @@ public:
             1, chan_end_op, chan_quiet_op,
             0, 0,       /* sends datagram by datagram, as the InfiniBand UD wire */
             nullptr,    /* the path is the port's: no path_mtu */
+            0, 0,
         };
         return &o;
     }

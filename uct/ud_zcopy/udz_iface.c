@@ -638,7 +638,6 @@ UCS_CLASS_INIT_FUNC(uct_udz_iface_t, uct_md_h md, uct_worker_h worker,
      * and freed unless the peer answers: MAX_PEERS bounds the live records, not a server's
      * lifetime of churning clients */
     cc.peer_idle_ns    = 4 * cc.peer_timeout_ns;
-    self->chunk        = cc.chunk_size;
     self->zcopy_thresh = config->zcopy_thresh;
     self->zc_max       = config->zc_max;
 
@@ -761,25 +760,21 @@ static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t 
  *    and is complete when sendmsg returns, which is what UCP 1.13's thresholds gave. (A held
  *    buffer is also what MPI_Bsend cannot wait for: mpi4py's Bsend tests ran out of buffer
  *    space over UCX 1.22 and passed over 1.13.)
- *  - a get (and the rendezvous' read) asks the owner first, and the requester takes nothing
- *    until the owner's first chunk (a datagram of the path's size: 64 KiB on loopback) has
- *    crossed whole. UCT's get_bw over lo with one get outstanding: 21-23 us per get plus
- *    5.8 GB/s, where the iface's figures alone give 5 us.
+ *  - a get (and the rendezvous' read) asks the owner first, waits for the owner's turn, and
+ *    ends with a completion of its own: over lo 21-23 us per get before its data flows, where
+ *    the iface's figures give 6 (the wire's get_setup says what it measured).
  *  - after that, a get streams faster than anything on the reliable stream: its data goes on
  *    a data channel of its own, in the path's datagrams, straight into place, where active
  *    messages and puts go in the stream's datagrams (SEG_SIZE), each acked, kept for a resend
- *    and handed to UCP from our buffers. Windowed MPI bandwidth at 1-4 MiB on one lane, both
- *    MPIs on 1.22: eager 0.65-0.75x rendezvous (UCT: am_bw of 16 KiB bcopy 1.6-2.3 GB/s,
- *    get_bw of 1 MiB 3.2-4.9). The stream's operations report 0.7 of the bandwidth.
+ *    and handed to UCP from our buffers: over lo the stream moves 0.7 of a get's rate (the
+ *    wire's stream_bw_share says what it measured).
  * With neither, UCP 1.22 modeled eager fragments at 4,814 MB/s and a rendezvous at 5,114 MB/s
  * plus 7 us, a crossover that any detail moved: eager up to 596 KiB under MPICH and 2 MiB under
  * Open MPI (its 2 processes per node halve the shared bandwidth), where windowed bandwidth at
- * 1 MiB was 0.70x rendezvous'. With both, rendezvous starts at 236 KiB under MPICH and 118 KiB
+ * 1 MiB was 0.70x rendezvous'. With both, rendezvous starts at 279 KiB under MPICH and 140 KiB
  * under Open MPI, near where it started when UCP striped it over two ifaces (219 and 126 KiB;
  * udz_reach.c).
  */
-#define UCT_UDZ_STREAM_BW_SHARE 0.7
-
 static ucs_status_t uct_udz_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
 {
     uct_udz_iface_t *iface = ucs_derived_of(tl_iface, uct_udz_iface_t);
@@ -798,14 +793,13 @@ static ucs_status_t uct_udz_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_a
     }
     if ((op == UCT_EP_OP_GET_ZCOPY) || (op == UCT_EP_OP_GET_BCOPY)) {
         if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_LATENCY) {
-            /* the request to the owner, and its first chunk's trip before the requester
-             * can take any of it (then chunks pipeline at the bandwidth) */
-            perf_attr->latency.c += attr.latency.c +
-                                    (double)iface->chunk / attr.bandwidth.shared;
+            /* the request to the owner, and what the wire measured a get to cost on top */
+            perf_attr->latency.c += attr.latency.c + iface->wops->get_setup;
         }
-    } else if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
-        perf_attr->bandwidth.dedicated *= UCT_UDZ_STREAM_BW_SHARE;
-        perf_attr->bandwidth.shared    *= UCT_UDZ_STREAM_BW_SHARE;
+    } else if ((perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) &&
+               (iface->wops->stream_bw_share > 0)) {
+        perf_attr->bandwidth.dedicated *= iface->wops->stream_bw_share;
+        perf_attr->bandwidth.shared    *= iface->wops->stream_bw_share;
     }
     return UCS_OK;
 }

@@ -150,7 +150,6 @@ typedef struct uct_udz_iface {
     int                yield_on_host;   /* on-host peers go to a shared-memory transport */
     uint64_t           cookie;
     size_t             max_payload;
-    size_t             chunk;           /* a get's payload per datagram on the device */
     int                loopback;        /* the wire's device reaches this host alone */
     size_t             zcopy_thresh;
     size_t             zc_max;

@@ -254,6 +254,15 @@ typedef struct udz_wire_ops {
      * this host over an iface on a 1500-byte device moves 64 KiB datagrams, not 1,440-byte
      * ones (UCP stripes a rendezvous over every iface of the host). */
     size_t (*path_mtu)(void *wire, const udz_addr_t *dst);
+
+    /* ---- what UCP is told (optional, 0: nothing measured) ----
+     * get_setup: seconds a get costs beyond the request's trip and its data at the device's
+     * bandwidth (the owner's turn, the channel's first receive, the completion), as measured
+     * with one get outstanding (udz_iface.c, uct_udz_iface_estimate_perf).
+     * stream_bw_share: the rate of the reliable stream (active messages, puts) as a share of
+     * a get's, which streams its data on a channel of its own; 0: the same. */
+    double get_setup;
+    double stream_bw_share;
 } udz_wire_ops_t;
 
 /* The wires built in, NULL-terminated (udz_wires.c): the glue lists their devices and opens a
