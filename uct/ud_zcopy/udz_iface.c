@@ -761,13 +761,12 @@ static ucs_status_t uct_udz_query_devices(uct_md_h md, uct_tl_device_resource_t 
  *    buffer is also what MPI_Bsend cannot wait for: mpi4py's Bsend tests ran out of buffer
  *    space over UCX 1.22 and passed over 1.13.)
  *  - a get (and the rendezvous' read) asks the owner first, waits for the owner's turn, and
- *    ends with a completion of its own: over lo 21-23 us per get before its data flows, where
- *    the iface's figures give 6 (the wire's get_setup says what it measured).
+ *    ends with a completion of its own: more than the iface's figures say (the wire's
+ *    get_setup, as measured).
  *  - after that, a get streams faster than anything on the reliable stream: its data goes on
  *    a data channel of its own, in the path's datagrams, straight into place, where active
  *    messages and puts go in the stream's datagrams (SEG_SIZE), each acked, kept for a resend
- *    and handed to UCP from our buffers: over lo the stream moves 0.7 of a get's rate (the
- *    wire's stream_bw_share says what it measured).
+ *    and handed to UCP from our buffers (the wire's stream_bw_share, as measured).
  * With neither, UCP 1.22 modeled eager fragments at 4,814 MB/s and a rendezvous at 5,114 MB/s
  * plus 7 us, a crossover that any detail moved: eager up to 596 KiB under MPICH and 2 MiB under
  * Open MPI (its 2 processes per node halve the shared bandwidth), where windowed bandwidth at

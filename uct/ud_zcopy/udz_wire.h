@@ -252,7 +252,7 @@ typedef struct udz_wire_ops {
      * IP_MTU of a socket connected there, 65535 through lo, less the IP and UDP headers). The
      * core asks once per peer, at its first zero-copy transfer, so that a get from a peer on
      * this host over an iface on a 1500-byte device moves 64 KiB datagrams, not 1,440-byte
-     * ones (UCP stripes a rendezvous over every iface of the host). */
+     * ones (where the worker has no loopback iface to leave that peer to, udz_reach.c). */
     size_t (*path_mtu)(void *wire, const udz_addr_t *dst);
 
     /* ---- what UCP is told (optional, 0: nothing measured) ----
